@@ -1,0 +1,113 @@
+/**
+ * API key format, hashing and constant-time verification, shared by every store.
+ *
+ * A key is `iocv_<key id>_<secret>`: the id (12 base32 characters, 60 bits) is public and indexes the row;
+ * the secret is 32 random bytes in base64url. Only sha256(secret) is stored. A slow KDF (scrypt, argon2) protects
+ * low-entropy passwords against offline guessing; a 256-bit random secret cannot be guessed, so a fast hash is as
+ * strong and keeps authentication off the CPU budget of the request path.
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { StoreError } from './store-error.ts'
+import type { CreateKeyOptions } from './types.ts'
+
+/** Every permission a key may carry, in canonical order. */
+export const PERMISSIONS = ['verdict', 'verdict_bulk', 'mgmt', 'admin'] as const
+/** One of PERMISSIONS. */
+export type Permission = typeof PERMISSIONS[number]
+
+const kPrefix = 'iocv_'
+const kIdAlphabet = 'abcdefghijklmnopqrstuvwxyz234567' // RFC 4648 base32, lowercase: no '_' so the key splits unambiguously
+const kIdLength = 12
+const kSecretBytes = 32
+const kKeyPattern = /^iocv_([a-z2-7]{12})_([A-Za-z0-9_-]{43})$/
+const kKeyLength = kPrefix.length + kIdLength + 1 + 43
+const kHashBytes = 32
+const kIdPattern = /^[a-z2-7]{12}$/
+// Compared against when the id is unknown, so an unknown id costs the same work as a wrong secret.
+const kDummyHash = createHash('sha256').update(randomBytes(kSecretBytes)).digest()
+const kMaxTenantLength = 128
+// Printable, no leading/trailing space: tenants appear in logs and CLI output.
+const kTenantPattern = /^[^\s\p{Cc}](?:[^\p{Cc}]*[^\s\p{Cc}])?$/u
+
+/** Parts of a well-formed key string. */
+export interface ParsedKey {
+  id: string
+  secret: string
+}
+
+/** A new key and what the store keeps of it. */
+export interface GeneratedKey {
+  id: string
+  key: string
+  secretHash: Buffer
+}
+
+/** Validated options of a new key. */
+export interface ValidKeyOptions {
+  tenant: string
+  permissions: Permission[]
+  quota: number | null
+}
+
+/** Splits a presented key into id and secret, or returns null when it is not a well-formed key. */
+export function parseKey (presented: unknown): ParsedKey | null {
+  // The length check first keeps a huge header from reaching the regex.
+  if (typeof presented !== 'string' || presented.length !== kKeyLength) return null
+  const m = kKeyPattern.exec(presented)
+  if (m === null) return null
+  return { id: m[1] as string, secret: m[2] as string }
+}
+
+/** True when `id` has the shape of a key id. */
+export function isKeyId (id: unknown): id is string {
+  return typeof id === 'string' && kIdPattern.test(id)
+}
+
+/** sha256 of the secret's text, as stored. */
+export function hashSecret (secret: string): Buffer {
+  return createHash('sha256').update(secret, 'utf8').digest()
+}
+
+/**
+ * Compares the presented secret with the stored hash in constant time. With no stored hash (unknown id) it
+ * compares against a dummy hash and returns false, so the response time does not tell which ids exist.
+ */
+export function secretMatches (storedHash: Uint8Array | null, secret: string): boolean {
+  const presented = hashSecret(secret)
+  const usable = storedHash !== null && storedHash.length === kHashBytes
+  const expected = usable ? storedHash : kDummyHash
+  const equal = timingSafeEqual(presented, expected)
+  return equal && usable
+}
+
+/** Generates a key: random id, random secret, and the hash to store. */
+export function generateKey (): GeneratedKey {
+  const idBytes = randomBytes(kIdLength)
+  let id = ''
+  // 256 is a multiple of 32, so the low 5 bits of a uniform byte are uniform: no modulo bias.
+  for (const b of idBytes) id += kIdAlphabet[b & 31]
+  const secret = randomBytes(kSecretBytes).toString('base64url')
+  return { id, key: `${kPrefix}${id}_${secret}`, secretHash: hashSecret(secret) }
+}
+
+/** Validates tenant, permissions and quota of a new key; throws INVALID_KEY_OPTIONS. */
+export function validateKeyOptions (options: CreateKeyOptions): ValidKeyOptions {
+  const { tenant, permissions, quota = null } = options
+  if (typeof tenant !== 'string' || tenant.length === 0 || tenant.length > kMaxTenantLength || !kTenantPattern.test(tenant)) {
+    throw new StoreError('INVALID_KEY_OPTIONS', `tenant must be 1 to ${kMaxTenantLength} printable characters without surrounding spaces`)
+  }
+  if (!Array.isArray(permissions) || permissions.length === 0) {
+    throw new StoreError('INVALID_KEY_OPTIONS', `permissions must list at least one of ${PERMISSIONS.join(', ')}`)
+  }
+  const wanted = new Set<string>()
+  for (const p of permissions) {
+    if (typeof p !== 'string' || !(PERMISSIONS as readonly string[]).includes(p)) {
+      throw new StoreError('INVALID_KEY_OPTIONS', `unknown permission ${JSON.stringify(String(p)).slice(0, 40)}; known: ${PERMISSIONS.join(', ')}`)
+    }
+    wanted.add(p)
+  }
+  if (quota !== null && (!Number.isSafeInteger(quota) || quota < 0)) {
+    throw new StoreError('INVALID_KEY_OPTIONS', 'quota must be a non-negative integer (indicators per UTC day) or null')
+  }
+  return { tenant, permissions: PERMISSIONS.filter((p) => wanted.has(p)), quota }
+}

@@ -1,0 +1,217 @@
+/**
+ * Store-independent handling of history: record validation and flattening into rows, usage deltas,
+ * search filter validation and the opaque pagination cursor. SQLite and PostgreSQL differ only in SQL.
+ */
+import { StoreError } from './store-error.ts'
+import { isCanonicalIso, parseTimestamp, utcDayOf } from './utc-day.ts'
+import type { HistoryRecord, SearchFilters } from './types.ts'
+
+/** Page size of search-history when the caller gives none (API.md). */
+export const DEFAULT_SEARCH_LIMIT = 100
+/** Largest page a search may ask for. */
+export const MAX_SEARCH_LIMIT = 1000
+/**
+ * The indicator_value index covers only this many leading characters (an expression index): a PostgreSQL btree
+ * entry must fit in about 2.7 kB, and one over-long value must not make a whole batch fail forever. Searches
+ * compare the prefix through the index and the full value on the row, so matching stays exact.
+ * Part of the schema (migration 1 of both stores): changing it needs a new migration that rebuilds the index.
+ */
+export const MAX_INDEXED_CHARS = 512
+
+/** One history record flattened into the columns of the history table. */
+export interface HistoryRow {
+  ts: number
+  date: string
+  day: string
+  tenant: string
+  requestId: string
+  bulkRequestId: string | null
+  httpStatus: number
+  authType: string
+  apikey: string
+  userId: string | null
+  indicatorType: string | null
+  indicatorValue: string
+  indicatorNormalized: string | null
+  doc: string
+}
+
+/** Rows to add to one usage counter. */
+export interface UsageDelta {
+  tenant: string
+  keyId: string
+  day: string
+  count: number
+}
+
+/** Validated search filters, timestamps as epoch milliseconds. */
+export interface ValidFilters {
+  gteMs: number | null
+  ltMs: number | null
+  userId: string | null
+  apikey: string | null
+  excludeBulk: boolean
+  authType: string | null
+  indicatorType: string | null
+  indicatorValue: string | null
+}
+
+/** Position after the last row of a page: newest-first order is (date, id) descending. */
+export interface Cursor {
+  ts: number
+  date: string
+  id: number
+}
+
+// PostgreSQL text cannot hold NUL; replacing it in the column copies (the document keeps the original,
+// JSON-escaped) keeps both stores accepting and matching the same records.
+function column (value: string): string {
+  return value.includes('\u0000') ? value.replaceAll('\u0000', '\uFFFD') : value
+}
+
+function optionalColumn (value: string | null | undefined): string | null {
+  return value === null || value === undefined ? null : column(value)
+}
+
+function invalid (index: number, what: string): StoreError {
+  return new StoreError('INVALID_RECORD', `history record ${index}: ${what}`)
+}
+
+function requireString (value: unknown, index: number, name: string): string {
+  if (typeof value !== 'string' || value.length === 0) throw invalid(index, `${name} must be a non-empty string`)
+  return value
+}
+
+function optionalString (value: unknown, index: number, name: string): string | null {
+  if (value === null || value === undefined) return null
+  if (typeof value !== 'string') throw invalid(index, `${name} must be a string or null`)
+  return value
+}
+
+/**
+ * Validates and flattens records before any write, so a bad record rejects the batch before the transaction
+ * starts. Throws INVALID_RECORD (no field values in the message: they may be anything a client sent).
+ */
+export function toRows (records: readonly HistoryRecord[]): HistoryRow[] {
+  if (!Array.isArray(records)) throw new StoreError('INVALID_RECORD', 'history records must be an array')
+  const rows: HistoryRow[] = new Array(records.length)
+  for (let i = 0; i < records.length; i++) {
+    const r = records[i] as HistoryRecord
+    if (r === null || typeof r !== 'object') throw invalid(i, 'not an object')
+    const ts = parseTimestamp(r.date)
+    if (ts === null) throw invalid(i, 'date must be an ISO 8601 timestamp with offset')
+    const date = new Date(ts).toISOString()
+    if (!Number.isInteger(r.http_status)) throw invalid(i, 'http_status must be an integer')
+    const ind = r.indicator
+    if (ind === null || typeof ind !== 'object' || typeof ind.value !== 'string') throw invalid(i, 'indicator.value must be a string')
+    let doc: string
+    try {
+      doc = JSON.stringify(r.date === date ? r : { ...r, date })
+    } catch (err) {
+      throw new StoreError('INVALID_RECORD', `history record ${i}: not serializable as JSON`, { cause: err })
+    }
+    rows[i] = {
+      ts,
+      date,
+      day: utcDayOf(ts),
+      tenant: column(requireString(r.tenant, i, 'tenant')),
+      requestId: column(requireString(r.request_id, i, 'request_id')),
+      bulkRequestId: optionalColumn(optionalString(r.bulk_request_id, i, 'bulk_request_id')),
+      httpStatus: r.http_status,
+      authType: column(requireString(r.auth_type, i, 'auth_type')),
+      apikey: column(requireString(r.apikey, i, 'apikey')),
+      userId: optionalColumn(optionalString(r.user_id, i, 'user_id')),
+      indicatorType: optionalColumn(optionalString(ind.type, i, 'indicator.type')),
+      indicatorValue: column(ind.value),
+      indicatorNormalized: optionalColumn(optionalString(ind.normalized, i, 'indicator.normalized')),
+      doc
+    }
+  }
+  return rows
+}
+
+/**
+ * One delta per (tenant, key, day), sorted: PostgreSQL transactions that upsert several counters then always
+ * lock them in the same order, so two concurrent batches cannot deadlock.
+ */
+export function usageDeltas (rows: readonly HistoryRow[]): UsageDelta[] {
+  const byKey = new Map<string, UsageDelta>()
+  for (const row of rows) {
+    const k = `${row.tenant}\u0000${row.apikey}\u0000${row.day}`
+    const d = byKey.get(k)
+    if (d === undefined) byKey.set(k, { tenant: row.tenant, keyId: row.apikey, day: row.day, count: 1 })
+    else d.count++
+  }
+  return [...byKey.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map((e) => e[1])
+}
+
+function filterString (value: unknown, name: string): string | null {
+  if (value === undefined || value === null) return null
+  if (typeof value !== 'string') throw new StoreError('INVALID_REQUEST', `${name} must be a string`)
+  return value
+}
+
+function filterDate (value: unknown, name: string): number | null {
+  if (value === undefined || value === null) return null
+  const ms = parseTimestamp(value)
+  if (ms === null) throw new StoreError('INVALID_REQUEST', `${name} must be an ISO 8601 date-time with offset, or a date`)
+  return ms
+}
+
+/** Validates search filters; throws INVALID_REQUEST. */
+export function validateFilters (filters: SearchFilters): ValidFilters {
+  if (filters === null || typeof filters !== 'object') throw new StoreError('INVALID_REQUEST', 'filters must be an object')
+  const excludeBulk = filters.exclude_bulk_requests ?? false
+  if (typeof excludeBulk !== 'boolean') throw new StoreError('INVALID_REQUEST', 'exclude_bulk_requests must be a boolean')
+  return {
+    gteMs: filterDate(filters.date_gte, 'date_gte'),
+    ltMs: filterDate(filters.date_lt, 'date_lt'),
+    userId: filterString(filters.user_id, 'user_id'),
+    apikey: filterString(filters.apikey, 'apikey'),
+    excludeBulk,
+    authType: filterString(filters.auth_type, 'auth_type'),
+    indicatorType: filterString(filters.indicator_type, 'indicator_type'),
+    indicatorValue: filterString(filters.indicator_value, 'indicator_value')
+  }
+}
+
+/** A text filter as compared with the columns: the full value, and the prefix the indicator_value index holds. */
+export function columnFilter (value: string): { full: string, prefix: string } {
+  const full = column(value)
+  // SQL substr/left count code points, not UTF-16 units: slice the same way or an emoji shifts the prefix.
+  const prefix = full.length <= MAX_INDEXED_CHARS ? full : Array.from(full).slice(0, MAX_INDEXED_CHARS).join('')
+  return { full, prefix }
+}
+
+/** Throws INVALID_REQUEST unless limit is an integer in 1..MAX_SEARCH_LIMIT. */
+export function validateLimit (limit: unknown): number {
+  if (!Number.isInteger(limit) || (limit as number) < 1 || (limit as number) > MAX_SEARCH_LIMIT) {
+    throw new StoreError('INVALID_REQUEST', `limit must be an integer from 1 to ${MAX_SEARCH_LIMIT}`)
+  }
+  return limit as number
+}
+
+/** Opaque cursor: base64url of JSON [date, id] of the last row returned. */
+export function encodeCursor (date: string, id: number): string {
+  return Buffer.from(JSON.stringify([date, String(id)]), 'utf8').toString('base64url')
+}
+
+/** Decodes a cursor made by encodeCursor; null means the first page. Throws INVALID_REQUEST for anything else. */
+export function decodeCursor (cursor: string | null | undefined): Cursor | null {
+  if (cursor === null || cursor === undefined) return null
+  const bad = new StoreError('INVALID_REQUEST', 'cursor is not a cursor returned by this endpoint')
+  // Buffer.from(.., 'base64url') silently skips foreign characters, so check the alphabet first.
+  if (typeof cursor !== 'string' || cursor.length === 0 || cursor.length > 200 || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw bad
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'))
+  } catch {
+    throw bad
+  }
+  if (!Array.isArray(parsed) || parsed.length !== 2) throw bad
+  const [date, id] = parsed as unknown[]
+  if (!isCanonicalIso(date) || typeof id !== 'string' || !/^[1-9]\d{0,15}$/.test(id)) throw bad
+  const n = Number(id)
+  if (!Number.isSafeInteger(n)) throw bad
+  return { ts: Date.parse(date), date, id: n }
+}

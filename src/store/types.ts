@@ -1,0 +1,157 @@
+/**
+ * Contract of the persistence layer: API keys, query history and usage counters.
+ * Every method is async so SQLite (synchronous underneath) and PostgreSQL implement the same interface,
+ * and the same contract tests (test/store/store.test.ts) run against both.
+ */
+
+/** A stored API key, without its secret (the secret exists only in the key string handed out once). */
+export interface ApiKeyRecord {
+  /** Public key id: the part of the key that history records and `apikey` filters show. */
+  id: string
+  tenant: string
+  /** Subset of PERMISSIONS, in PERMISSIONS order. */
+  permissions: string[]
+  /** Indicators per UTC day; null means unlimited. */
+  quota: number | null
+  /** ISO 8601, UTC, millisecond precision. */
+  createdAt: string
+  /** ISO 8601 when revoked, else null. */
+  revokedAt: string | null
+}
+
+/** Options for a new key. */
+export interface CreateKeyOptions {
+  tenant: string
+  permissions: string[]
+  /** Indicators per UTC day; null or omitted means unlimited. */
+  quota?: number | null
+}
+
+/** A freshly created key: `key` is the only copy of the secret and is never stored. */
+export interface CreatedKey {
+  key: string
+  record: ApiKeyRecord
+}
+
+/** Indicator as recorded in history: the value exactly as sent, plus its type and normalized form when known. */
+export interface HistoryIndicator {
+  type: string | null
+  value: string
+  normalized: string | null
+}
+
+/** Caller identification for audit logging (spec 2.2 `source`). */
+export interface HistorySource {
+  channel?: string
+  product?: string
+  integration_id?: string
+  event_type?: string
+  severity_hint?: string
+}
+
+/** One history record (spec 2.6 plus API.md "History and its replacement"); plain data, msgpack-friendly. */
+export interface HistoryRecord {
+  /** ISO 8601 with millisecond precision; stored and returned as `YYYY-MM-DDTHH:mm:ss.sssZ`. */
+  date: string
+  request_id: string
+  /** Null for single calls. */
+  bulk_request_id: string | null
+  http_status: number
+  /** 'api_key' for the verdict endpoints. */
+  auth_type: string
+  tenant: string
+  /** The key id, never the key. */
+  apikey: string
+  indicator: HistoryIndicator
+  evidence_details: string
+  label_details: string
+  risk: object | null
+  scores: object | null
+  labels: object[]
+  label_count: number
+  action_taken: string | null
+  action_source: string | null
+  source: HistorySource | null
+  scoring_version: string | null
+  query_type: string | null
+  project_id: string | null
+  project_name: string | null
+  user_id: string | null
+}
+
+/** Filters of GET /api/v2/mgmt/enrich-logs/search-history (API.md); all optional and combined with AND. */
+export interface SearchFilters {
+  /** Inclusive lower bound, ISO 8601 date-time with offset, or a date (UTC midnight). */
+  date_gte?: string
+  /** Exclusive upper bound, same formats as date_gte. */
+  date_lt?: string
+  user_id?: string
+  apikey?: string
+  /** True drops every record that carries a bulk_request_id. */
+  exclude_bulk_requests?: boolean
+  auth_type?: string
+  indicator_type?: string
+  /** Matches `indicator.value` exactly as sent (not the normalized form; see searchHistory). */
+  indicator_value?: string
+}
+
+/** One page of search results, newest first. */
+export interface SearchPage {
+  results: HistoryRecord[]
+  /** Opaque; pass it back to get the next page. Null on the last page. */
+  next_cursor: string | null
+}
+
+/** Usage of one key on one day. */
+export interface KeyUsage {
+  apikey: string
+  count: number
+}
+
+/** Usage of a tenant (or one of its keys) on one UTC day. */
+export interface UsageReport {
+  tenant: string
+  /** YYYY-MM-DD (UTC). */
+  day: string
+  /** Keys with a non-zero count, ordered by key id. */
+  keys: KeyUsage[]
+  total: number
+}
+
+/** Persistence of keys, history and usage counters. */
+export interface Store {
+  /** Creates or upgrades the schema; safe to run concurrently from several processes. */
+  migrate (): Promise<void>
+  /** Creates a key; throws INVALID_KEY_OPTIONS for an unknown permission, a bad tenant or a bad quota. */
+  createKey (options: CreateKeyOptions): Promise<CreatedKey>
+  /** Every key, revoked ones included, oldest first; never secrets. */
+  listKeys (): Promise<ApiKeyRecord[]>
+  /** Revokes an active key: true when this call revoked it, false for an unknown or already revoked id. */
+  revokeKey (id: string): Promise<boolean>
+  /** The record of an active key matching the presented key string, or null (unknown, revoked, wrong secret, malformed). */
+  verifyKey (presented: string): Promise<ApiKeyRecord | null>
+  /** Number of keys ever created (revoked ones included). */
+  countKeys (): Promise<number>
+  /** Inserts all records and adds them to the usage counters, in one transaction. */
+  writeHistory (records: HistoryRecord[]): Promise<void>
+  /**
+   * One page of a tenant's history, newest first by (date, id); throws INVALID_REQUEST for a bad cursor, date or
+   * limit. Only rows of `tenant` are read, whatever the filters or cursor. `indicator_value` matches the value
+   * exactly as sent, not the normalized form: spec 4.4 withdrew the `indicator_normalized` filter from this
+   * endpoint, and matching normalized forms through `indicator_value` would bring it back under another name.
+   */
+  searchHistory (tenant: string, filters: SearchFilters, limit: number, cursor: string | null): Promise<SearchPage>
+  /** Usage counters of a tenant, or of one of its keys, on one UTC day. */
+  usage (tenant: string, keyId: string | null, day: string): Promise<UsageReport>
+  /** Counter of one key on one UTC day (0 when none). */
+  usageForKey (keyId: string, day: string): Promise<number>
+  /**
+   * Deletes history rows dated before `before`; returns how many. Usage counters are not decremented: they are
+   * billing records with their own retention, so after a purge they count more than the remaining rows.
+   */
+  purgeHistory (before: Date): Promise<number>
+  /** Throws when the store cannot serve queries (health check). */
+  ping (): Promise<void>
+  /** Releases connections; idempotent. Later calls reject with STORE_CLOSED. */
+  close (): Promise<void>
+}

@@ -1,0 +1,62 @@
+/**
+ * Timestamps, UTC days and the pagination cursor (store-independent).
+ */
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { decodeCursor, encodeCursor, toRows, usageDeltas } from '../../src/store/history-rows.ts'
+import { isUtcDay, parseTimestamp, secondsUntilNextUtcMidnight } from '../../src/store/utc-day.ts'
+import type { HistoryRecord } from '../../src/store/types.ts'
+
+test('timestamps need an offset unless they are a plain date, and fractions are cut to milliseconds', () => {
+  const cases: Array<[string, string | null]> = [
+    ['2024-03-01', '2024-03-01T00:00:00.000Z'],
+    ['2024-03-01T10:20:30Z', '2024-03-01T10:20:30.000Z'],
+    ['2024-03-01T10:20Z', '2024-03-01T10:20:00.000Z'],
+    ['2024-03-01t10:20:30.123456789z', '2024-03-01T10:20:30.123Z'],
+    ['2024-03-01T10:20:30.5+02:00', '2024-03-01T08:20:30.500Z'],
+    ['2024-03-01 10:20:30-05:30', '2024-03-01T15:50:30.000Z'],
+    ['2024-03-01T10:20:30', null],
+    ['2024-02-30', null],
+    ['2024-03-01T25:00:00Z', null],
+    ['March 1, 2024', null],
+    ['1709288430000', null],
+    ['', null]
+  ]
+  for (const [text, iso] of cases) {
+    const ms = parseTimestamp(text)
+    assert.equal(ms === null ? null : new Date(ms).toISOString(), iso, text)
+  }
+})
+
+test('UTC days are real calendar days and Retry-After counts to the next UTC midnight', () => {
+  assert.equal(isUtcDay('2024-02-29'), true)
+  assert.equal(isUtcDay('2023-02-29'), false)
+  assert.equal(isUtcDay('2024-2-1'), false)
+  assert.equal(secondsUntilNextUtcMidnight(Date.UTC(2024, 0, 1, 23, 59, 59, 500)), 1)
+  assert.equal(secondsUntilNextUtcMidnight(Date.UTC(2024, 0, 1)), 86_400)
+  assert.equal(secondsUntilNextUtcMidnight(Date.UTC(2024, 0, 1, 12)), 43_200)
+})
+
+test('a cursor decodes to the position it encodes and nothing else decodes', () => {
+  const c = encodeCursor('2024-03-01T10:20:30.123Z', 42)
+  assert.match(c, /^[A-Za-z0-9_-]+$/)
+  assert.deepEqual(decodeCursor(c), { ts: Date.UTC(2024, 2, 1, 10, 20, 30, 123), date: '2024-03-01T10:20:30.123Z', id: 42 })
+  assert.equal(decodeCursor(null), null)
+  assert.throws(() => decodeCursor(`${c}!`), { code: 'INVALID_REQUEST' })
+  assert.throws(() => decodeCursor(c.slice(0, -2)), { code: 'INVALID_REQUEST' })
+})
+
+test('usage deltas add up rows per tenant, key and UTC day', () => {
+  const base = { request_id: 'r', bulk_request_id: null, http_status: 200, auth_type: 'api_key', indicator: { type: 'ip', value: 'v', normalized: 'v' } }
+  const rows = toRows([
+    { ...base, tenant: 't', apikey: 'k1', date: '2024-01-01T23:59:59.999Z' },
+    { ...base, tenant: 't', apikey: 'k1', date: '2024-01-02T00:59:59.999+01:00' },
+    { ...base, tenant: 't', apikey: 'k1', date: '2024-01-02T00:00:00Z' },
+    { ...base, tenant: 'u', apikey: 'k1', date: '2024-01-02T00:00:00Z' }
+  ] as unknown as HistoryRecord[])
+  assert.deepEqual(usageDeltas(rows), [
+    { tenant: 't', keyId: 'k1', day: '2024-01-01', count: 2 },
+    { tenant: 't', keyId: 'k1', day: '2024-01-02', count: 1 },
+    { tenant: 'u', keyId: 'k1', day: '2024-01-02', count: 1 }
+  ])
+})

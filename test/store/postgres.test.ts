@@ -1,0 +1,129 @@
+/**
+ * PostgreSQL specifics: credentials never leak into errors, concurrent migrations, concurrent batches.
+ * Tests that need a server read IOC_TEST_DATABASE_URL and are skipped without it.
+ */
+import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+import { test } from 'node:test'
+import pg from 'pg'
+import { PostgresStore } from '../../src/store/postgres.ts'
+import type { HistoryRecord } from '../../src/store/types.ts'
+
+const kDatabaseUrl = process.env.IOC_TEST_DATABASE_URL
+const kSkip = kDatabaseUrl === undefined || kDatabaseUrl === '' ? 'IOC_TEST_DATABASE_URL not set' : null
+
+/** Every text reachable from an error and its causes. */
+function texts (err: unknown): string[] {
+  const out: string[] = []
+  let e = err
+  for (let depth = 0; e !== null && e !== undefined && depth < 10; depth++) {
+    out.push(String((e as Error).message), String((e as Error).stack), JSON.stringify(e))
+    for (const v of Object.values(e as Record<string, unknown>)) if (typeof v === 'string') out.push(v)
+    e = (e as { cause?: unknown }).cause
+  }
+  return out
+}
+
+function assertNoSecret (err: unknown, secrets: string[]): void {
+  for (const text of texts(err)) {
+    for (const s of secrets) assert.ok(!text.includes(s), `error text reveals a secret: ${text}`)
+    assert.ok(!/postgres(ql)?:\/\//i.test(text), `error text contains a URL: ${text}`)
+  }
+}
+
+test('an unreachable database rejects with STORE_UNAVAILABLE and never reveals the URL or its password', async () => {
+  const url = 'postgres://iocv_user:Sup3rSecretPw@127.0.0.1:1/iocv?sslmode=disable'
+  const store = new PostgresStore({ url, connectionTimeoutMs: 500 })
+  try {
+    const err = await store.ping().then(() => null, (e: unknown) => e)
+    assert.equal((err as { code?: string } | null)?.code, 'STORE_UNAVAILABLE')
+    assertNoSecret(err, ['Sup3rSecretPw', url])
+  } finally {
+    await store.close()
+  }
+})
+
+test('a malformed connection string is never echoed in the error', async () => {
+  const url = 'postgres://iocv_user:Sup3rSecretPw@[not-a-host/db'
+  const store = new PostgresStore({ url, connectionTimeoutMs: 500 })
+  try {
+    const err = await store.ping().then(() => null, (e: unknown) => e)
+    assert.ok(err !== null)
+    assertNoSecret(err, ['Sup3rSecretPw', url, 'not-a-host'])
+  } finally {
+    await store.close()
+  }
+})
+
+test('a schema name that is not a plain lowercase identifier is refused with INVALID_OPTIONS', () => {
+  for (const schema of ['Public', 'a-b', 'x"; DROP SCHEMA public; --', '', '1abc', 'a'.repeat(64)]) {
+    assert.throws(() => new PostgresStore({ url: 'postgres://127.0.0.1/x', schema }), { code: 'INVALID_OPTIONS' })
+  }
+})
+
+test('PostgreSQL: stores migrating a new schema together apply each migration once', async (t) => {
+  if (kSkip !== null) {
+    t.skip(kSkip)
+    return
+  }
+  const url = kDatabaseUrl as string
+  const schema = `iocv_test_${randomBytes(6).toString('hex')}`
+  const stores = [0, 1, 2].map(() => new PostgresStore({ url, schema, max: 1 }))
+  const admin = new pg.Client({ connectionString: url })
+  await admin.connect()
+  t.after(async () => {
+    for (const s of stores) await s.close()
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+    await admin.end()
+  })
+  await Promise.all(stores.map((s) => s.migrate()))
+  const { rows } = await admin.query(`SELECT version FROM "${schema}".schema_version`)
+  assert.deepEqual(rows, [{ version: 1 }])
+})
+
+test('PostgreSQL: concurrent batches over the same counters neither deadlock nor lose counts', async (t) => {
+  if (kSkip !== null) {
+    t.skip(kSkip)
+    return
+  }
+  const url = kDatabaseUrl as string
+  const schema = `iocv_test_${randomBytes(6).toString('hex')}`
+  const store = new PostgresStore({ url, schema, max: 8 })
+  t.after(async () => {
+    await store.close()
+    const admin = new pg.Client({ connectionString: url })
+    await admin.connect()
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+    await admin.end()
+  })
+  await store.migrate()
+  const keys = ['keyaaaaaaaaa', 'keybbbbbbbbb', 'keycccccccccc']
+  const batch = (b: number): HistoryRecord[] => Array.from({ length: 30 }, (_, i) => ({
+    date: `2024-10-0${1 + (i % 2)}T12:00:00.000Z`,
+    request_id: `b${b}-${i}`,
+    bulk_request_id: `b${b}`,
+    http_status: 200,
+    auth_type: 'api_key',
+    tenant: 'race',
+    // Each batch lists the keys in a different order: without sorted upserts this is the classic deadlock.
+    apikey: keys[(i + b) % keys.length] as string,
+    indicator: { type: 'ip', value: `198.51.100.${i}`, normalized: `198.51.100.${i}` },
+    evidence_details: 'none',
+    label_details: 'none',
+    risk: null,
+    scores: null,
+    labels: [],
+    label_count: 0,
+    action_taken: null,
+    action_source: null,
+    source: null,
+    scoring_version: null,
+    query_type: null,
+    project_id: null,
+    project_name: null,
+    user_id: null
+  }))
+  await Promise.all(Array.from({ length: 16 }, (_, b) => store.writeHistory(batch(b))))
+  const total = (await store.usage('race', null, '2024-10-01')).total + (await store.usage('race', null, '2024-10-02')).total
+  assert.equal(total, 16 * 30)
+})

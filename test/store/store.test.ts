@@ -1,0 +1,415 @@
+/**
+ * Store contract: the same tests against every backend of test/store/backends.ts.
+ */
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import type { HistoryRecord, SearchFilters } from '../../src/store/types.ts'
+import { storeBackends, type ExplainableStore } from './backends.ts'
+
+let seq = 0
+
+function record (overrides: Partial<HistoryRecord> & { tenant: string, date: string }): HistoryRecord {
+  seq++
+  return {
+    request_id: `req-${seq}`,
+    bulk_request_id: null,
+    http_status: 200,
+    auth_type: 'api_key',
+    apikey: 'aaaaaaaaaaaa',
+    indicator: { type: 'ip', value: '192.0.2.1', normalized: '192.0.2.1' },
+    evidence_details: 'none',
+    label_details: 'none',
+    risk: { score: 10, strength: 'weak', category: 'benign' },
+    scores: { signal_groups: {}, signal_subgroups: {} },
+    labels: [],
+    label_count: 0,
+    action_taken: null,
+    action_source: null,
+    source: { channel: 'siem', product: 'test' },
+    scoring_version: null,
+    query_type: null,
+    project_id: null,
+    project_name: null,
+    user_id: null,
+    ...overrides
+  }
+}
+
+/** Newest first by (date, insertion order): the order searchHistory must return. */
+function newestFirst (records: HistoryRecord[]): string[] {
+  return records
+    .map((r, i) => ({ r, i }))
+    .sort((a, b) => (a.r.date < b.r.date ? 1 : a.r.date > b.r.date ? -1 : b.i - a.i))
+    .map((x) => x.r.request_id)
+}
+
+async function searchAll (store: ExplainableStore, tenant: string, filters: SearchFilters, limit = 1000): Promise<HistoryRecord[]> {
+  const out: HistoryRecord[] = []
+  let cursor: string | null = null
+  do {
+    const page = await store.searchHistory(tenant, filters, limit, cursor)
+    out.push(...page.results)
+    cursor = page.next_cursor
+  } while (cursor !== null)
+  return out
+}
+
+/** A varied fixture: every filterable field takes several values, some dates are shared. */
+function fixture (tenant: string, prefix: string): HistoryRecord[] {
+  const values = [
+    { type: 'ip', value: '192.0.2.1', normalized: '192.0.2.1' },
+    { type: 'domain', value: 'Example.COM.', normalized: 'example.com' },
+    { type: 'domain', value: 'example.com', normalized: 'example.com' },
+    { type: null, value: 'not an indicator', normalized: null },
+    { type: 'ip', value: '1.2.3[.]4', normalized: '1.2.3.4' }
+  ]
+  const out: HistoryRecord[] = []
+  for (let i = 0; i < 30; i++) {
+    const second = Math.floor(i / 2) // pairs share a timestamp: order falls back to insertion (id)
+    out.push(record({
+      tenant,
+      request_id: `${prefix}-${i}`,
+      date: new Date(Date.UTC(2024, 2, 1 + (i % 3), 10, 0, second, i % 4 === 0 ? 0 : 250)).toISOString(),
+      apikey: i % 3 === 0 ? 'keyaaaaaaaaa' : 'keybbbbbbbbb',
+      user_id: i % 5 === 0 ? null : i % 5 < 3 ? 'user-1' : 'user-2',
+      bulk_request_id: i % 4 === 1 ? 'bulk-1' : i % 4 === 2 ? 'bulk-2' : null,
+      auth_type: i % 7 === 0 ? 'session' : 'api_key',
+      indicator: values[i % values.length] as HistoryRecord['indicator']
+    }))
+  }
+  return out
+}
+
+interface FilterCase {
+  name: string
+  filters: SearchFilters
+  keep: (r: HistoryRecord) => boolean
+}
+
+const kFilterCases: FilterCase[] = [
+  { name: 'no filter', filters: {}, keep: () => true },
+  { name: 'date_gte', filters: { date_gte: '2024-03-02T00:00:00Z' }, keep: (r) => r.date >= '2024-03-02T00:00:00.000Z' },
+  { name: 'date_lt', filters: { date_lt: '2024-03-02' }, keep: (r) => r.date < '2024-03-02T00:00:00.000Z' },
+  {
+    name: 'date range with offset',
+    filters: { date_gte: '2024-03-02T11:00:05+01:00', date_lt: '2024-03-03T10:00:10.250Z' },
+    keep: (r) => r.date >= '2024-03-02T10:00:05.000Z' && r.date < '2024-03-03T10:00:10.250Z'
+  },
+  { name: 'user_id', filters: { user_id: 'user-2' }, keep: (r) => r.user_id === 'user-2' },
+  { name: 'apikey', filters: { apikey: 'keyaaaaaaaaa' }, keep: (r) => r.apikey === 'keyaaaaaaaaa' },
+  { name: 'exclude_bulk_requests', filters: { exclude_bulk_requests: true }, keep: (r) => r.bulk_request_id === null },
+  { name: 'exclude_bulk_requests false', filters: { exclude_bulk_requests: false }, keep: () => true },
+  { name: 'auth_type', filters: { auth_type: 'session' }, keep: (r) => r.auth_type === 'session' },
+  { name: 'indicator_type', filters: { indicator_type: 'domain' }, keep: (r) => r.indicator.type === 'domain' },
+  { name: 'indicator_value (as sent)', filters: { indicator_value: 'example.com' }, keep: (r) => r.indicator.value === 'example.com' },
+  { name: 'indicator_value (defanged, as sent)', filters: { indicator_value: '1.2.3[.]4' }, keep: (r) => r.indicator.value === '1.2.3[.]4' },
+  {
+    name: 'apikey and date range',
+    filters: { apikey: 'keybbbbbbbbb', date_gte: '2024-03-02', date_lt: '2024-03-03' },
+    keep: (r) => r.apikey === 'keybbbbbbbbb' && r.date.startsWith('2024-03-02')
+  },
+  {
+    name: 'indicator_type, exclude_bulk_requests and user_id',
+    filters: { indicator_type: 'ip', exclude_bulk_requests: true, user_id: 'user-1' },
+    keep: (r) => r.indicator.type === 'ip' && r.bulk_request_id === null && r.user_id === 'user-1'
+  },
+  { name: 'a value nobody queried', filters: { indicator_value: '203.0.113.9' }, keep: () => false }
+]
+
+for (const backend of storeBackends) {
+  test(`${backend.name} store contract`, async (t) => {
+    if (backend.skip !== null) {
+      t.skip(backend.skip)
+      return
+    }
+    const h = await backend.open()
+    t.after(() => h.cleanup())
+    const { store } = h
+
+    await t.test('migrate is idempotent', async () => {
+      await store.migrate()
+      await store.migrate()
+    })
+
+    await t.test('ping succeeds on an open store', async () => {
+      await store.ping()
+    })
+
+    // ---- keys
+
+    await t.test('a created key verifies to its record, and the record never holds the secret', async () => {
+      const before = await store.countKeys()
+      const { key, record } = await store.createKey({ tenant: 'acme', permissions: ['verdict', 'verdict_bulk'], quota: 1000 })
+      assert.match(key, /^iocv_[a-z2-7]{12}_[A-Za-z0-9_-]{43}$/)
+      assert.equal(key.slice(5, 17), record.id)
+      assert.deepEqual({ ...record, id: '', createdAt: '' }, {
+        id: '', tenant: 'acme', permissions: ['verdict', 'verdict_bulk'], quota: 1000, createdAt: '', revokedAt: null
+      })
+      assert.ok(!Number.isNaN(Date.parse(record.createdAt)))
+      assert.deepEqual(await store.verifyKey(key), record)
+      assert.equal(await store.countKeys(), before + 1)
+      const listed = await store.listKeys()
+      assert.deepEqual(listed.find((k) => k.id === record.id), record)
+      assert.ok(!JSON.stringify(listed).includes(key.slice(18)), 'listKeys must not expose the secret')
+    })
+
+    await t.test('permissions are deduplicated into canonical order and quota defaults to unlimited', async () => {
+      const { record } = await store.createKey({ tenant: 'acme', permissions: ['admin', 'verdict', 'admin'] })
+      assert.deepEqual(record.permissions, ['verdict', 'admin'])
+      assert.equal(record.quota, null)
+    })
+
+    await t.test('a key with the right id but a wrong secret does not verify', async () => {
+      const { key } = await store.createKey({ tenant: 'acme', permissions: ['verdict'] })
+      const { key: other } = await store.createKey({ tenant: 'acme', permissions: ['verdict'] })
+      const last = key.at(-1) === 'A' ? 'B' : 'A'
+      assert.equal(await store.verifyKey(key.slice(0, -1) + last), null)
+      assert.equal(await store.verifyKey(key.slice(0, 18) + other.slice(18)), null)
+    })
+
+    await t.test('malformed and unknown key strings do not verify', async () => {
+      const { key } = await store.createKey({ tenant: 'acme', permissions: ['verdict'] })
+      const malformed = [
+        '', 'iocv_', 'iocv__', 'garbage', key.slice(0, -1), `${key}A`, key.toUpperCase(), key.replace('iocv_', 'iocx_'),
+        ` ${key}`, `${key}\n`, key.replace(/_/g, '-'), `iocv_${'A'.repeat(12)}_${key.slice(18)}`,
+        `iocv_${key.slice(5, 17)}_${'é'.repeat(43)}`, 'x'.repeat(100_000),
+        `iocv_${'a'.repeat(12)}_${key.slice(18)}` // well-formed, unknown id
+      ]
+      for (const m of malformed) assert.equal(await store.verifyKey(m), null, `accepted ${JSON.stringify(m.slice(0, 30))}`)
+      assert.equal(await store.verifyKey(undefined as unknown as string), null)
+    })
+
+    await t.test('a revoked key no longer verifies, and revoking twice or an unknown id returns false', async () => {
+      const { key, record } = await store.createKey({ tenant: 'acme', permissions: ['verdict'] })
+      const count = await store.countKeys()
+      assert.equal(await store.revokeKey(record.id), true)
+      assert.equal(await store.verifyKey(key), null)
+      assert.equal(await store.revokeKey(record.id), false)
+      assert.equal(await store.revokeKey('zzzzzzzzzzzz'), false)
+      assert.equal(await store.revokeKey('not an id'), false)
+      const listed = (await store.listKeys()).find((k) => k.id === record.id)
+      assert.ok(listed?.revokedAt !== null && !Number.isNaN(Date.parse(listed?.revokedAt ?? '')))
+      assert.equal(await store.countKeys(), count, 'revoked keys still count, so a bootstrap key is not re-created')
+    })
+
+    await t.test('invalid key options are rejected with INVALID_KEY_OPTIONS', async () => {
+      const bad = [
+        { tenant: 'acme', permissions: ['history'] },
+        { tenant: 'acme', permissions: [] },
+        { tenant: '', permissions: ['verdict'] },
+        { tenant: ' acme', permissions: ['verdict'] },
+        { tenant: 'a\nb', permissions: ['verdict'] },
+        { tenant: 'x'.repeat(129), permissions: ['verdict'] },
+        { tenant: 'acme', permissions: ['verdict'], quota: -1 },
+        { tenant: 'acme', permissions: ['verdict'], quota: 1.5 }
+      ]
+      for (const options of bad) await assert.rejects(store.createKey(options), { code: 'INVALID_KEY_OPTIONS' })
+    })
+
+    // ---- history and usage
+
+    await t.test('written history counts one usage increment per row, per tenant, key and UTC day', async () => {
+      const tenant = 'usage-tenant'
+      const batch = [
+        record({ tenant, apikey: 'keyaaaaaaaaa', date: '2024-05-01T23:59:59.999Z' }),
+        record({ tenant, apikey: 'keyaaaaaaaaa', date: '2024-05-01T00:00:00.000Z' }),
+        record({ tenant, apikey: 'keybbbbbbbbb', date: '2024-05-01T12:00:00.000Z', bulk_request_id: 'b' }),
+        record({ tenant, apikey: 'keyaaaaaaaaa', date: '2024-05-02T00:00:00.000Z' }),
+        record({ tenant, apikey: 'keyaaaaaaaaa', date: '2024-05-02T01:30:00.000+02:00' }) // 2024-05-01 in UTC
+      ]
+      await store.writeHistory(batch)
+      assert.deepEqual(await store.usage(tenant, null, '2024-05-01'), {
+        tenant, day: '2024-05-01', keys: [{ apikey: 'keyaaaaaaaaa', count: 3 }, { apikey: 'keybbbbbbbbb', count: 1 }], total: 4
+      })
+      assert.deepEqual(await store.usage(tenant, 'keybbbbbbbbb', '2024-05-01'), {
+        tenant, day: '2024-05-01', keys: [{ apikey: 'keybbbbbbbbb', count: 1 }], total: 1
+      })
+      assert.equal(await store.usageForKey('keyaaaaaaaaa', '2024-05-02'), 1)
+      assert.equal(await store.usageForKey('keyaaaaaaaaa', '2024-05-03'), 0)
+      assert.deepEqual(await store.usage('other-tenant', null, '2024-05-01'), { tenant: 'other-tenant', day: '2024-05-01', keys: [], total: 0 })
+
+      await store.writeHistory(batch.slice(0, 2).map((r) => ({ ...r, request_id: `${r.request_id}-again` })))
+      assert.equal(await store.usageForKey('keyaaaaaaaaa', '2024-05-01'), 5)
+      for (const day of ['2024-05-01', '2024-05-02']) {
+        const rows = await searchAll(store, tenant, { date_gte: day, date_lt: day === '2024-05-01' ? '2024-05-02' : '2024-05-03' })
+        assert.equal((await store.usage(tenant, null, day)).total, rows.length, `counters equal rows on ${day}`)
+      }
+    })
+
+    await t.test('a record is returned as written, with its date in canonical ISO form', async () => {
+      const r = record({
+        tenant: 'roundtrip',
+        date: '2024-06-01T12:00:00+02:00',
+        bulk_request_id: 'bulk-rt',
+        indicator: { type: 'domain', value: 'EXAMPLE.org\u0000"\\', normalized: 'example.org' },
+        labels: [{ signal_id: 's1', direction: 'malicious' }],
+        label_count: 1,
+        action_taken: 'block',
+        action_source: 'fw-1',
+        user_id: 'u-rt',
+        project_id: 'p',
+        project_name: 'Project ✓'
+      })
+      await store.writeHistory([r])
+      const page = await store.searchHistory('roundtrip', {}, 10, null)
+      assert.deepEqual(page, { results: [{ ...r, date: '2024-06-01T10:00:00.000Z' }], next_cursor: null })
+      const byValue = await store.searchHistory('roundtrip', { indicator_value: 'EXAMPLE.org\u0000"\\' }, 10, null)
+      assert.equal(byValue.results.length, 1)
+    })
+
+    await t.test('a batch with one invalid record writes nothing and counts nothing', async () => {
+      const tenant = 'atomic'
+      const good = record({ tenant, apikey: 'keyaaaaaaaaa', date: '2024-07-01T00:00:00.000Z' })
+      for (const bad of [
+        { ...good, date: 'yesterday' },
+        { ...good, date: '2024-07-01T00:00:00' }, // no offset: ambiguous
+        { ...good, tenant: '' },
+        { ...good, http_status: 'ok' as unknown as number },
+        { ...good, indicator: null as unknown as HistoryRecord['indicator'] }
+      ]) {
+        await assert.rejects(store.writeHistory([good, bad]), { code: 'INVALID_RECORD' })
+      }
+      assert.equal((await store.searchHistory(tenant, {}, 10, null)).results.length, 0)
+      assert.equal(await store.usageForKey('keyaaaaaaaaa', '2024-07-01'), 0)
+      await store.writeHistory([])
+    })
+
+    await t.test('an indicator value longer than the indexed prefix still matches exactly', async () => {
+      const long = 'a'.repeat(600)
+      const emoji = '😀'.repeat(600) // astral characters: two UTF-16 units, one SQL character
+      const values = [long, `${long}b`, emoji, `${emoji}b`]
+      await store.writeHistory(values.map((value, i) =>
+        record({ tenant: 'long', date: `2024-08-01T00:00:0${i}Z`, indicator: { type: null, value, normalized: null } })))
+      for (const v of values) {
+        const page = await store.searchHistory('long', { indicator_value: v }, 10, null)
+        assert.deepEqual(page.results.map((r) => r.indicator.value), [v])
+      }
+      assert.equal((await store.searchHistory('long', { indicator_value: 'a'.repeat(599) }, 10, null)).results.length, 0)
+    })
+
+    const tenantA = fixture('tenant-a', 'A')
+    const tenantB = fixture('tenant-b', 'B') // same keys, users and values as tenant A
+    await store.writeHistory([...tenantA, ...tenantB])
+
+    for (const c of kFilterCases) {
+      await t.test(`filter ${c.name} returns exactly the matching rows of the tenant, newest first`, async () => {
+        const expected = newestFirst(tenantA.filter(c.keep))
+        const got = await searchAll(store, 'tenant-a', c.filters)
+        assert.deepEqual(got.map((r) => r.request_id), expected)
+        const paged = await searchAll(store, 'tenant-a', c.filters, 4)
+        assert.deepEqual(paged.map((r) => r.request_id), expected, 'same rows when paginated by 4')
+      })
+    }
+
+    await t.test("another tenant's rows are never returned, whatever the filters", async () => {
+      for (const c of kFilterCases) {
+        for (const [tenant, prefix] of [['tenant-a', 'A-'], ['tenant-b', 'B-']] as const) {
+          const got = await searchAll(store, tenant, c.filters, 7)
+          assert.ok(got.every((r) => r.tenant === tenant && r.request_id.startsWith(prefix)), `${c.name} leaked into ${tenant}`)
+        }
+        assert.deepEqual((await store.searchHistory('tenant-c', c.filters, 10, null)).results, [])
+      }
+      // A cursor carries a position, not a tenant: replayed on another tenant it still only reads that tenant.
+      const page = await store.searchHistory('tenant-a', {}, 5, null)
+      const other = await searchAll(store, 'tenant-b', {}, 1000)
+      const replay = await store.searchHistory('tenant-b', {}, 1000, page.next_cursor)
+      assert.ok(replay.results.every((r) => r.tenant === 'tenant-b'))
+      assert.ok(replay.results.length < other.length)
+    })
+
+    for (const c of kFilterCases) {
+      await t.test(`filter ${c.name} is served by a tenant-prefixed index without sorting`, async () => {
+        const first = await store.searchHistory('tenant-a', {}, 3, null)
+        for (const cursor of [null, first.next_cursor]) {
+          const plan = await store.explainSearch('tenant-a', c.filters, cursor)
+          assert.deepEqual(h.planProblems(plan), [], plan.join('\n'))
+        }
+      })
+    }
+
+    await t.test('cursor pagination over more rows than the limit returns every row once, in order', async () => {
+      const tenant = 'pages'
+      const rows: HistoryRecord[] = []
+      for (let i = 0; i < 25; i++) {
+        // Groups of three share a millisecond, so pages split inside a group and ordering relies on the id.
+        rows.push(record({ tenant, date: new Date(Date.UTC(2024, 8, 1, 0, 0, Math.floor(i / 3))).toISOString(), apikey: i % 2 === 0 ? 'keyaaaaaaaaa' : 'keybbbbbbbbb' }))
+      }
+      await store.writeHistory(rows.slice(0, 10))
+      await store.writeHistory(rows.slice(10))
+      const expected = newestFirst(rows)
+      const sizes: number[] = []
+      const seen: string[] = []
+      let cursor: string | null = null
+      do {
+        const page = await store.searchHistory(tenant, {}, 7, cursor)
+        sizes.push(page.results.length)
+        seen.push(...page.results.map((r) => r.request_id))
+        cursor = page.next_cursor
+      } while (cursor !== null)
+      assert.deepEqual(sizes, [7, 7, 7, 4])
+      assert.deepEqual(seen, expected)
+      assert.equal(new Set(seen).size, 25)
+
+      // A result count that is an exact multiple of the limit ends with next_cursor null, not an empty page.
+      const exact = await store.searchHistory(tenant, {}, 25, null)
+      assert.equal(exact.results.length, 25)
+      assert.equal(exact.next_cursor, null)
+
+      const filtered = await searchAll(store, tenant, { apikey: 'keyaaaaaaaaa' }, 2)
+      assert.deepEqual(filtered.map((r) => r.request_id), newestFirst(rows.filter((r) => r.apikey === 'keyaaaaaaaaa')))
+    })
+
+    await t.test('an invalid cursor, date filter or limit is rejected with INVALID_REQUEST', async () => {
+      const b64 = (s: string): string => Buffer.from(s).toString('base64url')
+      const cursors = [
+        'not a cursor!', '', 'AAAA', b64('hello'), b64('[1,2]'), b64('["2024-01-01T00:00:00.000Z"]'),
+        b64('["2024-01-01T00:00:00.000Z","-1"]'), b64('["2024-01-01T00:00:00.000Z","0"]'),
+        b64('["2024-13-01T00:00:00.000Z","1"]'), b64('["2024-01-01T00:00:00Z","1"]'),
+        b64('["2024-01-01T00:00:00.000Z","99999999999999999999"]'), b64('["2024-01-01T00:00:00.000Z",1]'),
+        'A'.repeat(500)
+      ]
+      for (const cursor of cursors) {
+        await assert.rejects(store.searchHistory('tenant-a', {}, 10, cursor), { code: 'INVALID_REQUEST' }, `cursor ${cursor.slice(0, 40)}`)
+      }
+      for (const filters of [
+        { date_gte: 'yesterday' }, { date_lt: '2024-02-30' }, { date_gte: '2024-01-01T10:00:00' },
+        { exclude_bulk_requests: 'yes' as unknown as boolean }, { apikey: 5 as unknown as string }
+      ]) {
+        await assert.rejects(store.searchHistory('tenant-a', filters, 10, null), { code: 'INVALID_REQUEST' })
+      }
+      for (const limit of [0, -1, 1001, 2.5, Number.NaN]) {
+        await assert.rejects(store.searchHistory('tenant-a', {}, limit, null), { code: 'INVALID_REQUEST' })
+      }
+      await assert.rejects(store.usage('tenant-a', null, '2024-1-1'), { code: 'INVALID_REQUEST' })
+    })
+
+    await t.test('purge deletes rows older than the cutoff and keeps the usage counters', async () => {
+      const tenant = 'purge'
+      const old = [
+        record({ tenant, apikey: 'keypurgeaaaa', date: '2001-01-01T00:00:00.000Z' }),
+        record({ tenant, apikey: 'keypurgeaaaa', date: '2001-06-30T23:59:59.999Z' })
+      ]
+      const kept = [
+        record({ tenant, apikey: 'keypurgeaaaa', date: '2001-07-01T00:00:00.000Z' }),
+        record({ tenant, apikey: 'keypurgeaaaa', date: '2002-01-01T00:00:00.000Z' })
+      ]
+      await store.writeHistory([...old, ...kept])
+      assert.equal(await store.purgeHistory(new Date('2001-07-01T00:00:00.000Z')), 2)
+      assert.deepEqual((await searchAll(store, tenant, {})).map((r) => r.request_id), newestFirst(kept))
+      assert.equal(await store.usageForKey('keypurgeaaaa', '2001-01-01'), 1, 'billing counters survive the purge')
+      assert.equal(await store.purgeHistory(new Date('2001-07-01T00:00:00.000Z')), 0)
+      await assert.rejects(store.purgeHistory(new Date('nope')), { code: 'INVALID_REQUEST' })
+    })
+
+    await t.test('close is idempotent and later calls reject with STORE_CLOSED', async () => {
+      const other = await h.openAnother()
+      await other.ping()
+      await other.close()
+      await other.close()
+      await assert.rejects(other.ping(), { code: 'STORE_CLOSED' })
+      await assert.rejects(other.verifyKey('x'), { code: 'STORE_CLOSED' })
+      await assert.rejects(other.writeHistory([record({ tenant: 'x', date: '2024-01-01T00:00:00Z' })]), { code: 'STORE_CLOSED' })
+      await store.ping() // the first store is unaffected
+    })
+  })
+}
