@@ -1,0 +1,100 @@
+/**
+ * buildApp: plugins, parsers, error shape and routes. It never listens (main.ts does).
+ */
+import { randomUUID } from 'node:crypto'
+import { STATUS_CODES } from 'node:http'
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify'
+import type { Logger } from 'pino'
+import type { Config } from './config.ts'
+import { Admission } from './bulk/admission.ts'
+import { InternalError, InvalidRequestError, kRetryAfterCodes, NotFoundError, PayloadTooLargeError, UnsupportedMediaTypeError } from './errors.ts'
+import { KeyVerifier } from './http/auth.ts'
+import { registerParsers } from './http/content.ts'
+import { mgmtRoutes } from './http/routes-mgmt.ts'
+import { serviceRoutes } from './http/routes-service.ts'
+import { verdictRoutes } from './http/routes-verdict.ts'
+import type { HistorySink } from './pool/history-types.ts'
+import type { IntelService } from './pool/intel-service.ts'
+import type { QuotaCounter, Store } from './store/index.ts'
+
+/** Everything the app uses; main.ts (or a test) creates and owns these. */
+export interface AppDeps {
+  store: Store
+  quota: QuotaCounter
+  intel: IntelService
+  history: HistorySink
+  logger: Logger
+}
+
+const kRequestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/
+const kOverloadRetryAfter = 1 // seconds
+
+/** A client-supplied x-request-id is kept only if it is short and plain, so it cannot forge log lines. */
+function requestId (req: { headers: Record<string, string | string[] | undefined> }): string {
+  const h = req.headers['x-request-id']
+  return typeof h === 'string' && kRequestIdPattern.test(h) ? h : randomUUID()
+}
+
+/** Maps any error to the documented body shape; 5xx details go to the log only. */
+function toPublicError (err: FastifyError & { retryAfter?: number }): { status: number, code: string, message: string } {
+  if (err.validation !== undefined) {
+    return { status: 400, code: 'INVALID_REQUEST', message: `${err.validationContext ?? 'body'}${err.message.replace(/^(body|querystring|params|headers)/, '')}` }
+  }
+  switch (err.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE': return fromError(new PayloadTooLargeError('request body is larger than the limit'))
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE': return fromError(new UnsupportedMediaTypeError('send application/json or application/msgpack'))
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY': return fromError(new InvalidRequestError('body is empty'))
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH': return fromError(new InvalidRequestError('content-length does not match the body'))
+  }
+  const status = err.statusCode ?? 500
+  if (status >= 400 && status < 500 && typeof err.code === 'string' && /^[A-Z_]+$/.test(err.code)) return { status, code: err.code, message: err.message }
+  if (status === 503 && typeof err.code === 'string' && /^[A-Z_]+$/.test(err.code)) return { status, code: err.code, message: err.message }
+  if (status >= 400 && status < 500) return { status, code: 'INVALID_REQUEST', message: err.message }
+  return fromError(new InternalError())
+}
+
+function fromError (e: FastifyError): { status: number, code: string, message: string } {
+  return { status: e.statusCode ?? 500, code: e.code, message: e.message }
+}
+
+/** Builds the Fastify app with every route. */
+export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: deps.logger as FastifyBaseLogger,
+    bodyLimit: config.bodyLimit,
+    genReqId: requestId,
+    disableRequestLogging: false,
+    return503OnClosing: true,
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } }
+  })
+  let closing = false
+  app.addHook('onClose', async () => { closing = true })
+  app.decorateRequest('apiKey', null)
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header('x-request-id', req.id)
+  })
+  registerParsers(app)
+
+  app.setErrorHandler((err: FastifyError & { retryAfter?: number }, req, reply) => {
+    const pub = toPublicError(err)
+    if (pub.status >= 500) req.log.error({ err }, 'request failed')
+    else req.log.info({ code: pub.code, status: pub.status }, 'request rejected')
+    if (kRetryAfterCodes.has(pub.code)) reply.header('retry-after', String(err.retryAfter ?? kOverloadRetryAfter))
+    reply.code(pub.status).type('application/json; charset=utf-8').send({
+      statusCode: pub.status,
+      code: pub.code,
+      error: STATUS_CODES[pub.status] ?? 'Error',
+      message: pub.message
+    })
+  })
+  app.setNotFoundHandler((req, reply) => {
+    reply.code(404).send({ statusCode: 404, code: new NotFoundError('').code, error: 'Not Found', message: `no route ${req.method} ${req.url.split('?')[0] ?? ''}` })
+  })
+
+  const verifier = new KeyVerifier(deps.store)
+  const admission = new Admission(config.maxInflight, deps.quota, () => closing ? 'service is shutting down' : deps.history.refusal())
+  verdictRoutes(app, { intel: deps.intel, history: deps.history, admission, verifier, bodyLimit: config.bodyLimit })
+  serviceRoutes(app, { store: deps.store, quota: deps.quota, history: deps.history, intel: deps.intel, closing: () => closing })
+  mgmtRoutes(app, { store: deps.store, quota: deps.quota, intel: deps.intel, verifier })
+  return app
+}

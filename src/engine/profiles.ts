@@ -1,0 +1,134 @@
+/**
+ * Versioned scoring profiles (`scoring_version`). A profile is data: weights, decay, caps, bands, precedence and
+ * action rules. The newest is the default; older ones stay so a stored verdict replays with the profile it used.
+ */
+import type { IndicatorType } from './types.ts'
+
+/** When an action rule applies: every given condition must hold. */
+export interface ActionCondition {
+  minScore?: number
+  maxScore?: number
+  /** At least one of these flags is set. */
+  flagsAny?: string[]
+  /** None of these flags is set. */
+  flagsNone?: string[]
+  types?: IndicatorType[]
+}
+
+/** One recommended action and when it applies. */
+export interface ActionRule { action: string, when: ActionCondition }
+
+/** A scoring profile. Weights are in score points for a fresh, exact, full-confidence listing. */
+export interface ScoringProfile {
+  version: string
+  /** Score with no evidence: the neutral threshold of the contract. */
+  baseline: number
+  /** Weight per source subgroup; `default` for subgroups not named. */
+  weights: Record<string, number>
+  /** Evidence that matched through a parent (domain), a containing block, or the announcing AS counts less. */
+  attenuation: {
+    parentDomain: number
+    /** Containing-block factors by minimum prefix length, most specific first: [[24, 0.7], [16, 0.5], [0, 0.35]]. */
+    supernetV4: Array<[number, number]>
+    supernetV6: Array<[number, number]>
+    asn: number
+    /** Applied to malicious evidence about a single address that sits on shared CDN edge infrastructure. */
+    sharedInfrastructure: number
+  }
+  /** Decay never takes a listing below this fraction of its weight. */
+  decayFloor: number
+  /** Largest absolute sum per signal group and direction. */
+  groupCaps: Record<string, number>
+  /** Evidence mass (sum of absolute contributions before caps) from which each band starts: sparse, limited, moderate, strong, full. */
+  saturation: [number, number, number, number, number]
+  /** |score - baseline| from which medium, strong and very_strong start. */
+  strength: [number, number, number]
+  /** Malicious categories, most severe first. */
+  categoryPrecedence: string[]
+  /** Lexical thresholds. */
+  lexical: { dgaMinLength: number, dgaMinEntropy: number }
+  actions: ActionRule[]
+}
+
+const kActions: ActionRule[] = [
+  { action: 'block', when: { minScore: 80, flagsNone: ['shared_infrastructure', 'non_routable'] } },
+  { action: 'block_hostname_not_ip', when: { minScore: 65, flagsAny: ['shared_infrastructure'] } },
+  { action: 'alert', when: { minScore: 65, maxScore: 79 } },
+  { action: 'investigate', when: { minScore: 51, maxScore: 79 } },
+  { action: 'hunt_related_indicators', when: { minScore: 65, flagsAny: ['multi_source', 'inherited'] } },
+  { action: 'investigate_internal_host', when: { flagsAny: ['non_routable'] } },
+  { action: 'verify_data_quality', when: { flagsAny: ['documentation'] } },
+  { action: 'monitor', when: { minScore: 40, maxScore: 50 } },
+  { action: 'allow', when: { maxScore: 39, flagsNone: ['non_routable', 'documentation'] } }
+]
+
+const kPrecedence = ['botnet_c2', 'malware', 'malware_distribution', 'ransomware', 'phishing', 'hijacked_network',
+  'exploit', 'scanner', 'bruteforce', 'spam', 'lookalike', 'suspicious', 'disposable_email']
+
+/** Profile of 2026-06: the first release (no shared-infrastructure damping, flatter feed weights). */
+const kProfile202606: ScoringProfile = {
+  version: '2026-06',
+  baseline: 50,
+  weights: {
+    default: 30,
+    phishing: 40,
+    allowlist: 35,
+    disposable_email: 12,
+    non_routable: 45,
+    documentation: 12,
+    protocol_assignment: 0,
+    cdn: 10,
+    cloud: 0,
+    public_resolver: 40,
+    dga: 10,
+    homograph: 20,
+    lookalike: 20,
+    private_suffix_hosting: 4
+  },
+  attenuation: {
+    parentDomain: 0.6,
+    supernetV4: [[24, 0.7], [16, 0.5], [0, 0.35]],
+    supernetV6: [[48, 0.7], [32, 0.5], [0, 0.35]],
+    asn: 0.35,
+    sharedInfrastructure: 1
+  },
+  decayFloor: 0.05,
+  groupCaps: { threat_feed: 50, reputation: 45, network: 50, lexical: 25 },
+  saturation: [1, 15, 30, 50, 75],
+  strength: [10, 25, 40],
+  categoryPrecedence: kPrecedence,
+  lexical: { dgaMinLength: 12, dgaMinEntropy: 3.5 },
+  actions: kActions
+}
+
+/** Profile of 2026-11 (default): subgroup weights tuned per feed kind, and CDN edge addresses damped. */
+const kProfile202611: ScoringProfile = {
+  ...kProfile202606,
+  version: '2026-11',
+  weights: {
+    ...kProfile202606.weights,
+    default: 30,
+    botnet_c2: 38,
+    malware_distribution: 34,
+    malware_hash: 45,
+    hijacked_network: 32,
+    scanner: 18,
+    spam: 15,
+    disposable_email: 8,
+    cdn: 15
+  },
+  attenuation: { ...kProfile202606.attenuation, sharedInfrastructure: 0.4 },
+  groupCaps: { threat_feed: 48, reputation: 45, network: 50, lexical: 25 }
+}
+
+/** Every profile, newest first. */
+export const PROFILES: readonly ScoringProfile[] = [kProfile202611, kProfile202606]
+/** The default profile (newest). */
+export const DEFAULT_PROFILE: ScoringProfile = kProfile202611
+
+/** Profile for a requested `scoring_version`; `known: false` when the default was used instead. */
+export function selectProfile (version: string | undefined | null): { profile: ScoringProfile, known: boolean } {
+  if (version === undefined || version === null || version === '') return { profile: DEFAULT_PROFILE, known: true }
+  const p = PROFILES.find((x) => x.version === version)
+  return p === undefined ? { profile: DEFAULT_PROFILE, known: false } : { profile: p, known: true }
+}

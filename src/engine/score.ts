@@ -1,0 +1,516 @@
+/**
+ * The verdict: every piece of evidence the snapshot holds about an indicator, weighed by a profile, and explained.
+ *
+ * score = clamp(round(baseline + sum of signal contributions), 0, 100). Each signal's evidence carries its signed
+ * contribution (after decay, attenuation and group caps), so the sum of the signals is the score, and the same
+ * snapshot + profile + indicator always give the same bytes.
+ */
+import { parse as parseDomain } from 'tldts'
+import { formatIp, normalize } from './normalize/index.ts'
+import { networkKey } from './intel/compile.ts'
+import type { KeyPair } from './intel/hash.ts'
+import type { Snapshot } from './intel/snapshot.ts'
+import type { SourceMeta } from './intel/source.ts'
+import type { ScoringProfile } from './profiles.ts'
+import { dgaLike, homograph, lookalike } from './signals/lexical.ts'
+import {
+  SATURATION_BANDS, type Direction, type EvidenceDetails, type EvidenceSaturation, type IndicatorType,
+  type NormalizedIndicator, type ScoreEntry, type SignalDetails, type Strength, type ThreatSignal, type Verdict
+} from './types.ts'
+
+/** How a listing reached the indicator. */
+export type MatchKind = 'exact' | 'parent_domain' | 'supernet' | 'asn' | 'lexical'
+
+/** A weighed signal with its full evidence; the cacheable form. */
+export interface ScoredSignal {
+  signal_id: string
+  direction: Direction
+  signal_subgroup: string
+  signal_group: string
+  signal_name: string
+  category: string
+  contribution: number
+  evidence: Record<string, unknown>
+}
+
+/** Everything about an indicator that does not depend on how it was sent or on detail levels: the cache value. */
+export interface Assessment {
+  type: IndicatorType
+  normalized: string
+  risk: Verdict['risk']
+  signals: ScoredSignal[]
+  scores: Verdict['scores']
+  threat_context: Record<string, unknown>
+  flags: string[]
+  recommended_actions: Array<{ action: string, order: number }>
+}
+
+/** Per-request rendering choices. */
+export interface RenderParams {
+  signalDetails: SignalDetails
+  evidenceDetails: EvidenceDetails
+}
+
+/** Number of signals `top` returns. */
+export const kTopSignals = 3
+const kSummaryKeys = ['source', 'match', 'matched', 'label', 'contribution'] as const
+const kStaleDecay = 0.25
+
+interface Hit {
+  src: SourceMeta
+  match: MatchKind
+  matched: string
+  attenuation: number
+  firstDay: number
+  lastDay: number
+  label: string | null
+  extra?: Record<string, unknown>
+}
+
+/** Pseudo-sources for signals computed from the value itself. */
+function lexicalSource (subgroup: string, category: string): SourceMeta {
+  return { id: -1, name: 'lexical', kind: 'builtin', direction: 'malicious', group: 'lexical', subgroup, category, confidence: 1, halfLifeDays: 0, lines: 0, indexed: 0, rejected: 0, rejectedSamples: [] }
+}
+const kLexical = {
+  dga: lexicalSource('dga', 'suspicious'),
+  homograph: lexicalSource('homograph', 'lookalike'),
+  lookalike: lexicalSource('lookalike', 'lookalike'),
+  privateSuffix: lexicalSource('private_suffix_hosting', 'suspicious')
+}
+
+/** Flags that safe subgroups set; malicious listings set `listed`, `inherited`, `multi_source`, `stale`. */
+const kSubgroupFlags: Record<string, string[]> = {
+  non_routable: ['non_routable'],
+  documentation: ['documentation'],
+  cdn: ['shared_infrastructure', 'cdn'],
+  cloud: ['cloud_hosting'],
+  public_resolver: ['public_resolver', 'shared_infrastructure'],
+  allowlist: ['allowlisted'],
+  disposable_email: ['disposable_email'],
+  dga: ['dga_like'],
+  homograph: ['homograph'],
+  lookalike: ['lookalike'],
+  private_suffix_hosting: ['private_suffix_hosting']
+}
+
+let regionNames: Intl.DisplayNames | undefined
+/** English country name for a two-letter code (memoized formatter: pure, not state). */
+function countryName (cc: string): string | null {
+  regionNames ??= new Intl.DisplayNames(['en'], { type: 'region' })
+  try {
+    const n = regionNames.of(cc)
+    return n === undefined || n === cc ? null : n
+  } catch {
+    return null
+  }
+}
+
+function dayToDate (day: number): string | null {
+  return day === 0 ? null : new Date((day - 1) * 86_400_000).toISOString().slice(0, 10)
+}
+
+function round2 (x: number): number {
+  return Math.round(x * 100) / 100
+}
+
+/** Collects listings: per source only its strongest (most specific, then most recent) match counts. */
+class HitSet {
+  readonly bySource = new Map<number, Hit>()
+  readonly lexical: Hit[] = []
+
+  add (hit: Hit): void {
+    if (hit.src.id < 0) {
+      this.lexical.push(hit)
+      return
+    }
+    const prev = this.bySource.get(hit.src.id)
+    if (prev === undefined || hit.attenuation > prev.attenuation || (hit.attenuation === prev.attenuation && hit.lastDay > prev.lastDay)) {
+      this.bySource.set(hit.src.id, hit)
+    }
+  }
+
+  /**
+   * Adds every listing of one key. With `rangeFact`, safe listings are not attenuated: an address inside an
+   * allowlisted or special-purpose range is in it by definition, while a malicious block only suggests its members.
+   */
+  addEntries (snap: Snapshot, head: number, match: MatchKind, matched: string, attenuation: number, rangeFact = false): void {
+    for (let e = head; e !== 0; e = snap.entryNext(e)) {
+      const src = snap.sources[snap.entrySource(e)] as SourceMeta
+      const att = rangeFact && src.direction === 'safe' ? 1 : attenuation
+      this.add({ src, match, matched, attenuation: att, firstDay: snap.entryFirstDay(e), lastDay: snap.entryLastDay(e), label: snap.entryLabel(e) })
+    }
+  }
+
+  all (): Hit[] {
+    return [...this.bySource.values(), ...this.lexical]
+  }
+}
+
+function supernetFactor (table: Array<[number, number]>, prefix: number): number {
+  for (const [min, f] of table) if (prefix >= min) return f
+  return 0
+}
+
+function collectNetwork (ind: NormalizedIndicator, profile: ScoringProfile, snap: Snapshot, hits: HitSet, ctx: Record<string, unknown>): void {
+  const ip = ind.ip as NonNullable<NormalizedIndicator['ip']>
+  const v4 = ip.version === 4
+  const hostBits = v4 ? 32 : 128
+  const q = ind.type === 'ip' ? hostBits : ind.prefix as number
+  const pair: KeyPair = { h1: 0, h2: 0 }
+  for (const p of v4 ? snap.header.v4Prefixes : snap.header.v6Prefixes) {
+    if (p > q) continue
+    const head = snap.find(networkKey(ind, p, pair))
+    if (head === 0) continue
+    const exact = p === q
+    const matched = exact ? ind.normalized : `${formatIp(maskIp(ip, p))}/${p}`
+    hits.addEntries(snap, head, exact ? 'exact' : 'supernet', matched, exact ? 1 : supernetFactor(v4 ? profile.attenuation.supernetV4 : profile.attenuation.supernetV6, p), true)
+  }
+  ctx.ip_version = ip.version
+  if (ind.type === 'ip_block') {
+    ctx.network = ind.normalized
+    ctx.prefix_length = q
+  }
+  const asn = snap.asnOf(ip.version, ip.words)
+  if (asn >= 0) {
+    const info = snap.asnInfo(asn)
+    ctx.asn = asn
+    ctx.as_org = info?.org ?? null
+    const range = snap.asnRangeOf(ip.version, ip.words)
+    if (range !== null) ctx.registry_range = `${formatIp({ version: ip.version, words: range.start })}-${formatIp({ version: ip.version, words: range.end })}`
+    const head = snap.findAsn(asn)
+    if (head !== 0) hits.addEntries(snap, head, 'asn', `AS${asn}`, profile.attenuation.asn)
+  }
+  const cc = snap.countryOf(ip.version, ip.words)
+  if (cc !== null) {
+    ctx.country = cc
+    ctx.country_name = countryName(cc)
+  }
+}
+
+function maskIp (ip: NonNullable<NormalizedIndicator['ip']>, prefix: number): NonNullable<NormalizedIndicator['ip']> {
+  const words = ip.words.map((w, i) => {
+    const bits = Math.min(32, Math.max(0, prefix - i * 32))
+    return bits === 0 ? 0 : (w & ((0xffffffff << (32 - bits)) >>> 0)) >>> 0
+  })
+  return { version: ip.version, words }
+}
+
+function collectDomain (ind: NormalizedIndicator, profile: ScoringProfile, snap: Snapshot, hits: HitSet, ctx: Record<string, unknown>): void {
+  const name = ind.normalized
+  const parsed = parseDomain(name, { allowPrivateDomains: true })
+  const suffixLabels = parsed.publicSuffix === null ? 1 : parsed.publicSuffix.split('.').length
+  let head = snap.findDomain(name)
+  if (head !== 0) hits.addEntries(snap, head, 'exact', name, 1)
+  let rest = name
+  let labels = name.split('.').length
+  while (labels - 1 > suffixLabels) {
+    rest = rest.slice(rest.indexOf('.') + 1)
+    labels--
+    head = snap.findDomain(rest)
+    if (head !== 0) hits.addEntries(snap, head, 'parent_domain', rest, profile.attenuation.parentDomain)
+  }
+
+  ctx.registrable_domain = parsed.domain
+  ctx.public_suffix = parsed.publicSuffix
+  ctx.subdomain = parsed.subdomain === '' ? null : parsed.subdomain
+  ctx.private_suffix = parsed.isPrivate === true
+
+  const label = parsed.domainWithoutSuffix ?? ''
+  const dga = dgaLike(label, profile.lexical.dgaMinLength, profile.lexical.dgaMinEntropy)
+  if (dga !== null) hits.add({ src: kLexical.dga, match: 'lexical', matched: label, attenuation: 1, firstDay: 0, lastDay: 0, label: null, extra: dga })
+  const homo = homograph(name)
+  if (homo !== null) {
+    ctx.unicode = homo.unicode
+    hits.add({ src: kLexical.homograph, match: 'lexical', matched: name, attenuation: 1, firstDay: 0, lastDay: 0, label: null, extra: homo })
+  }
+  const registrable = parsed.domain
+  if (registrable !== null) {
+    const { targets, tolerance } = snap.header.lookalike
+    const look = lookalike(homo !== null ? homo.skeleton : registrable, targets, tolerance)
+    if (look !== null) hits.add({ src: kLexical.lookalike, match: 'lexical', matched: registrable, attenuation: 1, firstDay: 0, lastDay: 0, label: null, extra: look })
+  }
+  if (parsed.isPrivate === true && parsed.subdomain !== null) {
+    hits.add({ src: kLexical.privateSuffix, match: 'lexical', matched: parsed.publicSuffix ?? '', attenuation: 1, firstDay: 0, lastDay: 0, label: null, extra: { private_suffix: parsed.publicSuffix } })
+  }
+}
+
+function signalName (h: Hit): string {
+  const { src, match, matched } = h
+  if (match === 'lexical') {
+    switch (src.subgroup) {
+      case 'dga': return 'Algorithmically generated-looking name'
+      case 'homograph': return 'Punycode homograph of a Latin name'
+      case 'lookalike': return `Lookalike of ${String(h.extra?.target)}`
+      default: return `Hosted under shared suffix ${matched}`
+    }
+  }
+  const where = match === 'exact'
+    ? ''
+    : match === 'parent_domain' ? ` (parent domain ${matched})` : match === 'supernet' ? ` (containing network ${matched})` : ` (announcing network ${matched})`
+  if (src.direction === 'malicious') return `Listed by ${src.name}${where}`
+  switch (src.subgroup) {
+    case 'non_routable': return `Special-purpose address range: ${h.label ?? 'reserved'}${where}`
+    case 'documentation': return `Documentation address range${where}`
+    case 'cdn': return `Shared CDN infrastructure: ${h.label ?? src.name}${where}`
+    case 'public_resolver': return `Public DNS resolver${where}`
+    case 'allowlist': return `Allowlisted by ${src.name}${where}`
+    default: return `Known good per ${src.name}${where}`
+  }
+}
+
+/** Weighs evidence into an assessment. Pure: the result depends only on the arguments. */
+export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap: Snapshot): Assessment {
+  const hits = new HitSet()
+  const ctx: Record<string, unknown> = {}
+  switch (ind.type) {
+    case 'ip':
+    case 'ip_block':
+      collectNetwork(ind, profile, snap, hits, ctx)
+      break
+    case 'domain':
+      collectDomain(ind, profile, snap, hits, ctx)
+      break
+    case 'file_hash_sha256':
+      hits.addEntries(snap, snap.findSha256(ind.normalized), 'exact', ind.normalized, 1)
+      ctx.hash_algorithm = 'sha256'
+      break
+    case 'asn': {
+      const asn = ind.asn as number
+      hits.addEntries(snap, snap.findAsn(asn), 'exact', ind.normalized, 1)
+      const info = snap.asnInfo(asn)
+      ctx.asn = asn
+      ctx.as_org = info?.org ?? null
+      ctx.ipv4_ranges = info?.v4Ranges ?? 0
+      ctx.ipv6_ranges = info?.v6Ranges ?? 0
+      break
+    }
+  }
+
+  const all = hits.all()
+  const flags = new Set<string>()
+  const sharedInfra = all.some((h) => h.src.direction === 'safe' && (h.src.subgroup === 'cdn' || h.src.subgroup === 'public_resolver'))
+  const maliciousSources = new Set<string>()
+
+  interface Weighed { hit: Hit, raw: number, decay: number, ageDays: number | null, infra: number, weight: number }
+  const weighed: Weighed[] = []
+  for (const h of all) {
+    for (const f of kSubgroupFlags[h.src.subgroup] ?? []) flags.add(f)
+    if (h.src.subgroup === 'non_routable' || h.src.subgroup === 'protocol_assignment') {
+      if (h.label !== null) flags.add(h.label)
+    }
+    const weight = profile.weights[h.src.subgroup] ?? profile.weights.default ?? 0
+    if (weight === 0) continue
+    let decay = 1
+    let ageDays: number | null = null
+    if (h.lastDay !== 0) {
+      ageDays = Math.max(0, snap.dataDay - h.lastDay)
+      if (h.src.halfLifeDays > 0) decay = Math.max(profile.decayFloor, Math.pow(0.5, ageDays / h.src.halfLifeDays))
+    }
+    // CDN edges and public resolvers are shared by many tenants: their address says little about one of them.
+    const infra = sharedInfra && h.src.direction === 'malicious' && h.match !== 'lexical' && ind.type !== 'domain'
+      ? profile.attenuation.sharedInfrastructure
+      : 1
+    const sign = h.src.direction === 'malicious' ? 1 : -1
+    weighed.push({ hit: h, raw: sign * weight * h.src.confidence * decay * h.attenuation * infra, decay, ageDays, infra, weight })
+    if (h.src.direction === 'malicious' && h.match !== 'lexical') {
+      flags.add('listed')
+      if (h.match !== 'exact') flags.add('inherited')
+      if (decay < kStaleDecay) flags.add('stale')
+      maliciousSources.add(h.src.name)
+    }
+  }
+  if (maliciousSources.size >= 2) flags.add('multi_source')
+
+  // Group caps, per direction: scale every member so the group's sum equals the cap.
+  const sums = new Map<string, number>()
+  for (const w of weighed) {
+    const k = `${w.hit.src.group}|${w.raw > 0 ? '+' : '-'}`
+    sums.set(k, (sums.get(k) ?? 0) + Math.abs(w.raw))
+  }
+  let mass = 0
+  let total = 0
+  const signals: ScoredSignal[] = []
+  for (const w of weighed) {
+    const { hit } = w
+    const cap = profile.groupCaps[hit.src.group] ?? Infinity
+    const sum = sums.get(`${hit.src.group}|${w.raw > 0 ? '+' : '-'}`) as number
+    const capScale = sum > cap ? cap / sum : 1
+    const contribution = round2(w.raw * capScale)
+    mass += Math.abs(w.raw)
+    total += contribution
+    const evidence: Record<string, unknown> = {
+      source: hit.src.name,
+      source_kind: hit.src.kind,
+      match: hit.match,
+      matched: hit.matched,
+      label: hit.label,
+      contribution,
+      weight: w.weight,
+      confidence: hit.src.confidence,
+      attenuation: hit.attenuation,
+      shared_infrastructure_factor: w.infra,
+      decay: round2(w.decay * 100) / 100,
+      age_days: w.ageDays,
+      half_life_days: hit.src.halfLifeDays,
+      first_seen: dayToDate(hit.firstDay),
+      last_seen: dayToDate(hit.lastDay),
+      group_cap_scale: Math.round(capScale * 10000) / 10000,
+      ...(hit.extra ?? {})
+    }
+    signals.push({
+      signal_id: hit.match === 'lexical' ? `lexical:${hit.src.subgroup}` : `${hit.src.name}:${hit.match}`,
+      direction: hit.src.direction,
+      signal_subgroup: hit.src.subgroup,
+      signal_group: hit.src.group,
+      signal_name: signalName(hit),
+      category: hit.src.category,
+      contribution,
+      evidence
+    })
+  }
+  signals.sort((a, b) => Math.abs(b.contribution) - Math.abs(a.contribution) || (a.signal_id < b.signal_id ? -1 : a.signal_id > b.signal_id ? 1 : 0))
+
+  const score = Math.max(0, Math.min(100, Math.round(profile.baseline + round2(total))))
+  const scores = breakdown(signals)
+  const category = categoryOf(score, profile, signals)
+  const saturation = saturationOf(mass, profile)
+  const strength = strengthOf(score, profile)
+  addContext(ctx, weighed.map((w) => w.hit))
+  const flagList = [...flags].sort()
+  return {
+    type: ind.type,
+    normalized: ind.normalized,
+    risk: { score, strength, category, evidence_saturation: saturation },
+    signals,
+    scores,
+    threat_context: ctx,
+    flags: flagList,
+    recommended_actions: actionsOf(score, ind.type, flagList, profile)
+  }
+}
+
+function breakdown (signals: ScoredSignal[]): Verdict['scores'] {
+  const groups: Record<string, ScoreEntry> = {}
+  const subgroups: Record<string, ScoreEntry> = {}
+  const add = (table: Record<string, ScoreEntry>, key: string, s: ScoredSignal): void => {
+    const e = table[key] ?? (table[key] = { contribution: 0, signal_count: 0, malicious: 0, safe: 0 })
+    e.contribution = round2(e.contribution + s.contribution)
+    e.signal_count++
+    if (s.direction === 'malicious') e.malicious++
+    else e.safe++
+  }
+  for (const s of signals) {
+    add(groups, s.signal_group, s)
+    add(subgroups, s.signal_subgroup, s)
+  }
+  return { signal_groups: groups, signal_subgroups: subgroups }
+}
+
+function categoryOf (score: number, profile: ScoringProfile, signals: ScoredSignal[]): string {
+  if (signals.length === 0) return 'unknown'
+  if (score > profile.baseline) {
+    const present = new Set(signals.filter((s) => s.contribution > 0).map((s) => s.category))
+    for (const c of profile.categoryPrecedence) if (present.has(c)) return c
+    return signals.find((s) => s.contribution > 0)?.category ?? 'suspicious'
+  }
+  if (score < profile.baseline) return signals.find((s) => s.contribution < 0)?.category ?? 'benign'
+  return 'inconclusive'
+}
+
+function saturationOf (mass: number, profile: ScoringProfile): EvidenceSaturation {
+  let band = 0
+  for (let i = 0; i < profile.saturation.length; i++) if (mass >= profile.saturation[i]!) band = i + 1
+  return SATURATION_BANDS[band] as EvidenceSaturation
+}
+
+function strengthOf (score: number, profile: ScoringProfile): Strength {
+  const d = Math.abs(score - profile.baseline)
+  const [m, s, v] = profile.strength
+  return d >= v ? 'very_strong' : d >= s ? 'strong' : d >= m ? 'medium' : 'weak'
+}
+
+function addContext (ctx: Record<string, unknown>, hits: Hit[]): void {
+  const listedBy = new Set<string>()
+  const knownGoodBy = new Set<string>()
+  const labels = new Set<string>()
+  let first = 0
+  let last = 0
+  for (const h of hits) {
+    if (h.match === 'lexical') continue
+    if (h.src.direction === 'malicious') {
+      listedBy.add(h.src.name)
+      if (h.label !== null) labels.add(h.label)
+      if (h.firstDay !== 0 && (first === 0 || h.firstDay < first)) first = h.firstDay
+      if (h.lastDay > last) last = h.lastDay
+    } else {
+      knownGoodBy.add(h.src.name)
+    }
+  }
+  ctx.listed_by = [...listedBy].sort()
+  ctx.known_good_by = [...knownGoodBy].sort()
+  ctx.threat_labels = [...labels].sort()
+  ctx.first_seen = dayToDate(first)
+  ctx.last_seen = dayToDate(last)
+}
+
+function actionsOf (score: number, type: IndicatorType, flags: string[], profile: ScoringProfile): Array<{ action: string, order: number }> {
+  const out: Array<{ action: string, order: number }> = []
+  for (const rule of profile.actions) {
+    const w = rule.when
+    if (w.minScore !== undefined && score < w.minScore) continue
+    if (w.maxScore !== undefined && score > w.maxScore) continue
+    if (w.types !== undefined && !w.types.includes(type)) continue
+    if (w.flagsAny !== undefined && !w.flagsAny.some((f) => flags.includes(f))) continue
+    if (w.flagsNone !== undefined && w.flagsNone.some((f) => flags.includes(f))) continue
+    out.push({ action: rule.action, order: out.length + 1 })
+  }
+  return out
+}
+
+/** Renders an assessment at the requested detail levels, echoing the value as sent. */
+export function render (a: Assessment, value: string, warnings: string[], params: RenderParams): Verdict {
+  const picked = params.signalDetails === 'none' ? [] : params.signalDetails === 'top' ? a.signals.slice(0, kTopSignals) : a.signals
+  const signals: ThreatSignal[] = picked.map((s) => {
+    const out: ThreatSignal = {
+      signal_id: s.signal_id,
+      direction: s.direction,
+      signal_subgroup: s.signal_subgroup,
+      signal_group: s.signal_group,
+      signal_name: s.signal_name
+    }
+    if (params.evidenceDetails === 'full') out.evidence = s.evidence
+    else if (params.evidenceDetails === 'summary') {
+      const ev: Record<string, unknown> = {}
+      for (const k of kSummaryKeys) if (s.evidence[k] !== null) ev[k] = s.evidence[k]
+      out.evidence = ev
+    }
+    return out
+  })
+  return {
+    indicator: { type: a.type, value, normalized: a.normalized },
+    risk: a.risk,
+    signals,
+    signal_count: signals.length,
+    scores: a.scores,
+    threat_context: a.threat_context,
+    flags: a.flags,
+    recommended_actions: a.recommended_actions,
+    warnings
+  }
+}
+
+/** Full scoring parameters. */
+export interface ScoreParams extends RenderParams { profile: ScoringProfile }
+
+/** Outcome of scoring a raw indicator: a verdict, or the reasons the value is not a valid indicator. */
+export type ScoreResult =
+  | { ok: true, verdict: Verdict }
+  | { ok: false, type: IndicatorType | null, errors: string[], warnings: string[] }
+
+/** Normalizes, assesses and renders one indicator as sent. */
+export function score (value: unknown, type: unknown, params: ScoreParams, snap: Snapshot): ScoreResult {
+  const n = normalize(value, type)
+  if (!n.ok) return n
+  const a = assess(n.indicator, params.profile, snap)
+  return { ok: true, verdict: render(a, value as string, n.indicator.warnings, params) }
+}

@@ -1,0 +1,143 @@
+/**
+ * Lexical domain signals that need no feed: DGA-like randomness, punycode homographs, lookalikes of guarded
+ * domains (eth-phishing-detect's fuzzy list and tolerance), and hosting under a shared private suffix.
+ * Each function is pure and returns null when the signal does not fire.
+ */
+import { domainToUnicode } from 'node:url'
+
+/** Shannon entropy in bits per character. */
+export function entropy (s: string): number {
+  const counts = new Map<string, number>()
+  for (const ch of s) counts.set(ch, (counts.get(ch) ?? 0) + 1)
+  let h = 0
+  for (const n of counts.values()) {
+    const p = n / s.length
+    h -= p * Math.log2(p)
+  }
+  return h
+}
+
+/**
+ * DGA-like: a long registrable label with high character entropy and either few vowels or many digits.
+ * Deliberately conservative: real brands are short or pronounceable, so both conditions must hold.
+ */
+export function dgaLike (label: string, minLength: number, minEntropy: number): { entropy: number, vowel_ratio: number, digit_ratio: number } | null {
+  if (label.length < minLength || label.startsWith('xn--')) return null
+  let vowels = 0
+  let digits = 0
+  let letters = 0
+  for (let i = 0; i < label.length; i++) {
+    const c = label.charCodeAt(i)
+    if (c >= 48 && c <= 57) digits++
+    else if (c >= 97 && c <= 122) {
+      letters++
+      if (c === 97 || c === 101 || c === 105 || c === 111 || c === 117) vowels++
+    }
+  }
+  const h = entropy(label)
+  const vowelRatio = letters === 0 ? 0 : vowels / letters
+  const digitRatio = digits / label.length
+  if (h < minEntropy) return null
+  if (vowelRatio >= 0.25 && digitRatio <= 0.2) return null
+  const round = (x: number): number => Math.round(x * 1000) / 1000
+  return { entropy: round(h), vowel_ratio: round(vowelRatio), digit_ratio: round(digitRatio) }
+}
+
+/** Cyrillic and Greek letters that render like Latin ones (Unicode confusables, lowercase subset). */
+const kConfusables: Record<string, string> = {
+  а: 'a',
+  в: 'b',
+  е: 'e',
+  ё: 'e',
+  һ: 'h',
+  і: 'i',
+  ї: 'i',
+  ј: 'j',
+  к: 'k',
+  м: 'm',
+  н: 'h',
+  о: 'o',
+  р: 'p',
+  с: 'c',
+  т: 't',
+  у: 'y',
+  х: 'x',
+  ѕ: 's',
+  ԁ: 'd',
+  ԛ: 'q',
+  ԝ: 'w',
+  ӏ: 'l',
+  ɡ: 'g',
+  α: 'a',
+  β: 'b',
+  ε: 'e',
+  ι: 'i',
+  κ: 'k',
+  ν: 'v',
+  ο: 'o',
+  ρ: 'p',
+  τ: 't',
+  υ: 'u',
+  χ: 'x',
+  γ: 'y'
+}
+
+/**
+ * Homograph: a punycode label whose Unicode form is made (wholly or partly) of letters that render as Latin ones.
+ * Returns the Latin skeleton, which the lookalike check compares against guarded domains.
+ * @see https://www.unicode.org/reports/tr39/#Confusable_Detection
+ */
+export function homograph (domain: string): { unicode: string, skeleton: string, mixed_script: boolean } | null {
+  if (!domain.includes('xn--')) return null
+  const unicode = domainToUnicode(domain)
+  if (unicode === '' || unicode === domain) return null
+  let skeleton = ''
+  let latin = false
+  let confusable = false
+  let other = false
+  for (const ch of unicode) {
+    const mapped = kConfusables[ch]
+    if (mapped !== undefined) {
+      confusable = true
+      skeleton += mapped
+    } else if (ch.charCodeAt(0) < 128) {
+      if (/[a-z]/.test(ch)) latin = true
+      skeleton += ch
+    } else {
+      other = true
+      skeleton += ch
+    }
+  }
+  if (!confusable || other) return null
+  return { unicode, skeleton, mixed_script: latin }
+}
+
+/** Levenshtein distance, stopping early once it exceeds `max`. */
+export function editDistance (a: string, b: string, max: number): number {
+  if (Math.abs(a.length - b.length) > max) return max + 1
+  let prev = Array.from({ length: b.length + 1 }, (_, i) => i)
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i]
+    let best = i
+    for (let j = 1; j <= b.length; j++) {
+      const v = Math.min((prev[j] as number) + 1, (cur[j - 1] as number) + 1, (prev[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1))
+      cur.push(v)
+      if (v < best) best = v
+    }
+    if (best > max) return max + 1
+    prev = cur
+  }
+  return prev[b.length] as number
+}
+
+/** Lookalike: within `tolerance` edits of a guarded domain but not that domain. */
+export function lookalike (registrable: string, targets: readonly string[], tolerance: number): { target: string, distance: number } | null {
+  for (const target of targets) {
+    if (registrable === target) return null
+  }
+  for (const target of targets) {
+    const d = editDistance(registrable, target, tolerance)
+    if (d > 0 && d <= tolerance) return { target, distance: d }
+  }
+  return null
+}

@@ -1,0 +1,77 @@
+/**
+ * GET /api/v2/ioc/health (spec 4.3) and the retired POST /api/v2/ioc/history (spec 4.4).
+ */
+import type { FastifyInstance } from 'fastify'
+import { NotFoundError } from '../errors.ts'
+import type { HistorySink } from '../pool/history-types.ts'
+import type { IntelService } from '../pool/intel-service.ts'
+import type { QuotaCounter, Store } from '../store/index.ts'
+
+/** The route that replaced the retired history query. */
+export const kHistoryReplacement = 'GET /api/v2/mgmt/enrich-logs/search-history'
+
+/** What health reads. */
+export interface ServiceRouteDeps {
+  store: Pick<Store, 'ping'>
+  quota: Pick<QuotaCounter, 'ping'>
+  history: HistorySink
+  intel: IntelService
+  closing: () => boolean
+}
+
+async function check (fn: () => Promise<void>): Promise<'ok' | 'error'> {
+  try {
+    await fn()
+    return 'ok'
+  } catch {
+    return 'error'
+  }
+}
+
+/** Registers health and the retired history route. */
+export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): void {
+  app.get('/api/v2/ioc/health', async (_req, reply) => {
+    const [store, quota] = await Promise.all([check(async () => await deps.store.ping()), check(async () => await deps.quota.ping())])
+    const h = deps.history.state()
+    const snap = deps.intel.pool.snapshot
+    const reasons: string[] = []
+    let status: 'ok' | 'degraded' | 'unavailable' = 'ok'
+    if (deps.closing()) {
+      status = 'unavailable'
+      reasons.push('shutting down')
+    }
+    if (store === 'error') {
+      // History spools to disk while the store is down; verdicts still work, but keys cannot be checked.
+      status = 'unavailable'
+      reasons.push('store unreachable')
+    }
+    if (quota === 'error') {
+      status = 'unavailable'
+      reasons.push('quota counter unreachable')
+    }
+    if (h.status === 'down') {
+      status = 'unavailable'
+      reasons.push(h.reason ?? 'history writer down')
+    } else if (h.status === 'spooling' && status === 'ok') {
+      status = 'degraded'
+      reasons.push(h.reason ?? 'history is spooling to disk')
+    }
+    reply.code(status === 'unavailable' ? 503 : 200)
+    return {
+      status,
+      reasons,
+      checks: {
+        store,
+        quota,
+        history: { status: h.status, pending: h.pending, written: h.written, spool_bytes: h.spoolBytes },
+        intel: { version: snap.version, data_timestamp: snap.dataTimestamp },
+        pool: { workers: deps.intel.pool.size }
+      }
+    }
+  })
+
+  // Retired (spec 4.4): always 404, whatever the key or body, with a pointer to the replacement.
+  app.post('/api/v2/ioc/history', { bodyLimit: 1024 * 1024 }, async () => {
+    throw new NotFoundError(`POST /api/v2/ioc/history is retired; use ${kHistoryReplacement}`)
+  })
+}

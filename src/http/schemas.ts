@@ -1,0 +1,97 @@
+/**
+ * JSON schemas of the request bodies (spec 2.1, 2.2, 4.1, 4.2). Structure errors are 400 INVALID_REQUEST;
+ * an indicator whose value is wrong is the single endpoint's INVALID_INDICATOR or a bulk item's `errors`,
+ * so `type` and `value` are checked by the normalizer, not here.
+ */
+
+const kDetail = {
+  signal_details: { type: 'string', enum: ['none', 'top', 'all'] },
+  evidence_details: { type: 'string', enum: ['none', 'summary', 'full'] }
+} as const
+
+const kLogOnly = {
+  action_taken: { enum: ['block', 'allow', '', null] },
+  action_source: { type: ['string', 'null'] }
+} as const
+
+const kSource = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    channel: { type: 'string' },
+    product: { type: 'string' },
+    integration_id: { type: 'string' },
+    event_type: { type: 'string' },
+    severity_hint: { type: 'string' }
+  }
+} as const
+
+const kContext = {
+  type: 'object',
+  properties: { flags: {} }
+} as const
+
+/** POST /api/v2/ioc/verdict body. */
+export const singleBodySchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['indicator'],
+  properties: {
+    indicator: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['value'],
+      properties: { type: { type: ['string', 'null'] }, value: { type: 'string' }, ...kLogOnly }
+    },
+    context: kContext,
+    source: kSource,
+    ...kDetail,
+    ...kLogOnly
+  }
+} as const
+
+/** POST /api/v2/ioc/verdict/bulk body. The 10,000 limit is checked by the handler to give TOO_MANY_INDICATORS. */
+export const bulkBodySchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['indicators'],
+  properties: {
+    indicators: {
+      type: 'array',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        properties: { type: {}, value: {}, ...kLogOnly }
+      }
+    },
+    context: kContext,
+    source: kSource,
+    ...kDetail,
+    scoring_version: { type: 'string', maxLength: 64 },
+    query_type: { type: 'string', maxLength: 256 },
+    project_id: { type: 'string', maxLength: 256 },
+    project_name: { type: 'string', maxLength: 256 }
+  }
+} as const
+
+/** Body types after validation. */
+export interface LogOnly { action_taken?: 'block' | 'allow' | '' | null, action_source?: string | null }
+export interface SourceBody { channel?: string, product?: string, integration_id?: string, event_type?: string, severity_hint?: string }
+export interface SingleBody extends LogOnly {
+  indicator: { type?: string | null, value: string } & LogOnly
+  context?: { flags?: unknown }
+  source?: SourceBody
+  signal_details?: 'none' | 'top' | 'all'
+  evidence_details?: 'none' | 'summary' | 'full'
+}
+export interface BulkBody {
+  indicators: Array<{ type?: unknown, value?: unknown } & LogOnly>
+  context?: { flags?: unknown }
+  source?: SourceBody
+  signal_details?: 'none' | 'top' | 'all'
+  evidence_details?: 'none' | 'summary' | 'full'
+  scoring_version?: string
+  query_type?: string
+  project_id?: string
+  project_name?: string
+}

@@ -1,0 +1,135 @@
+/**
+ * Main-thread side of the history writer: forwards each request's envelope and encoded records to the
+ * history worker thread (buffers transferred, nothing decoded here), tracks its state for admission and
+ * health, and flushes it on shutdown.
+ */
+import { extname } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Worker } from 'node:worker_threads'
+import type { Logger } from 'pino'
+import type { StoreOptions } from '../store/index.ts'
+import type { HistoryEnvelope, HistorySink } from './history-types.ts'
+
+const kWorkerFile = fileURLToPath(new URL(`../../workers/history${extname(fileURLToPath(import.meta.url))}`, import.meta.url))
+const kRestartDelayMs = 1_000
+
+/** Settings of the history writer. */
+export interface HistoryClientOptions {
+  store: StoreOptions
+  spoolDir: string
+  spoolLimit: number
+  batch: number
+  flushMs: number
+  retentionDays: number
+  logger: Logger
+}
+
+interface WorkerStatus { written: number, pending: number, spoolBytes: number, reason: string | null }
+
+/** Starts the history worker and resolves once it has opened its store (or started spooling). */
+export async function startHistory (options: HistoryClientOptions): Promise<HistoryClient> {
+  const client = new HistoryClient(options)
+  await client.started
+  return client
+}
+
+/** The history writer as the request path sees it. */
+export class HistoryClient implements HistorySink {
+  readonly started: Promise<void>
+  private worker!: Worker
+  private readonly options: HistoryClientOptions
+  private status: WorkerStatus = { written: 0, pending: 0, spoolBytes: 0, reason: null }
+  /** Records posted since the worker last reported: the worker cannot have counted them yet. */
+  private inTransit = 0
+  private alive = false
+  private closing: Promise<void> | null = null
+  private nextId = 1
+  private readonly waiters = new Map<number, () => void>()
+  private writtenBefore = 0
+
+  constructor (options: HistoryClientOptions) {
+    this.options = options
+    this.started = this.spawn()
+  }
+
+  private async spawn (): Promise<void> {
+    const { store, spoolDir, batch, flushMs, retentionDays } = this.options
+    const worker = new Worker(kWorkerFile, { workerData: { store, spoolDir, batch, flushMs, retentionDays } })
+    this.worker = worker
+    await new Promise<void>((resolve, reject) => {
+      worker.on('message', (msg: { type: string, id?: number } & WorkerStatus) => {
+        if (msg.type === 'status') {
+          this.status = { written: this.writtenBefore + msg.written, pending: msg.pending, spoolBytes: msg.spoolBytes, reason: msg.reason }
+          this.inTransit = 0
+        } else if (msg.type === 'ready') {
+          this.alive = true
+          resolve()
+        } else if ((msg.type === 'flushed' || msg.type === 'closed') && msg.id !== undefined) {
+          this.waiters.get(msg.id)?.()
+          this.waiters.delete(msg.id)
+        }
+      })
+      worker.once('error', (err) => {
+        this.options.logger.error({ err }, 'history worker failed')
+        if (!this.alive) reject(err)
+      })
+      worker.once('exit', (code) => {
+        const wasAlive = this.alive
+        this.alive = false
+        for (const w of this.waiters.values()) w()
+        this.waiters.clear()
+        if (this.closing === null && wasAlive) {
+          // Records already in its spool are safe on disk; a new worker replays them.
+          this.options.logger.error({ code }, 'history worker exited; restarting')
+          this.writtenBefore = this.status.written
+          setTimeout(() => { this.spawn().catch((err: unknown) => this.options.logger.error({ err }, 'history worker restart failed')) }, kRestartDelayMs).unref()
+        }
+      })
+    })
+  }
+
+  submit (envelope: HistoryEnvelope, parts: Uint8Array[]): void {
+    if (!this.alive) throw new Error('history writer is not running')
+    this.inTransit += envelope.count
+    this.worker.postMessage({ type: 'records', envelope, parts }, parts.map((p) => p.buffer as ArrayBuffer))
+  }
+
+  refusal (): string | null {
+    if (this.closing !== null) return 'service is shutting down'
+    if (!this.alive) return 'history writer is restarting'
+    if (this.status.spoolBytes >= this.options.spoolLimit) return 'history spool is full; retry later'
+    return null
+  }
+
+  state (): ReturnType<HistorySink['state']> {
+    const status = !this.alive ? 'down' : this.status.spoolBytes > 0 ? 'spooling' : 'ok'
+    return {
+      status,
+      reason: status === 'down' ? 'history writer is not running' : this.status.reason,
+      pending: this.status.pending + this.inTransit,
+      written: this.status.written,
+      spoolBytes: this.status.spoolBytes
+    }
+  }
+
+  private async request (type: 'flush' | 'close'): Promise<void> {
+    if (!this.alive) return
+    const id = this.nextId++
+    await new Promise<void>((resolve) => {
+      this.waiters.set(id, resolve)
+      this.worker.postMessage({ type, id })
+    })
+  }
+
+  async flush (): Promise<void> {
+    await this.request('flush')
+  }
+
+  async close (): Promise<void> {
+    this.closing ??= (async () => {
+      await this.request('close')
+      await this.worker.terminate()
+    })()
+    await this.closing
+  }
+}

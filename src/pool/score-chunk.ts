@@ -1,0 +1,236 @@
+/**
+ * Scores one chunk of indicators against a snapshot and a cache shard, and encodes everything the
+ * main thread needs as bytes: each result item in the response format, and each item's history record.
+ * Scoring workers call it on decoded chunks; inline mode calls it directly on the main thread.
+ */
+import { LRUCache } from 'lru-cache'
+import { Packr } from 'msgpackr'
+import { assess, normalize, render, selectProfile, type Assessment, type Snapshot } from '../engine/index.ts'
+import type { EvidenceDetails, IndicatorType, SignalDetails } from '../engine/types.ts'
+
+/** One indicator as the main thread forwards it: [type, value, action_taken, action_source (normalized)]. */
+export type ChunkItem = [unknown, unknown, string | null, string | null]
+
+/** Parameters shared by every item of a request. */
+export interface ChunkParams {
+  mode: 'single' | 'bulk'
+  format: 'json' | 'msgpack'
+  scoringVersion: string | null
+  signalDetails: SignalDetails
+  evidenceDetails: EvidenceDetails
+}
+
+/** Bulk output: item fragments back to back, with end offsets, and msgpack-encoded history records. */
+export interface BulkChunkOutput {
+  body: Uint8Array
+  ends: Uint32Array
+  history: Uint8Array
+  cacheHits: number
+  invalid: number
+}
+
+/** Single output: the verdict object (or errors) and the encoded history record. */
+export interface SingleChunkOutput {
+  verdict: Record<string, unknown> | null
+  errors: string[]
+  warnings: string[]
+  cacheHit: boolean
+  history: Uint8Array
+}
+
+/** What a cache shard holds per indicator: the assessment and its rendered bulk tails. */
+export interface CacheEntry {
+  a: Assessment
+  /** JSON text of the bulk item members after `indicator`, per signal detail level. */
+  json: Partial<Record<SignalDetails, string>>
+}
+
+/** A shard cache, keyed by snapshot version, profile version, type and normalized value. */
+export type ShardCache = LRUCache<string, CacheEntry>
+
+/** Creates a cache shard holding up to `max` verdicts (0 disables caching). */
+export function createShardCache (max: number): ShardCache | null {
+  return max > 0 ? new LRUCache<string, CacheEntry>({ max }) : null
+}
+
+/** msgpack for clients: standard maps, no record extension (API.md). */
+export const clientPackr = new Packr({ useRecords: false, variableMapSize: true })
+/** msgpack between the service's own threads. */
+export const threadPackr = new Packr()
+
+const kTypes = new Set<string>(['ip', 'domain', 'ip_block', 'file_hash_sha256', 'asn'])
+
+function typeAsSent (type: unknown): IndicatorType | null {
+  return typeof type === 'string' && kTypes.has(type) ? type as IndicatorType : null
+}
+
+function labelsOf (a: Assessment | null, signalDetails: SignalDetails): Array<Record<string, unknown>> {
+  if (a === null) return []
+  const picked = signalDetails === 'none' ? [] : signalDetails === 'top' ? a.signals.slice(0, 3) : a.signals
+  return picked.map((s) => ({ signal_id: s.signal_id, direction: s.direction, signal_group: s.signal_group, signal_subgroup: s.signal_subgroup, signal_name: s.signal_name, contribution: s.contribution }))
+}
+
+/** A growable byte sink for fragments. */
+class Sink {
+  buf = Buffer.allocUnsafe(64 * 1024)
+  len = 0
+
+  private grow (need: number): void {
+    if (this.len + need <= this.buf.length) return
+    let size = this.buf.length * 2
+    while (size < this.len + need) size *= 2
+    const next = Buffer.allocUnsafe(size)
+    this.buf.copy(next, 0, 0, this.len)
+    this.buf = next
+  }
+
+  write (s: string): void {
+    this.grow(s.length * 3)
+    this.len += this.buf.write(s, this.len, 'utf8')
+  }
+
+  bytes (b: Uint8Array): void {
+    this.grow(b.length)
+    this.buf.set(b, this.len)
+    this.len += b.length
+  }
+
+  /** A fresh, exactly sized copy (its own ArrayBuffer, so it can be transferred). */
+  take (): Uint8Array {
+    const out = new Uint8Array(this.len)
+    out.set(this.buf.subarray(0, this.len))
+    return out
+  }
+}
+
+/** Scoring context of one thread: the snapshot it maps and its cache shard. */
+export interface ScoringContext {
+  snapshot: Snapshot
+  cache: ShardCache | null
+}
+
+function lookup (ctx: ScoringContext, profileKey: string, type: IndicatorType, normalized: string, ind: Parameters<typeof assess>[0], profile: Parameters<typeof assess>[1]): { entry: CacheEntry, hit: boolean } {
+  const key = `${ctx.snapshot.version}|${profileKey}|${type}|${normalized}`
+  const cached = ctx.cache?.get(key)
+  if (cached !== undefined) return { entry: cached, hit: true }
+  const entry: CacheEntry = { a: assess(ind, profile, ctx.snapshot), json: {} }
+  ctx.cache?.set(key, entry)
+  return { entry, hit: false }
+}
+
+function bulkTail (entry: CacheEntry, signalDetails: SignalDetails): string {
+  let tail = entry.json[signalDetails]
+  if (tail === undefined) {
+    const v = render(entry.a, '', [], { signalDetails, evidenceDetails: 'none' })
+    tail = `"risk":${JSON.stringify(v.risk)},"signals":${JSON.stringify(v.signals)},"signal_count":${v.signal_count},` +
+      `"scores":${JSON.stringify(v.scores)},"threat_context":${JSON.stringify(v.threat_context)},` +
+      `"recommended_actions":${JSON.stringify(v.recommended_actions)}`
+    entry.json[signalDetails] = tail
+  }
+  return tail
+}
+
+const kEmptyScores = { signal_groups: {}, signal_subgroups: {} }
+
+/** Scores a bulk chunk. Items answer in chunk order; `ends[i]` is the end offset of item i in `body`. */
+export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: ScoringContext): BulkChunkOutput {
+  const { profile } = selectProfile(params.scoringVersion)
+  const sink = new Sink()
+  const ends = new Uint32Array(items.length)
+  const history: unknown[] = new Array(items.length)
+  let cacheHits = 0
+  let invalid = 0
+  for (let i = 0; i < items.length; i++) {
+    const [type, value, actionTaken, actionSource] = items[i] as ChunkItem
+    const n = normalize(value, type)
+    const sentType = n.ok ? n.indicator.type : typeAsSent(type)
+    if (!n.ok) {
+      invalid++
+      const indicator = { type: type === undefined ? null : type, value: value === undefined ? null : value }
+      if (params.format === 'json') {
+        sink.write(`{"indicator":${JSON.stringify(indicator)},"risk":null,"signals":[],"signal_count":0,` +
+          '"scores":{"signal_groups":{},"signal_subgroups":{}},"threat_context":{},"recommended_actions":[]' +
+          (n.warnings.length > 0 ? `,"warnings":${JSON.stringify(n.warnings)}` : '') + `,"errors":${JSON.stringify(n.errors)}}`)
+      } else {
+        const item: Record<string, unknown> = { indicator, risk: null, signals: [], signal_count: 0, scores: kEmptyScores, threat_context: {}, recommended_actions: [] }
+        if (n.warnings.length > 0) item.warnings = n.warnings
+        item.errors = n.errors
+        sink.bytes(clientPackr.pack(item))
+      }
+      ends[i] = sink.len
+      history[i] = {
+        indicator: { type: sentType, value: typeof value === 'string' ? value : JSON.stringify(value) ?? null, normalized: null },
+        risk: null,
+        scores: null,
+        labels: [],
+        label_count: 0,
+        action_taken: actionTaken,
+        action_source: actionSource,
+        errors: n.errors
+      }
+      continue
+    }
+    const ind = n.indicator
+    const { entry, hit } = lookup(ctx, profile.version, ind.type, ind.normalized, ind, profile)
+    if (hit) cacheHits++
+    const sent = { type: ind.type, value: value as string, normalized: ind.normalized }
+    if (params.format === 'json') {
+      sink.write(`{"indicator":${JSON.stringify(sent)},${bulkTail(entry, params.signalDetails)}` +
+        (ind.warnings.length > 0 ? `,"warnings":${JSON.stringify(ind.warnings)}}` : '}'))
+    } else {
+      const v = render(entry.a, value as string, ind.warnings, { signalDetails: params.signalDetails, evidenceDetails: 'none' })
+      const item: Record<string, unknown> = {
+        indicator: v.indicator, risk: v.risk, signals: v.signals, signal_count: v.signal_count, scores: v.scores, threat_context: v.threat_context, recommended_actions: v.recommended_actions
+      }
+      if (ind.warnings.length > 0) item.warnings = ind.warnings
+      sink.bytes(clientPackr.pack(item))
+    }
+    ends[i] = sink.len
+    const labels = labelsOf(entry.a, params.signalDetails)
+    history[i] = { indicator: sent, risk: entry.a.risk, scores: entry.a.scores, labels, label_count: labels.length, action_taken: actionTaken, action_source: actionSource, errors: null }
+  }
+  return { body: sink.take(), ends, history: copyOut(threadPackr.pack(history)), cacheHits, invalid }
+}
+
+/** Scores the single endpoint's one indicator. */
+export function scoreSingle (item: ChunkItem, params: ChunkParams, ctx: ScoringContext): SingleChunkOutput {
+  const { profile } = selectProfile(params.scoringVersion)
+  const [type, value, actionTaken, actionSource] = item
+  const n = normalize(value, type)
+  if (!n.ok) {
+    const record = {
+      indicator: { type: typeAsSent(type) ?? n.type, value: typeof value === 'string' ? value : null, normalized: null },
+      risk: null,
+      scores: null,
+      labels: [],
+      label_count: 0,
+      action_taken: actionTaken,
+      action_source: actionSource,
+      errors: n.errors
+    }
+    return { verdict: null, errors: n.errors, warnings: n.warnings, cacheHit: false, history: copyOut(threadPackr.pack([record])) }
+  }
+  const ind = n.indicator
+  const { entry, hit } = lookup(ctx, profile.version, ind.type, ind.normalized, ind, profile)
+  const v = render(entry.a, value as string, ind.warnings, { signalDetails: params.signalDetails, evidenceDetails: params.evidenceDetails })
+  const labels = labelsOf(entry.a, params.signalDetails)
+  const record = { indicator: v.indicator, risk: v.risk, scores: v.scores, labels, label_count: labels.length, action_taken: actionTaken, action_source: actionSource, errors: null }
+  const verdict: Record<string, unknown> = {
+    indicator: v.indicator,
+    risk: v.risk,
+    signals: v.signals,
+    signal_count: v.signal_count,
+    scores: v.scores,
+    threat_context: v.threat_context,
+    flags: v.flags,
+    recommended_actions: v.recommended_actions
+  }
+  return { verdict, errors: [], warnings: ind.warnings, cacheHit: hit, history: copyOut(threadPackr.pack([record])) }
+}
+
+/** Packr output views a shared scratch buffer: copy before it leaves the call, or transferring detaches it. */
+function copyOut (b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(b.length)
+  out.set(b)
+  return out
+}

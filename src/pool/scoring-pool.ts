@@ -1,0 +1,120 @@
+/**
+ * The scoring pool: N single-thread Piscina pools, one per cache shard, so the same indicator always reaches
+ * the same worker and N shards form one cache of N x capacity. Inline mode (size 0) runs the same chunk
+ * scorer on the calling thread; it is the tests' and the benchmark's baseline.
+ */
+import { Piscina } from 'piscina'
+import { extname } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Snapshot, type SnapshotData } from '../engine/index.ts'
+import {
+  createShardCache, scoreBulkChunk, scoreSingle, threadPackr,
+  type BulkChunkOutput, type ChunkItem, type ChunkParams, type ScoringContext, type SingleChunkOutput
+} from './score-chunk.ts'
+
+/** The worker entry, resolved next to this file's own extension so src (tsx) and dist (tsc) both work. */
+const kWorkerFile = fileURLToPath(new URL(`../../workers/scoring${extname(fileURLToPath(import.meta.url))}`, import.meta.url))
+/** Tasks queued per shard before the pool refuses more (the in-flight bound usually triggers first). */
+const kMaxQueuePerShard = 1024
+
+/** Pool options. */
+export interface ScoringPoolOptions {
+  size: number
+  cacheSize: number
+  /** Worker entry (tests swap in fixtures that crash). */
+  filename?: string
+}
+
+/** Case-insensitive FNV-1a of the value as sent: cheap, allocation-free shard choice. */
+export function shardOf (value: unknown, shards: number): number {
+  if (shards <= 1) return 0
+  if (typeof value !== 'string') return 0
+  let h = 0x811c9dc5
+  for (let i = 0; i < value.length; i++) {
+    let c = value.charCodeAt(i)
+    if (c >= 65 && c <= 90) c += 32
+    h = Math.imul(h ^ c, 0x01000193)
+  }
+  return (h >>> 0) % shards
+}
+
+/** Scores chunks on worker threads or inline. */
+export class ScoringPool {
+  readonly snapshot: Snapshot
+  readonly size: number
+  private readonly pools: Piscina[]
+  private readonly inline: ScoringContext | null
+  private closed = false
+
+  constructor (data: SnapshotData, options: ScoringPoolOptions) {
+    this.snapshot = new Snapshot(data)
+    this.size = options.size
+    this.inline = options.size === 0 ? { snapshot: this.snapshot, cache: createShardCache(options.cacheSize) } : null
+    this.pools = []
+    for (let i = 0; i < options.size; i++) {
+      this.pools.push(new Piscina({
+        filename: options.filename ?? kWorkerFile,
+        minThreads: 1,
+        maxThreads: 1,
+        maxQueue: kMaxQueuePerShard,
+        idleTimeout: Number.MAX_SAFE_INTEGER,
+        // The SharedArrayBuffer inside is shared with the worker, not copied.
+        workerData: { snapshot: data, cacheSize: options.cacheSize }
+      }))
+    }
+  }
+
+  /** Number of shards (1 inline). */
+  get shards (): number {
+    return Math.max(1, this.size)
+  }
+
+  /** Resolves once every worker has started (so a benchmark does not time thread start-up). */
+  async ready (): Promise<void> {
+    await Promise.all(this.pools.map(async (p) => { await p.run(null, { name: 'ready' }) }))
+  }
+
+  /** Scores one bulk chunk on the shard's worker. */
+  async runBulk (shard: number, items: ChunkItem[], params: ChunkParams): Promise<BulkChunkOutput> {
+    if (this.closed) throw new Error('scoring pool is closed')
+    if (this.inline !== null) return scoreBulkChunk(items, params, this.inline)
+    const encoded = copy(threadPackr.pack(items))
+    return await (this.pools[shard] as Piscina).run({ items: encoded, params }, { transferList: [encoded.buffer] }) as BulkChunkOutput
+  }
+
+  /** Scores the single endpoint's indicator on its shard's worker. */
+  async runSingle (item: ChunkItem, params: ChunkParams): Promise<SingleChunkOutput> {
+    if (this.closed) throw new Error('scoring pool is closed')
+    if (this.inline !== null) return scoreSingle(item, params, this.inline)
+    const encoded = copy(threadPackr.pack([item]))
+    const shard = shardOf(item[1], this.shards)
+    return await (this.pools[shard] as Piscina).run({ items: encoded, params }, { transferList: [encoded.buffer] }) as SingleChunkOutput
+  }
+
+  /** Tasks queued or running across shards. */
+  get pending (): number {
+    let n = 0
+    for (const p of this.pools) n += p.queueSize + (p.utilization > 0 ? 1 : 0)
+    return n
+  }
+
+  /** Waits for queued tasks to finish, then stops the workers. */
+  async close (): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    await Promise.all(this.pools.map(async (p) => await p.close()))
+  }
+
+  /** Stops the workers now, failing queued tasks. */
+  async destroy (): Promise<void> {
+    this.closed = true
+    await Promise.all(this.pools.map(async (p) => await p.destroy()))
+  }
+}
+
+/** msgpackr's pack() returns a view into its scratch buffer: copy into an owned buffer before transferring. */
+function copy (b: Uint8Array): Uint8Array<ArrayBuffer> {
+  const out = new Uint8Array(b.length)
+  out.set(b)
+  return out
+}

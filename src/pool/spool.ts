@@ -1,0 +1,90 @@
+/**
+ * Append-only on-disk spool of history batches that could not be written to the store yet.
+ * Frames are [uint32 LE length][msgpack HistoryRecord[]]; a sidecar file holds the offset already replayed,
+ * so a restart resumes where the last replay stopped. Used only by the history worker thread (synchronous I/O
+ * there blocks nothing but that thread).
+ */
+import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, writeFileSync, writeSync, fsyncSync } from 'node:fs'
+import { join } from 'node:path'
+import { Packr } from 'msgpackr'
+import type { HistoryRecord } from '../store/index.ts'
+
+const kPackr = new Packr()
+
+/** The spool of one data directory. */
+export class Spool {
+  private readonly file: string
+  private readonly offsetFile: string
+  private fd: number
+  private offset: number
+
+  constructor (dir: string) {
+    mkdirSync(dir, { recursive: true })
+    this.file = join(dir, 'history.spool')
+    this.offsetFile = join(dir, 'history.spool.offset')
+    this.fd = openSync(this.file, 'a+')
+    this.offset = existsSync(this.offsetFile) ? Number(readFileSync(this.offsetFile, 'utf8')) || 0 : 0
+    if (this.offset > this.size) this.offset = 0
+  }
+
+  /** Bytes on disk. */
+  get size (): number {
+    return fstatSync(this.fd).size
+  }
+
+  /** Bytes not yet replayed. */
+  get backlog (): number {
+    return this.size - this.offset
+  }
+
+  /** Appends one batch and syncs it to disk before returning: once spooled, a record survives a crash. */
+  append (records: HistoryRecord[]): void {
+    const body = kPackr.pack(records)
+    const head = Buffer.alloc(4)
+    head.writeUInt32LE(body.length)
+    writeSync(this.fd, head)
+    writeSync(this.fd, body)
+    fsyncSync(this.fd)
+  }
+
+  /** The oldest batch not yet replayed, with the offset after it; null when the spool is drained. */
+  peek (): { records: HistoryRecord[], next: number } | null {
+    if (this.backlog < 4) return null
+    const head = Buffer.alloc(4)
+    readSync(this.fd, head, 0, 4, this.offset)
+    const len = head.readUInt32LE(0)
+    if (this.offset + 4 + len > this.size) return null // a torn final frame (crash mid-append) is never replayed
+    const body = Buffer.alloc(len)
+    readSync(this.fd, body, 0, len, this.offset + 4)
+    return { records: kPackr.unpack(body) as HistoryRecord[], next: this.offset + 4 + len }
+  }
+
+  /** Marks the peeked batch as written. When everything is replayed the files are reset. */
+  commit (next: number): void {
+    this.offset = next
+    if (this.offset >= this.size) {
+      this.reset()
+      return
+    }
+    const tmp = `${this.offsetFile}.tmp`
+    writeFileSync(tmp, String(this.offset))
+    renameSync(tmp, this.offsetFile)
+  }
+
+  private reset (): void {
+    closeSync(this.fd)
+    rmSync(this.file, { force: true })
+    rmSync(this.offsetFile, { force: true })
+    this.fd = openSync(this.file, 'a+')
+    this.offset = 0
+  }
+
+  /** Closes the file (what is on disk stays for the next start). */
+  close (): void {
+    try {
+      closeSync(this.fd)
+    } catch {
+      // Already closed.
+    }
+  }
+}

@@ -1,0 +1,98 @@
+/**
+ * Wires the running service from a Config: store, quota counter, intel snapshot and scoring pool, history
+ * writer, and the app. Closing the app shuts everything down in order: stop accepting -> drain the pool ->
+ * flush and close history -> close the quota counter and the store.
+ */
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import type { FastifyInstance } from 'fastify'
+import pino, { type Logger } from 'pino'
+import { buildApp } from './app.ts'
+import type { Config } from './config.ts'
+import { startHistory, type HistoryClient } from './pool/history-client.ts'
+import { buildSnapshot, IntelService, type IntelSourceOptions } from './pool/intel-service.ts'
+import { openQuota, openStore, type QuotaCounter, type Store, type StoreOptions } from './store/index.ts'
+
+/** A started service (not yet listening). */
+export interface Service {
+  app: FastifyInstance
+  store: Store
+  quota: QuotaCounter
+  intel: IntelService
+  history: HistoryClient
+  logger: Logger
+  /** Key printed on a first start, or null. */
+  bootstrapKey: string | null
+}
+
+/** Store options from the config (the history worker opens its own connection with the same options). */
+export function storeOptions (config: Readonly<Config>): StoreOptions {
+  return config.store === 'postgres'
+    ? { kind: 'postgres', url: config.databaseUrl as string }
+    : { kind: 'sqlite', path: join(config.dataDir, 'ioc-verdict.db') }
+}
+
+/** Where the intel snapshot comes from. */
+export function intelSource (config: Readonly<Config>): IntelSourceOptions {
+  return { manifest: config.feeds, cacheDir: join(config.dataDir, 'intel'), asnDir: config.asnDir, countryDir: config.countryDir }
+}
+
+/** The service's logger: JSON lines on stdout; keys and URLs are redacted wherever they appear. */
+export function createLogger (config: Readonly<Config>): Logger {
+  return pino({
+    level: config.logLevel,
+    redact: { paths: ['req.headers["x-api-key"]', 'req.headers.authorization', 'req.headers.cookie', '*.databaseUrl', '*.redisUrl'], censor: '[redacted]' }
+  })
+}
+
+/** Starts every component and builds the app. On failure, whatever was started is closed again. */
+export async function startService (config: Readonly<Config>, options: { logger?: Logger } = {}): Promise<Service> {
+  const logger = options.logger ?? createLogger(config)
+  mkdirSync(config.dataDir, { recursive: true })
+  const closers: Array<() => Promise<void>> = []
+  try {
+    const sopts = storeOptions(config)
+    const store = await openStore(sopts)
+    closers.push(async () => await store.close())
+    const quota = await openQuota(config.redisUrl === null ? { kind: 'memory', store } : { kind: 'redis', url: config.redisUrl, store })
+    closers.push(async () => await quota.close())
+
+    let bootstrapKey: string | null = null
+    if (config.bootstrapKey && await store.countKeys() === 0) {
+      const created = await store.createKey({ tenant: 'default', permissions: ['verdict', 'verdict_bulk', 'mgmt', 'admin'], quota: null })
+      bootstrapKey = created.key
+    }
+
+    const source = intelSource(config)
+    const built = await buildSnapshot(source)
+    logger.info({ intel: { version: built.data.header.version, warm: built.warm, ms: Math.round(built.ms), bytes: built.data.buffer.byteLength } }, 'intel snapshot loaded')
+    const intel = new IntelService(built.data, { size: config.poolSize, cacheSize: config.cacheSize }, source)
+    closers.push(async () => await intel.close())
+    await intel.ready()
+
+    const history = await startHistory({
+      store: sopts,
+      spoolDir: join(config.dataDir, 'spool'),
+      spoolLimit: config.spoolLimit,
+      batch: config.historyBatch,
+      flushMs: config.historyFlushMs,
+      retentionDays: config.retentionDays,
+      logger
+    })
+    closers.push(async () => await history.close())
+
+    const app = await buildApp(config, { store, quota, intel, history, logger })
+    app.addHook('onClose', async () => {
+      // Order matters: requests are done, so drain scoring, then flush history, then close the stores.
+      await intel.close()
+      await history.close()
+      await quota.close()
+      await store.close()
+    })
+    await app.ready()
+    return { app, store, quota, intel, history, logger, bootstrapKey }
+  } catch (err) {
+    for (const close of closers.reverse()) await close().catch(() => {})
+    throw err
+  }
+}

@@ -1,0 +1,225 @@
+/**
+ * The history writer thread. It receives each request's envelope plus the scoring workers' encoded records,
+ * batches them by size and time, and writes each batch in one store transaction (rows + usage counters).
+ * When the store fails, batches go to an fsynced on-disk spool and are replayed in order once it recovers;
+ * while a backlog exists, new batches queue behind it so order is kept.
+ */
+import { parentPort, workerData } from 'node:worker_threads'
+import { Packr } from 'msgpackr'
+import { openStore, type HistoryRecord, type Store, type StoreOptions } from '../src/store/index.ts'
+import type { HistoryEnvelope } from '../src/pool/history-types.ts'
+import { Spool } from '../src/pool/spool.ts'
+
+/** Settings from the main thread. */
+export interface HistoryWorkerData {
+  store: StoreOptions
+  spoolDir: string
+  batch: number
+  flushMs: number
+  retentionDays: number
+}
+
+/** Messages the worker accepts. */
+export type HistoryMessage =
+  | { type: 'records', envelope: HistoryEnvelope, parts: Uint8Array[] }
+  | { type: 'flush', id: number }
+  | { type: 'close', id: number }
+
+const cfg = workerData as HistoryWorkerData
+const port = parentPort
+if (port === null) throw new Error('history worker must run in a worker thread')
+const packr = new Packr()
+const spool = new Spool(cfg.spoolDir)
+/** Records held in memory before the excess goes to the spool: bounds this thread's memory. */
+const kMaxInMemory = Math.max(cfg.batch * 8, 50_000)
+const kRetryMinMs = 100
+const kRetryMaxMs = 5_000
+const kPurgeEveryMs = 3_600_000
+
+let store: Store | null = null
+let pending: HistoryRecord[] = []
+let written = 0
+let lastError: string | null = null
+let retryMs = kRetryMinMs
+let timer: NodeJS.Timeout | null = null
+let pumping: Promise<void> | null = null
+
+function status (): void {
+  port!.postMessage({
+    type: 'status',
+    written,
+    pending: pending.length,
+    spoolBytes: spool.backlog,
+    reason: spool.backlog > 0 ? `history store unavailable, spooling to disk${lastError === null ? '' : `: ${lastError}`}` : null
+  })
+}
+
+function expand (envelope: HistoryEnvelope, parts: Uint8Array[]): void {
+  for (const part of parts) {
+    const items = packr.unpack(part) as Array<Pick<HistoryRecord, 'indicator' | 'risk' | 'scores' | 'labels' | 'label_count' | 'action_taken' | 'action_source'>>
+    for (const it of items) {
+      pending.push({
+        date: envelope.date,
+        request_id: envelope.request_id,
+        bulk_request_id: envelope.bulk_request_id,
+        http_status: envelope.http_status,
+        auth_type: envelope.auth_type,
+        tenant: envelope.tenant,
+        apikey: envelope.apikey,
+        indicator: it.indicator,
+        evidence_details: envelope.evidence_details,
+        label_details: envelope.label_details,
+        risk: it.risk,
+        scores: it.scores,
+        labels: it.labels,
+        label_count: it.label_count,
+        action_taken: it.action_taken,
+        action_source: it.action_source,
+        source: envelope.source,
+        scoring_version: envelope.scoring_version,
+        query_type: envelope.query_type,
+        project_id: envelope.project_id,
+        project_name: envelope.project_name,
+        user_id: envelope.user_id
+      })
+    }
+  }
+}
+
+async function writeOrSpool (batch: HistoryRecord[]): Promise<boolean> {
+  if (store === null) throw new Error('store is not open')
+  try {
+    await store.writeHistory(batch)
+    written += batch.length
+    return true
+  } catch (err) {
+    lastError = (err as { code?: string }).code ?? 'write failed'
+    spool.append(batch)
+    return false
+  }
+}
+
+/** Writes the spool backlog, then pending batches; on a failure everything pending goes to the spool. */
+async function pumpOnce (): Promise<void> {
+  if (store === null) {
+    try {
+      store = await openStore(cfg.store)
+    } catch (err) {
+      lastError = (err as { code?: string }).code ?? 'store unavailable'
+      if (pending.length > 0) {
+        const all = pending
+        pending = []
+        for (let i = 0; i < all.length; i += cfg.batch) spool.append(all.slice(i, i + cfg.batch))
+      }
+      scheduleRetry()
+      return
+    }
+  }
+  while (spool.backlog > 0) {
+    const frame = spool.peek()
+    if (frame === null) break
+    try {
+      await store.writeHistory(frame.records)
+    } catch (err) {
+      lastError = (err as { code?: string }).code ?? 'write failed'
+      // Keep order: everything newer waits behind the backlog, on disk.
+      if (pending.length > 0) {
+        const all = pending
+        pending = []
+        for (let i = 0; i < all.length; i += cfg.batch) spool.append(all.slice(i, i + cfg.batch))
+      }
+      scheduleRetry()
+      return
+    }
+    written += frame.records.length
+    spool.commit(frame.next)
+  }
+  lastError = spool.backlog > 0 ? lastError : null
+  retryMs = kRetryMinMs
+  while (pending.length > 0) {
+    const batch = pending.length <= cfg.batch ? pending : pending.slice(0, cfg.batch)
+    pending = pending.length <= cfg.batch ? [] : pending.slice(cfg.batch)
+    if (!await writeOrSpool(batch)) {
+      const all = pending
+      pending = []
+      for (let i = 0; i < all.length; i += cfg.batch) spool.append(all.slice(i, i + cfg.batch))
+      scheduleRetry()
+      return
+    }
+  }
+}
+
+async function pump (): Promise<void> {
+  if (pumping !== null) {
+    await pumping
+    if (pending.length === 0 && spool.backlog === 0) return
+  }
+  pumping = pumpOnce().finally(() => {
+    pumping = null
+    status()
+  })
+  await pumping
+}
+
+function scheduleRetry (): void {
+  if (timer !== null) clearTimeout(timer)
+  timer = setTimeout(() => { timer = null; void pump() }, retryMs)
+  retryMs = Math.min(kRetryMaxMs, retryMs * 2)
+}
+
+function scheduleFlush (): void {
+  if (timer !== null) return
+  timer = setTimeout(() => { timer = null; void pump() }, cfg.flushMs)
+}
+
+async function purge (): Promise<void> {
+  if (cfg.retentionDays <= 0 || store === null) return
+  try {
+    await store.purgeHistory(new Date(Date.now() - cfg.retentionDays * 86_400_000))
+  } catch {
+    // The next run retries; purging never blocks ingest.
+  }
+}
+
+port.on('message', (msg: HistoryMessage) => {
+  switch (msg.type) {
+    case 'records':
+      expand(msg.envelope, msg.parts)
+      if (pending.length > kMaxInMemory) {
+        // The store is slower than ingest: keep memory bounded by moving the oldest batches to disk, in order.
+        const over = pending.splice(0, pending.length - cfg.batch)
+        for (let i = 0; i < over.length; i += cfg.batch) spool.append(over.slice(i, i + cfg.batch))
+        void pump()
+      } else if (pending.length >= cfg.batch && spool.backlog === 0) {
+        void pump()
+      } else {
+        scheduleFlush()
+      }
+      break
+    case 'flush':
+      void pump().then(() => port.postMessage({ type: 'flushed', id: msg.id }))
+      break
+    case 'close':
+      void (async () => {
+        await pump()
+        // What could not be written is on disk and replays at the next start.
+        if (pending.length > 0) {
+          spool.append(pending)
+          pending = []
+        }
+        if (timer !== null) clearTimeout(timer)
+        await store?.close()
+        spool.close()
+        status()
+        port.postMessage({ type: 'closed', id: msg.id })
+      })()
+      break
+  }
+})
+
+// Opens the store (or spools until it can) and replays any backlog left by the last run.
+await pump()
+void purge()
+setInterval(() => { void purge() }, kPurgeEveryMs).unref()
+status()
+port.postMessage({ type: 'ready' })

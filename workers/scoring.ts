@@ -1,0 +1,46 @@
+/**
+ * Piscina entry of a scoring worker. Each worker owns one cache shard and maps the shared intel snapshot
+ * it was started with (workerData); a reload starts a new pool, so a worker never sees two snapshots.
+ */
+import { Piscina } from 'piscina'
+import { workerData } from 'node:worker_threads'
+import { Snapshot, type SnapshotData } from '../src/engine/index.ts'
+import { createShardCache, scoreBulkChunk, scoreSingle, threadPackr, type ChunkItem, type ChunkParams, type ScoringContext } from '../src/pool/score-chunk.ts'
+
+/** What the pool passes every worker. */
+export interface ScoringWorkerData {
+  snapshot: SnapshotData
+  cacheSize: number
+}
+
+/** One task: a msgpack-encoded chunk (transferred) and the request's shared parameters. */
+export interface ScoringTask {
+  items: Uint8Array
+  params: ChunkParams
+}
+
+const data = workerData as ScoringWorkerData
+const ctx: ScoringContext = { snapshot: new Snapshot(data.snapshot), cache: createShardCache(data.cacheSize) }
+
+function move<T> (value: T, buffers: ArrayBufferLike[]): T {
+  return Piscina.move({
+    get [Piscina.transferableSymbol] () { return buffers },
+    get [Piscina.valueSymbol] () { return value }
+  } as never) as T
+}
+
+/** Scores one chunk and transfers the encoded output back. */
+export default function score (task: ScoringTask): unknown {
+  const items = threadPackr.unpack(task.items) as ChunkItem[]
+  if (task.params.mode === 'single') {
+    const out = scoreSingle(items[0] as ChunkItem, task.params, ctx)
+    return move(out, [out.history.buffer])
+  }
+  const out = scoreBulkChunk(items, task.params, ctx)
+  return move(out, [out.body.buffer, out.ends.buffer, out.history.buffer])
+}
+
+/** Named task the pool runs once per worker to know the thread has started and mapped its snapshot. */
+export function ready (): boolean {
+  return ctx.snapshot.version !== ''
+}
