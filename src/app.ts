@@ -63,7 +63,6 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     loggerInstance: deps.logger as FastifyBaseLogger,
     bodyLimit: config.bodyLimit,
     genReqId: requestId,
-    disableRequestLogging: false,
     return503OnClosing: true,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } }
   })

@@ -21,6 +21,8 @@ export interface Config {
   poolSize: number
   /** Feed manifest path. */
   feeds: string
+  /** Compiled snapshot cache; null = <dataDir>/intel. */
+  intelCacheDir: string | null
   store: 'sqlite' | 'postgres'
   databaseUrl: string | null
   redisUrl: string | null
@@ -58,6 +60,7 @@ const kFields: Record<string, Field> = {
   IOC_DATA_DIR: { key: 'dataDir', kind: 'path' },
   IOC_POOL_SIZE: { key: 'poolSize', kind: 'int', min: 0, max: 256 },
   IOC_FEEDS: { key: 'feeds', kind: 'path' },
+  IOC_INTEL_CACHE_DIR: { key: 'intelCacheDir', kind: 'nullable-path' },
   IOC_STORE: { key: 'store', kind: 'string', choices: ['sqlite', 'postgres'] },
   IOC_DATABASE_URL: { key: 'databaseUrl', kind: 'url' },
   IOC_REDIS_URL: { key: 'redisUrl', kind: 'url' },
@@ -83,6 +86,7 @@ export function defaults (): Config {
     dataDir: join(kProjectRoot, 'data', 'run'),
     poolSize: availableParallelism(),
     feeds: join(kProjectRoot, 'data', 'feeds', 'manifest.json'),
+    intelCacheDir: null,
     store: 'sqlite',
     databaseUrl: null,
     redisUrl: null,

@@ -34,7 +34,7 @@ export function storeOptions (config: Readonly<Config>): StoreOptions {
 
 /** Where the intel snapshot comes from. */
 export function intelSource (config: Readonly<Config>): IntelSourceOptions {
-  return { manifest: config.feeds, cacheDir: join(config.dataDir, 'intel'), asnDir: config.asnDir, countryDir: config.countryDir }
+  return { manifest: config.feeds, cacheDir: config.intelCacheDir ?? join(config.dataDir, 'intel'), asnDir: config.asnDir, countryDir: config.countryDir }
 }
 
 /** The service's logger: JSON lines on stdout; keys and URLs are redacted wherever they appear. */

@@ -209,8 +209,8 @@ port.on('message', (msg: HistoryMessage) => {
         }
         if (timer !== null) clearTimeout(timer)
         await store?.close()
-        spool.close()
         status()
+        spool.close()
         port.postMessage({ type: 'closed', id: msg.id })
       })()
       break

@@ -3,14 +3,12 @@
  * history worker thread (buffers transferred, nothing decoded here), tracks its state for admission and
  * health, and flushes it on shutdown.
  */
-import { extname } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
+import { kWorkerShim, workerEntry } from './worker-entry.ts'
 import type { Logger } from 'pino'
 import type { StoreOptions } from '../store/index.ts'
 import type { HistoryEnvelope, HistorySink } from './history-types.ts'
 
-const kWorkerFile = fileURLToPath(new URL(`../../workers/history${extname(fileURLToPath(import.meta.url))}`, import.meta.url))
 const kRestartDelayMs = 1_000
 
 /** Settings of the history writer. */
@@ -54,7 +52,7 @@ export class HistoryClient implements HistorySink {
 
   private async spawn (): Promise<void> {
     const { store, spoolDir, batch, flushMs, retentionDays } = this.options
-    const worker = new Worker(kWorkerFile, { workerData: { store, spoolDir, batch, flushMs, retentionDays } })
+    const worker = new Worker(kWorkerShim, { workerData: { entry: workerEntry('history'), store, spoolDir, batch, flushMs, retentionDays } })
     this.worker = worker
     await new Promise<void>((resolve, reject) => {
       worker.on('message', (msg: { type: string, id?: number } & WorkerStatus) => {

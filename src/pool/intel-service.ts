@@ -4,13 +4,10 @@
  * (one request never mixes snapshots), and the old pool closes once drained. Cache keys carry the snapshot
  * version, so no verdict from the old data is served after the swap.
  */
-import { extname } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
+import { kWorkerShim, workerEntry } from './worker-entry.ts'
 import type { SnapshotData } from '../engine/index.ts'
 import { ScoringPool, type ScoringPoolOptions } from './scoring-pool.ts'
-
-const kBuildWorker = fileURLToPath(new URL(`../../workers/intel-build${extname(fileURLToPath(import.meta.url))}`, import.meta.url))
 
 /** Where snapshots come from. */
 export interface IntelSourceOptions {
@@ -23,7 +20,7 @@ export interface IntelSourceOptions {
 /** Loads or compiles a snapshot on a worker thread. */
 export async function buildSnapshot (options: IntelSourceOptions, force = false): Promise<{ data: SnapshotData, warm: boolean, ms: number }> {
   return await new Promise((resolve, reject) => {
-    const worker = new Worker(kBuildWorker, { workerData: { ...options, force } })
+    const worker = new Worker(kWorkerShim, { workerData: { entry: workerEntry('intel-build'), ...options, force } })
     let settled = false
     worker.once('message', (msg: { ok: true, data: SnapshotData, warm: boolean, ms: number } | { ok: false, message: string }) => {
       settled = true

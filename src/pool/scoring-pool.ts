@@ -4,16 +4,13 @@
  * scorer on the calling thread; it is the tests' and the benchmark's baseline.
  */
 import { Piscina } from 'piscina'
-import { extname } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { Snapshot, type SnapshotData } from '../engine/index.ts'
+import { kWorkerShim, workerEntry } from './worker-entry.ts'
 import {
   createShardCache, scoreBulkChunk, scoreSingle, threadPackr,
   type BulkChunkOutput, type ChunkItem, type ChunkParams, type ScoringContext, type SingleChunkOutput
 } from './score-chunk.ts'
 
-/** The worker entry, resolved next to this file's own extension so src (tsx) and dist (tsc) both work. */
-const kWorkerFile = fileURLToPath(new URL(`../../workers/scoring${extname(fileURLToPath(import.meta.url))}`, import.meta.url))
 /** Tasks queued per shard before the pool refuses more (the in-flight bound usually triggers first). */
 const kMaxQueuePerShard = 1024
 
@@ -21,8 +18,8 @@ const kMaxQueuePerShard = 1024
 export interface ScoringPoolOptions {
   size: number
   cacheSize: number
-  /** Worker entry (tests swap in fixtures that crash). */
-  filename?: string
+  /** Worker module (a file URL); tests swap in fixtures that crash. */
+  entry?: string
 }
 
 /** Case-insensitive FNV-1a of the value as sent: cheap, allocation-free shard choice. */
@@ -53,13 +50,13 @@ export class ScoringPool {
     this.pools = []
     for (let i = 0; i < options.size; i++) {
       this.pools.push(new Piscina({
-        filename: options.filename ?? kWorkerFile,
+        filename: kWorkerShim,
         minThreads: 1,
         maxThreads: 1,
         maxQueue: kMaxQueuePerShard,
         idleTimeout: Number.MAX_SAFE_INTEGER,
         // The SharedArrayBuffer inside is shared with the worker, not copied.
-        workerData: { snapshot: data, cacheSize: options.cacheSize }
+        workerData: { entry: options.entry ?? workerEntry('scoring'), snapshot: data, cacheSize: options.cacheSize }
       }))
     }
   }
