@@ -8,8 +8,24 @@ import type { Chunks } from './chunk.ts'
 /** One shard's encoded items: back-to-back bytes and end offsets. */
 export interface EncodedChunk { body: Uint8Array, ends: Uint32Array }
 
-function itemBounds (c: EncodedChunk, p: number): [number, number] {
-  return [p === 0 ? 0 : c.ends[p - 1] as number, c.ends[p] as number]
+/** Buffer views of each chunk's bytes (no copy), so items are copied with Buffer#copy and no per-item view. */
+function views (outputs: EncodedChunk[]): Buffer[] {
+  return outputs.map((o) => Buffer.from(o.body.buffer, o.body.byteOffset, o.body.byteLength))
+}
+
+/** Copies every item, in request order, into `out` from `off`; returns the new offset. */
+function copyItems (out: Buffer, off: number, chunks: Chunks, outputs: EncodedChunk[], separator: number | null): number {
+  const bufs = views(outputs)
+  const n = chunks.shard.length
+  for (let i = 0; i < n; i++) {
+    if (separator !== null && i > 0) out[off++] = separator
+    const s = chunks.shard[i] as number
+    const p = chunks.pos[i] as number
+    const ends = (outputs[s] as EncodedChunk).ends
+    const a = p === 0 ? 0 : ends[p - 1] as number
+    off += (bufs[s] as Buffer).copy(out, off, a, ends[p] as number)
+  }
+  return off
 }
 
 /** `{"meta":...,"results":[...]}` as JSON bytes. */
@@ -19,14 +35,7 @@ export function mergeJson (meta: object, chunks: Chunks, outputs: EncodedChunk[]
   let size = head.length + 2 + Math.max(0, n - 1)
   for (const o of outputs) size += o.body.length
   const out = Buffer.allocUnsafe(size)
-  let off = head.copy(out, 0)
-  for (let i = 0; i < n; i++) {
-    if (i > 0) out[off++] = 0x2c // ,
-    const c = outputs[chunks.shard[i] as number] as EncodedChunk
-    const [a, b] = itemBounds(c, chunks.pos[i] as number)
-    out.set(c.body.subarray(a, b), off)
-    off += b - a
-  }
+  let off = copyItems(out, head.copy(out, 0), chunks, outputs, 0x2c) // items joined by ","
   out[off++] = 0x5d // ]
   out[off++] = 0x7d // }
   return out
@@ -45,13 +54,7 @@ export function mergeMsgpack (meta: object, chunks: Chunks, outputs: EncodedChun
   let size = head.length
   for (const o of outputs) size += o.body.length
   const out = Buffer.allocUnsafe(size)
-  let off = head.copy(out, 0)
-  for (let i = 0; i < n; i++) {
-    const c = outputs[chunks.shard[i] as number] as EncodedChunk
-    const [a, b] = itemBounds(c, chunks.pos[i] as number)
-    out.set(c.body.subarray(a, b), off)
-    off += b - a
-  }
+  copyItems(out, head.copy(out, 0), chunks, outputs, null)
   return out
 }
 
