@@ -70,8 +70,10 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
     }
   })
 
-  // Retired (spec 4.4): always 404, whatever the key or body, with a pointer to the replacement.
-  app.post('/api/v2/ioc/history', { bodyLimit: 1024 * 1024 }, async () => {
+  // Retired (spec 4.4): always 404, whatever the key or body, with a pointer to the replacement. It answers in
+  // onRequest, before the body is read, so no content type, malformed or oversized body can turn it into 4xx else.
+  const retired = async (): Promise<never> => {
     throw new NotFoundError(`POST /api/v2/ioc/history is retired; use ${kHistoryReplacement}`)
-  })
+  }
+  app.post('/api/v2/ioc/history', { onRequest: retired }, retired)
 }

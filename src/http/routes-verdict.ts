@@ -58,9 +58,11 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
     const format = responseFormat(req)
     const body = req.body as SingleBody
     const ind = body.indicator
-    // The indicator's log-only fields win over the request's (API.md).
-    const actionSource = normalizeActionSource(ind.action_source ?? body.action_source, 'indicator.')
-    const actionTaken = normalizeActionTaken(ind.action_taken ?? body.action_taken)
+    // The indicator's log-only fields win over the request's (API.md); empty means not provided, so an empty one
+    // falls back to the request's. Every action_source sent is validated, including one that is overridden.
+    const topSource = normalizeActionSource(body.action_source, '')
+    const actionSource = normalizeActionSource(ind.action_source, 'indicator.') ?? topSource
+    const actionTaken = normalizeActionTaken(ind.action_taken) ?? normalizeActionTaken(body.action_taken)
     const params: ChunkParams = {
       mode: 'single',
       format,

@@ -159,7 +159,8 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
       }
       ends[i] = sink.len
       history[i] = {
-        indicator: { type: sentType, value: typeof value === 'string' ? value : JSON.stringify(value) ?? null, normalized: null },
+        // History needs a string value: a non-string is recorded as its JSON text, a missing one as ''.
+        indicator: { type: sentType, value: typeof value === 'string' ? value : JSON.stringify(value) ?? '', normalized: null },
         risk: null,
         scores: null,
         labels: [],

@@ -1,0 +1,100 @@
+/**
+ * End to end over a real socket (127.0.0.1 only): an intel reload while requests stream in fails none of them,
+ * and afterwards the verdicts, meta.data_timestamp and the snapshot version come from the new data.
+ */
+import assert from 'node:assert/strict'
+import { appendFileSync, cpSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { test } from 'node:test'
+import { request } from 'undici'
+import { build } from '../helper.ts'
+
+type Json = Record<string, any>
+
+const kFeeds = join(import.meta.dirname, '..', '..', 'data', 'feeds')
+/** Not listed anywhere in the sample feeds (data/feeds/README.md); the test adds it to the FireHOL sample. */
+const kProbe = '192.0.2.201'
+
+test('an intel reload during a stream of requests fails none of them and switches data_timestamp and version', { timeout: 180_000 }, async (t) => {
+  // A private copy of the feeds (the test edits one) and a private compiled-snapshot cache. Both paths are fixed, so
+  // the next run finds the two snapshots it needs (before and after the edit) already compiled: compiled snapshots
+  // are keyed by feed paths and contents, and the copy is restored to the shipped contents every run.
+  const feeds = join(tmpdir(), 'ioc-verdict-test-reload-feeds')
+  rmSync(feeds, { recursive: true, force: true })
+  cpSync(kFeeds, feeds, { recursive: true })
+  t.after(() => rmSync(feeds, { recursive: true, force: true }))
+  const svc = await build(t, {
+    IOC_POOL_SIZE: '2',
+    IOC_FEEDS: join(feeds, 'manifest.json'),
+    IOC_INTEL_CACHE_DIR: join(tmpdir(), 'ioc-verdict-test-intel-reload')
+  })
+  const base = await svc.app.listen({ port: 0, host: '127.0.0.1' })
+  const post = async (path: string, body?: unknown): Promise<{ status: number, body: Json }> => {
+    const res = await request(`${base}${path}`, {
+      method: 'POST',
+      headers: body === undefined ? { 'x-api-key': svc.key } : { 'x-api-key': svc.key, 'content-type': 'application/json' },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) })
+    })
+    return { status: res.statusCode, body: await res.body.json() as Json }
+  }
+  const health = async (): Promise<Json> => {
+    const res = await request(`${base}/api/v2/ioc/health`)
+    return await res.body.json() as Json
+  }
+
+  const before = await post('/api/v2/ioc/verdict', { indicator: { value: kProbe } })
+  assert.equal(before.status, 200)
+  assert.ok(!before.body.threat_context.listed_by.includes('sample_firehol'))
+  const versionBefore = (await health()).checks.intel.version as string
+
+  // Clients stream singles and bulks until told to stop; every answer is checked as it arrives.
+  const state = { stop: false }
+  const rounds = [0, 0, 0, 0]
+  const failures: string[] = []
+  const timestamps = new Set<string>()
+  const client = async (c: number): Promise<void> => {
+    for (let r = 0; !state.stop; r++) {
+      const value = `10.${c}.${r & 255}.${(r >> 8) & 255}`
+      const single = await post('/api/v2/ioc/verdict', { indicator: { value } })
+      if (single.status !== 200 || single.body.indicator?.value !== value) failures.push(`single ${value}: ${single.status}`)
+      else timestamps.add(single.body.meta.data_timestamp)
+      const indicators = Array.from({ length: 50 }, (_, i) => ({ value: i % 2 === 0 ? `h${c}-${r}-${i}.example` : kProbe }))
+      const bulk = await post('/api/v2/ioc/verdict/bulk', { indicators })
+      if (bulk.status !== 200) failures.push(`bulk ${c}/${r}: ${bulk.status}`)
+      else if (bulk.body.results.some((x: Json, i: number) => x.indicator.value !== indicators[i]?.value)) failures.push(`bulk ${c}/${r}: misordered`)
+      rounds[c] = (rounds[c] ?? 0) + 1
+    }
+  }
+  const until = async (cond: () => boolean): Promise<void> => {
+    while (!cond()) await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+  const clients = rounds.map(async (_, c) => await client(c))
+  await until(() => rounds.every((n) => n >= 2))
+
+  appendFileSync(join(feeds, 'firehol-sample.netset'), `${kProbe}\n`)
+  const reload = await post('/api/v2/mgmt/intel/reload')
+  assert.equal(reload.status, 200)
+  const mark = rounds.map((n) => n)
+  await until(() => rounds.every((n, c) => n >= (mark[c] ?? 0) + 2))
+  state.stop = true
+  await Promise.all(clients)
+
+  assert.deepEqual(failures, [], 'no request failed during the reload')
+  assert.equal(typeof reload.body.version, 'string')
+  assert.notEqual(reload.body.version, versionBefore)
+  assert.notEqual(reload.body.data_timestamp, before.body.meta.data_timestamp)
+
+  const after = await post('/api/v2/ioc/verdict', { indicator: { value: kProbe } })
+  assert.equal(after.body.meta.data_timestamp, reload.body.data_timestamp)
+  assert.notEqual(after.body.meta.data_timestamp, before.body.meta.data_timestamp)
+  assert.ok(after.body.threat_context.listed_by.includes('sample_firehol'), 'the new feed entry is in the verdict')
+  const h = await health()
+  assert.equal(h.checks.intel.version, reload.body.version)
+  assert.equal(h.checks.intel.data_timestamp, reload.body.data_timestamp)
+  const bulkAfter = await post('/api/v2/ioc/verdict/bulk', { indicators: [{ value: kProbe }] })
+  assert.equal(bulkAfter.body.meta.data_timestamp, reload.body.data_timestamp)
+  assert.ok(bulkAfter.body.results[0].threat_context.listed_by.includes('sample_firehol'))
+  assert.ok(timestamps.has(before.body.meta.data_timestamp), 'the stream saw the old snapshot')
+  assert.ok([...timestamps].every((ts) => ts === before.body.meta.data_timestamp || ts === reload.body.data_timestamp), 'each answer came from one of the two snapshots')
+})
