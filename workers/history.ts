@@ -39,6 +39,8 @@ const kPurgeEveryMs = 3_600_000
 let store: Store | null = null
 let pending: HistoryRecord[] = []
 let written = 0
+/** Records received since start: the client subtracts it from what it posted to know what is still in transit. */
+let received = 0
 let lastError: string | null = null
 let retryMs = kRetryMinMs
 let timer: NodeJS.Timeout | null = null
@@ -48,6 +50,7 @@ function status (): void {
   port!.postMessage({
     type: 'status',
     written,
+    received,
     pending: pending.length,
     spoolBytes: spool.backlog,
     reason: spool.backlog > 0 ? `history store unavailable, spooling to disk${lastError === null ? '' : `: ${lastError}`}` : null
@@ -150,8 +153,10 @@ async function pumpOnce (): Promise<void> {
 }
 
 async function pump (): Promise<void> {
-  if (pumping !== null) {
-    await pumping
+  // A loop, not a single wait: several callers can wait on the same pass, and only one of them may start the next;
+  // two passes at once would both replay the spool's oldest frame (duplicates) and interleave batches.
+  for (let running = pumping; running !== null; running = pumping) {
+    await running
     if (pending.length === 0 && spool.backlog === 0) return
   }
   pumping = pumpOnce().finally(() => {
@@ -184,6 +189,7 @@ async function purge (): Promise<void> {
 port.on('message', (msg: HistoryMessage) => {
   switch (msg.type) {
     case 'records':
+      received += msg.envelope.count
       expand(msg.envelope, msg.parts)
       if (pending.length > kMaxInMemory) {
         // The store is slower than ingest: keep memory bounded by moving the oldest batches to disk, in order.

@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify'
 import { InvalidRequestError } from '../errors.ts'
 import type { IntelService } from '../pool/intel-service.ts'
-import { utcDayOf, type QuotaCounter, type SearchFilters, type Store } from '../store/index.ts'
+import { StoreError, utcDayOf, type QuotaCounter, type SearchFilters, type Store } from '../store/index.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
 
 const kDefaultLimit = 100
@@ -56,7 +56,14 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
       if (v !== undefined) filters[k] = v
     }
     if (q.exclude_bulk_requests !== undefined) filters.exclude_bulk_requests = q.exclude_bulk_requests === 'true' || q.exclude_bulk_requests === '1'
-    return await store.searchHistory(req.apiKey!.tenant, filters, limit, q.cursor ?? null)
+    try {
+      return await store.searchHistory(req.apiKey!.tenant, filters, limit, q.cursor ?? null)
+    } catch (err) {
+      // A bad date or cursor is the client's mistake: the store says so with its INVALID_REQUEST code, which
+      // carries no HTTP status of its own and would otherwise surface as a 500.
+      if (err instanceof StoreError && err.code === 'INVALID_REQUEST') throw new InvalidRequestError(err.message, { cause: err })
+      throw err
+    }
   })
 
   app.get('/api/v2/mgmt/usage', {
@@ -71,6 +78,9 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
   }, async (req) => {
     const key = req.apiKey!
     const day = (req.query as { day?: string }).day ?? utcDayOf(Date.now())
+    // The pattern lets through impossible days (2024-02-30), which the store rejects with a code that is not a 400.
+    const dayMs = Date.parse(`${day}T00:00:00.000Z`)
+    if (!Number.isFinite(dayMs) || utcDayOf(dayMs) !== day) throw new InvalidRequestError('day must be a calendar day written YYYY-MM-DD')
     const report = await store.usage(key.tenant, null, day)
     const recorded = report.keys.find((k) => k.apikey === key.id)?.count ?? 0
     // Admission counts a request before its history is written, so the counter can run ahead of the rows.

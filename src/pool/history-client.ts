@@ -23,6 +23,7 @@ export interface HistoryClientOptions {
 }
 
 interface WorkerStatus { written: number, pending: number, spoolBytes: number, reason: string | null }
+interface StatusMessage extends WorkerStatus { received: number }
 
 /** Starts the history worker and resolves once it has opened its store (or started spooling). */
 export async function startHistory (options: HistoryClientOptions): Promise<HistoryClient> {
@@ -37,8 +38,10 @@ export class HistoryClient implements HistorySink {
   private worker!: Worker
   private readonly options: HistoryClientOptions
   private status: WorkerStatus = { written: 0, pending: 0, spoolBytes: 0, reason: null }
-  /** Records posted since the worker last reported: the worker cannot have counted them yet. */
+  /** Records posted to the current worker but not yet received by it (queued in its port). */
   private inTransit = 0
+  /** Records posted to the current worker since it started. */
+  private submitted = 0
   private alive = false
   private closing: Promise<void> | null = null
   private nextId = 1
@@ -54,11 +57,15 @@ export class HistoryClient implements HistorySink {
     const { store, spoolDir, batch, flushMs, retentionDays } = this.options
     const worker = new Worker(kWorkerShim, { workerData: { entry: workerEntry('history'), store, spoolDir, batch, flushMs, retentionDays } })
     this.worker = worker
+    this.submitted = 0
+    this.inTransit = 0
     await new Promise<void>((resolve, reject) => {
-      worker.on('message', (msg: { type: string, id?: number } & WorkerStatus) => {
+      worker.on('message', (msg: { type: string, id?: number } & StatusMessage) => {
         if (msg.type === 'status') {
           this.status = { written: this.writtenBefore + msg.written, pending: msg.pending, spoolBytes: msg.spoolBytes, reason: msg.reason }
-          this.inTransit = 0
+          // Not 0: records posted after the worker sent this status are still queued for it, and while the worker
+          // is busy (a slow or locked store) that queue is the backlog the health check must show.
+          this.inTransit = this.submitted - msg.received
         } else if (msg.type === 'ready') {
           this.alive = true
           resolve()
@@ -80,7 +87,10 @@ export class HistoryClient implements HistorySink {
           // Records already in its spool are safe on disk; a new worker replays them.
           this.options.logger.error({ code }, 'history worker exited; restarting')
           this.writtenBefore = this.status.written
-          setTimeout(() => { this.spawn().catch((err: unknown) => this.options.logger.error({ err }, 'history worker restart failed')) }, kRestartDelayMs).unref()
+          setTimeout(() => {
+            if (this.closing !== null) return // closed meanwhile: a new worker would outlive close()
+            this.spawn().catch((err: unknown) => this.options.logger.error({ err }, 'history worker restart failed'))
+          }, kRestartDelayMs).unref()
         }
       })
     })
@@ -89,6 +99,7 @@ export class HistoryClient implements HistorySink {
   submit (envelope: HistoryEnvelope, parts: Uint8Array[]): void {
     if (!this.alive) throw new Error('history writer is not running')
     this.inTransit += envelope.count
+    this.submitted += envelope.count
     this.worker.postMessage({ type: 'records', envelope, parts }, parts.map((p) => p.buffer as ArrayBuffer))
   }
 

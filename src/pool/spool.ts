@@ -4,7 +4,7 @@
  * so a restart resumes where the last replay stopped. Used only by the history worker thread (synchronous I/O
  * there blocks nothing but that thread).
  */
-import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, writeFileSync, writeSync, fsyncSync } from 'node:fs'
+import { closeSync, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, writeFileSync, writeSync, fsyncSync } from 'node:fs'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
 import type { HistoryRecord } from '../store/index.ts'
@@ -25,6 +25,27 @@ export class Spool {
     this.fd = openSync(this.file, 'a+')
     this.offset = existsSync(this.offsetFile) ? Number(readFileSync(this.offsetFile, 'utf8')) || 0 : 0
     if (this.offset > this.size) this.offset = 0
+    this.dropTornTail()
+  }
+
+  /**
+   * Cuts a torn final frame (a crash mid-append) off the file. Left in place, the next append would land behind
+   * it and the torn frame's length would swallow the new frame: replay would then decode garbage or stop forever.
+   */
+  private dropTornTail (): void {
+    const size = this.size
+    const head = Buffer.alloc(4)
+    let pos = this.offset
+    while (pos + 4 <= size) {
+      readSync(this.fd, head, 0, 4, pos)
+      const end = pos + 4 + head.readUInt32LE(0)
+      if (end > size) break
+      pos = end
+    }
+    if (pos < size) {
+      ftruncateSync(this.fd, pos)
+      fsyncSync(this.fd)
+    }
   }
 
   /** Bytes on disk. */
@@ -42,9 +63,16 @@ export class Spool {
     const body = kPackr.pack(records)
     const head = Buffer.alloc(4)
     head.writeUInt32LE(body.length)
-    writeSync(this.fd, head)
-    writeSync(this.fd, body)
-    fsyncSync(this.fd)
+    const before = this.size
+    try {
+      writeSync(this.fd, head)
+      writeSync(this.fd, body)
+      fsyncSync(this.fd)
+    } catch (err) {
+      // A partial frame (disk full) would corrupt every later frame: take it back before reporting the failure.
+      try { ftruncateSync(this.fd, before) } catch {}
+      throw err
+    }
   }
 
   /** The oldest batch not yet replayed, with the offset after it; null when the spool is drained. */
@@ -73,8 +101,10 @@ export class Spool {
 
   private reset (): void {
     closeSync(this.fd)
-    rmSync(this.file, { force: true })
+    // Offset first: a crash between the two leaves a full spool with no offset, replayed again (duplicates), never
+    // a stale offset that a new spool file could grow past (which would skip records).
     rmSync(this.offsetFile, { force: true })
+    rmSync(this.file, { force: true })
     this.fd = openSync(this.file, 'a+')
     this.offset = 0
   }

@@ -1,0 +1,104 @@
+/**
+ * Retention: history rows older than IOC_RETENTION_DAYS are purged (the history worker purges at start and hourly);
+ * usage counters are billing records and are kept.
+ */
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { test, type TestContext } from 'node:test'
+import pino from 'pino'
+import { startHistory } from '../../src/pool/history-client.ts'
+import { openStore, utcDayOf, type HistoryRecord } from '../../src/store/index.ts'
+import { build } from '../helper.ts'
+import { dbPathOf, readHistory, waitFor } from '../fixtures/read-history.ts'
+
+const kDayMs = 86_400_000
+
+function record (requestId: string, date: Date): HistoryRecord {
+  return {
+    date: date.toISOString(),
+    request_id: requestId,
+    bulk_request_id: null,
+    http_status: 200,
+    auth_type: 'api_key',
+    tenant: 't1',
+    apikey: 'aaaaaaaaaaaa',
+    indicator: { type: 'ip', value: '192.0.2.1', normalized: '192.0.2.1' },
+    evidence_details: 'summary',
+    label_details: 'top',
+    risk: null,
+    scores: null,
+    labels: [],
+    label_count: 0,
+    action_taken: null,
+    action_source: null,
+    source: null,
+    scoring_version: null,
+    query_type: null,
+    project_id: null,
+    project_name: null,
+    user_id: null
+  }
+}
+
+function tempDir (t: TestContext): string {
+  const dir = mkdtempSync(join(tmpdir(), 'iocv-retention-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+/** Writes an old and a fresh record into the data directory's database, as an earlier run would have. */
+async function seed (dir: string): Promise<{ oldDay: string }> {
+  const store = await openStore({ kind: 'sqlite', path: dbPathOf(dir) })
+  const old = new Date(Date.now() - 3 * kDayMs)
+  await store.writeHistory([record('old', old), record('fresh', new Date())])
+  await store.close()
+  return { oldDay: utcDayOf(old.getTime()) }
+}
+
+async function startWriter (dir: string, retentionDays: number): Promise<Awaited<ReturnType<typeof startHistory>>> {
+  return await startHistory({
+    store: { kind: 'sqlite', path: dbPathOf(dir) },
+    spoolDir: join(dir, 'spool'),
+    spoolLimit: 1024 * 1024,
+    batch: 100,
+    flushMs: 10,
+    retentionDays,
+    logger: pino({ level: 'silent' })
+  })
+}
+
+test('purgeHistory deletes rows dated before the cutoff and keeps the usage counters', async (t) => {
+  const b = await build(t, { IOC_RETENTION_DAYS: '1' })
+  const old = new Date(Date.now() - 2 * kDayMs)
+  await b.store.writeHistory([record('old-1', old), record('old-2', new Date(old.getTime() + 1000)), record('fresh', new Date())])
+  assert.equal(await b.store.purgeHistory(new Date(Date.now() - kDayMs)), 2)
+  assert.deepEqual(readHistory(b.config.dataDir).map((r) => r.record.request_id), ['fresh'])
+  assert.equal((await b.store.usage('t1', 'aaaaaaaaaaaa', utcDayOf(old.getTime()))).total, 2, 'billing counters survive the purge')
+  assert.equal(await b.store.purgeHistory(new Date(Date.now() - kDayMs)), 0, 'a second purge finds nothing')
+})
+
+test('the history writer purges rows older than the retention period when it starts', async (t) => {
+  const dir = tempDir(t)
+  const { oldDay } = await seed(dir)
+  const writer = await startWriter(dir, 1)
+  t.after(async () => await writer.close())
+  const left = await waitFor('the purge at start', () => {
+    const rows = readHistory(dir).map((r) => r.record.request_id)
+    return rows.includes('old') ? undefined : rows
+  })
+  assert.deepEqual(left, ['fresh'])
+  const store = await openStore({ kind: 'sqlite', path: dbPathOf(dir) })
+  t.after(async () => await store.close())
+  assert.equal(await store.usageForKey('aaaaaaaaaaaa', oldDay), 1)
+})
+
+test('a retention of 0 days keeps every row', async (t) => {
+  const dir = tempDir(t)
+  await seed(dir)
+  const writer = await startWriter(dir, 0)
+  await writer.flush()
+  await writer.close()
+  assert.deepEqual(readHistory(dir).map((r) => r.record.request_id), ['old', 'fresh'])
+})
