@@ -94,19 +94,33 @@ const kSubgroupFlags: Record<string, string[]> = {
 }
 
 let regionNames: Intl.DisplayNames | undefined
-/** English country name for a two-letter code (memoized formatter: pure, not state). */
+/** Names already looked up: Intl.DisplayNames.of is slow next to a scoring call, and codes are few (< 700). */
+const kCountryNames = new Map<string, string | null>()
+/** English country name for a two-letter code (memoized formatter and results: pure, not state). */
 function countryName (cc: string): string | null {
+  let name = kCountryNames.get(cc)
+  if (name !== undefined) return name
   regionNames ??= new Intl.DisplayNames(['en'], { type: 'region' })
   try {
     const n = regionNames.of(cc)
-    return n === undefined || n === cc ? null : n
+    name = n === undefined || n === cc ? null : n
   } catch {
-    return null
+    name = null
   }
+  kCountryNames.set(cc, name)
+  return name
 }
 
+/** Dates already formatted; days come from the snapshot only, so the map stays small. */
+const kDates = new Map<number, string>()
 function dayToDate (day: number): string | null {
-  return day === 0 ? null : new Date((day - 1) * 86_400_000).toISOString().slice(0, 10)
+  if (day === 0) return null
+  let d = kDates.get(day)
+  if (d === undefined) {
+    d = new Date((day - 1) * 86_400_000).toISOString().slice(0, 10)
+    kDates.set(day, d)
+  }
+  return d
 }
 
 function round2 (x: number): number {
@@ -170,13 +184,13 @@ function collectNetwork (ind: NormalizedIndicator, profile: ScoringProfile, snap
     ctx.network = ind.normalized
     ctx.prefix_length = q
   }
-  const asn = snap.asnOf(ip.version, ip.words)
-  if (asn >= 0) {
+  const announced = snap.asnRange(ip.version, ip.words)
+  if (announced !== null) {
+    const { asn, range } = announced
     const info = snap.asnInfo(asn)
     ctx.asn = asn
     ctx.as_org = info?.org ?? null
-    const range = snap.asnRangeOf(ip.version, ip.words)
-    if (range !== null) ctx.registry_range = `${formatIp({ version: ip.version, words: range.start })}-${formatIp({ version: ip.version, words: range.end })}`
+    ctx.registry_range = `${formatIp({ version: ip.version, words: range.start })}-${formatIp({ version: ip.version, words: range.end })}`
     const head = snap.findAsn(asn)
     if (head !== 0) hits.addEntries(snap, head, 'asn', `AS${asn}`, profile.attenuation.asn)
   }
@@ -389,19 +403,20 @@ export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap:
   }
 }
 
+function addEntry (table: Record<string, ScoreEntry>, key: string, s: ScoredSignal): void {
+  const e = table[key] ?? (table[key] = { contribution: 0, signal_count: 0, malicious: 0, safe: 0 })
+  e.contribution = round2(e.contribution + s.contribution)
+  e.signal_count++
+  if (s.direction === 'malicious') e.malicious++
+  else e.safe++
+}
+
 function breakdown (signals: ScoredSignal[]): Verdict['scores'] {
   const groups: Record<string, ScoreEntry> = {}
   const subgroups: Record<string, ScoreEntry> = {}
-  const add = (table: Record<string, ScoreEntry>, key: string, s: ScoredSignal): void => {
-    const e = table[key] ?? (table[key] = { contribution: 0, signal_count: 0, malicious: 0, safe: 0 })
-    e.contribution = round2(e.contribution + s.contribution)
-    e.signal_count++
-    if (s.direction === 'malicious') e.malicious++
-    else e.safe++
-  }
   for (const s of signals) {
-    add(groups, s.signal_group, s)
-    add(subgroups, s.signal_subgroup, s)
+    addEntry(groups, s.signal_group, s)
+    addEntry(subgroups, s.signal_subgroup, s)
   }
   return { signal_groups: groups, signal_subgroups: subgroups }
 }

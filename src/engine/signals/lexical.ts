@@ -112,22 +112,48 @@ export function homograph (domain: string): { unicode: string, skeleton: string,
   return { unicode, skeleton, mixed_script: latin }
 }
 
-/** Levenshtein distance, stopping early once it exceeds `max`. */
+/** Two DP rows reused by every call (scratch space only: the function stays pure). Grown on demand. */
+let rowA = new Int32Array(256)
+let rowB = new Int32Array(256)
+
+/**
+ * Levenshtein distance when it is at most `max`; otherwise some value greater than `max`. Runs once per guarded
+ * domain for every scored name, so it allocates nothing and fills only the diagonal band |i - j| <= max (cells
+ * outside it are already more than `max` edits away), stopping at the first row whose band exceeds `max`.
+ */
 export function editDistance (a: string, b: string, max: number): number {
-  if (Math.abs(a.length - b.length) > max) return max + 1
-  let prev = Array.from({ length: b.length + 1 }, (_, i) => i)
-  for (let i = 1; i <= a.length; i++) {
-    const cur = [i]
-    let best = i
-    for (let j = 1; j <= b.length; j++) {
-      const v = Math.min((prev[j] as number) + 1, (cur[j - 1] as number) + 1, (prev[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1))
-      cur.push(v)
+  const n = a.length
+  const m = b.length
+  const over = max + 1
+  if (Math.abs(n - m) > max) return over
+  if (m + 2 > rowA.length) {
+    rowA = new Int32Array(m + 2)
+    rowB = new Int32Array(m + 2)
+  }
+  let prev = rowA
+  let cur = rowB
+  for (let j = 0; j <= m; j++) prev[j] = j <= max ? j : over
+  for (let i = 1; i <= n; i++) {
+    const lo = i - max > 1 ? i - max : 1
+    const hi = i + max < m ? i + max : m
+    cur[lo - 1] = lo === 1 ? i : over
+    let best = lo === 1 ? i : over
+    const ca = a.charCodeAt(i - 1)
+    for (let j = lo; j <= hi; j++) {
+      const del = (prev[j] as number) + 1
+      const ins = (cur[j - 1] as number) + 1
+      const sub = (prev[j - 1] as number) + (ca === b.charCodeAt(j - 1) ? 0 : 1)
+      const v = del < ins ? (del < sub ? del : sub) : (ins < sub ? ins : sub)
+      cur[j] = v
       if (v < best) best = v
     }
-    if (best > max) return max + 1
+    if (hi < m) cur[hi + 1] = over
+    if (best > max) return over
+    const t = prev
     prev = cur
+    cur = t
   }
-  return prev[b.length] as number
+  return prev[m] as number
 }
 
 /** Lookalike: within `tolerance` edits of a guarded domain but not that domain. */

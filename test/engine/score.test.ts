@@ -1,0 +1,438 @@
+/**
+ * Verdicts on real built-in data and the sample feeds: what each kind of evidence does to the score, that the
+ * explanation adds up to the score exactly, determinism, profile selection, and robustness on hostile input.
+ */
+import assert from 'node:assert/strict'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, test } from 'node:test'
+import { mixedCorpus } from '../../bench/corpus.ts'
+import {
+  assess, compileSnapshot, DEFAULT_PROFILE, kTopSignals, loadManifest, normalize, PROFILES, render, score, selectProfile,
+  Snapshot, type ScoreParams, type ScoringProfile, type ThreatSignal, type Verdict
+} from '../../src/engine/index.ts'
+import { kSampleManifest, sampleSnapshot, sampleSnapshotData } from '../helper.ts'
+
+const kRequire = createRequire(import.meta.url)
+const kPhishing = kRequire('eth-phishing-detect/src/config.json') as { blacklist: string[], whitelist: string[] }
+const kDisposable = new Set(kRequire('disposable-email-domains') as string[])
+const kEicar = '275a021bbfb6489e54d471899f7db9d1663fc695ec2fe2a2c4538aabf651fd0f'
+
+function params (profile: ScoringProfile = DEFAULT_PROFILE): ScoreParams {
+  return { profile, signalDetails: 'all', evidenceDetails: 'full' }
+}
+
+/** The verdict of a valid indicator (fails the test when it is not valid). */
+function verdict (snap: Snapshot, value: string, type?: string, profile?: ScoringProfile): Verdict {
+  const r = score(value, type, params(profile), snap)
+  assert.ok(r.ok, `${value} is valid: ${JSON.stringify(r)}`)
+  return r.verdict
+}
+
+function signal (v: Verdict, id: string): ThreatSignal {
+  const s = v.signals.find((x) => x.signal_id === id)
+  assert.ok(s !== undefined, `${v.indicator.value} has signal ${id}; it has ${v.signals.map((x) => x.signal_id).join(', ')}`)
+  return s
+}
+
+function contribution (s: ThreatSignal): number {
+  const c = s.evidence?.contribution
+  assert.equal(typeof c, 'number')
+  return c as number
+}
+
+function actions (v: Verdict): string[] {
+  return v.recommended_actions.map((a) => a.action)
+}
+
+function round2 (x: number): number {
+  return Math.round(x * 100) / 100
+}
+
+/** A domain on eth-phishing-detect's blocklist that is on neither its allowlist nor the disposable list. */
+const kListedDomain = kPhishing.blacklist.find((d) => {
+  const whitelisted = new Set(kPhishing.whitelist)
+  return d.split('.').length === 2 && !whitelisted.has(d) && !kDisposable.has(d) && normalize(d, 'domain').ok
+}) as string
+/** A domain on eth-phishing-detect's allowlist and not on its blocklist. */
+const kAllowedDomain = kPhishing.whitelist.find((d) => !kPhishing.blacklist.includes(d) && normalize(d, 'domain').ok) as string
+
+let fresh: Promise<Snapshot> | undefined
+let stale: Promise<Snapshot> | undefined
+/** The sample feeds compiled as of 2025-10-26, two days after their newest listings. */
+async function freshSnapshot (): Promise<Snapshot> {
+  fresh ??= (async () => new Snapshot(await compileSnapshot({ feeds: await loadManifest(kSampleManifest), now: new Date('2025-10-26T00:00:00Z') })))()
+  return await fresh
+}
+/** The same feeds compiled as of 2026-11-21, about 13 months later. */
+async function staleSnapshot (): Promise<Snapshot> {
+  stale ??= (async () => new Snapshot(await compileSnapshot({ feeds: await loadManifest(kSampleManifest), now: new Date('2026-11-21T00:00:00Z') })))()
+  return await stale
+}
+
+describe('network evidence', () => {
+  for (const [value, range] of [['10.0.0.1', 'private'], ['127.0.0.1', 'loopback'], ['169.254.1.1', 'linkLocal'], ['fe80::1', 'linkLocal']]) {
+    test(`special-purpose address ${value} is safe and flagged non_routable and ${range}`, async () => {
+      const v = verdict(await sampleSnapshot(), value as string)
+      assert.ok(v.risk.score < 50, `score ${v.risk.score}`)
+      assert.ok(v.flags.includes('non_routable'), v.flags.join())
+      assert.ok(v.flags.includes(range as string), v.flags.join())
+      const s = signal(v, 'special-purpose:supernet')
+      assert.equal(s.direction, 'safe')
+      assert.equal(s.evidence?.label, range)
+      assert.ok(actions(v).includes('investigate_internal_host'))
+      assert.ok(!actions(v).includes('block'))
+    })
+  }
+
+  test('public resolver addresses carry their AS, organisation and country, and are safe shared infrastructure', async () => {
+    const snap = await sampleSnapshot()
+    for (const [value, asn, org] of [['8.8.8.8', 15169, 'Google'], ['1.1.1.1', 13335, 'Cloudflare'], ['9.9.9.9', 19281, 'Quad9'], ['2001:4860:4860::8888', 15169, 'Google']] as const) {
+      const v = verdict(snap, value)
+      assert.equal(v.threat_context.asn, asn, value)
+      assert.match(String(v.threat_context.as_org), new RegExp(org))
+      assert.match(String(v.threat_context.country), /^[A-Z]{2}$/)
+      assert.ok(v.flags.includes('public_resolver') && v.flags.includes('shared_infrastructure'), `${value}: ${v.flags.join()}`)
+      assert.equal(signal(v, 'public-resolvers:exact').direction, 'safe')
+      assert.ok(v.risk.score < 50)
+    }
+  })
+
+  test('the multi-feed sample address scores malicious while its listings are fresh', async () => {
+    const v = verdict(await freshSnapshot(), '198.51.100.23')
+    assert.ok(v.risk.score >= 80, `score ${v.risk.score}`)
+    assert.ok(v.flags.includes('multi_source'))
+    assert.ok(!v.flags.includes('stale'))
+    assert.deepEqual(v.threat_context.listed_by, ['sample_feodo', 'sample_firehol', 'sample_threatfox'])
+    assert.deepEqual(v.threat_context.threat_labels, ['Emotet'])
+    assert.equal(v.threat_context.last_seen, '2025-10-24')
+    assert.equal(signal(v, 'sample_feodo:exact').evidence?.age_days, 2)
+  })
+
+  test('a year later the same listings decay to the data timestamp: lower score and flagged stale', async () => {
+    const freshV = verdict(await freshSnapshot(), '198.51.100.23')
+    const staleV = verdict(await staleSnapshot(), '198.51.100.23')
+    assert.ok(staleV.risk.score < freshV.risk.score, `${staleV.risk.score} < ${freshV.risk.score}`)
+    assert.ok(staleV.flags.includes('stale'))
+    const feodo = signal(staleV, 'sample_feodo:exact')
+    assert.equal(feodo.evidence?.age_days, 393)
+    assert.equal(feodo.evidence?.decay, DEFAULT_PROFILE.decayFloor, 'decay stops at the profile floor')
+    assert.ok(contribution(feodo) < contribution(signal(freshV, 'sample_feodo:exact')))
+    // A feed without dates (FireHOL) and a feed without a half-life (MalwareBazaar) do not decay.
+    assert.equal(signal(staleV, 'sample_firehol:exact').evidence?.decay, 1)
+    assert.equal(signal(verdict(await staleSnapshot(), kEicar), 'sample_malwarebazaar:exact').evidence?.decay, 1)
+  })
+
+  test('an address inside the sample DROP block inherits it as a supernet signal', async () => {
+    const v = verdict(await freshSnapshot(), '203.0.113.77')
+    const s = signal(v, 'sample_spamhaus_drop:supernet')
+    assert.equal(s.direction, 'malicious')
+    assert.equal(s.evidence?.matched, '203.0.113.0/24')
+    assert.equal(s.evidence?.label, 'SBLX0001')
+    assert.equal(s.evidence?.attenuation, 0.7)
+    assert.ok(v.flags.includes('inherited'))
+    // An address listed itself keeps its exact listing beside the block's.
+    const listed = verdict(await freshSnapshot(), '203.0.113.9')
+    signal(listed, 'sample_feodo:exact')
+    signal(listed, 'sample_spamhaus_drop:supernet')
+  })
+
+  test('an ip_block query sees the listing of the same block exactly and of a containing block as supernet', async () => {
+    const snap = await freshSnapshot()
+    const exact = verdict(snap, '203.0.113.0/24', 'ip_block')
+    assert.equal(signal(exact, 'sample_spamhaus_drop:exact').evidence?.attenuation, 1)
+    const inner = verdict(snap, '203.0.113.128/25', 'ip_block')
+    signal(inner, 'sample_spamhaus_drop:supernet')
+    assert.equal(inner.threat_context.prefix_length, 25)
+  })
+
+  test('a listed AS number scores malicious', async () => {
+    const v = verdict(await sampleSnapshot(), 'AS64511')
+    assert.ok(v.risk.score >= 65, `score ${v.risk.score}`)
+    assert.equal(v.risk.category, 'hijacked_network')
+    assert.equal(signal(v, 'sample_spamhaus_asndrop:exact').direction, 'malicious')
+    assert.ok(actions(v).includes('alert'))
+  })
+
+  test('an address on a CDN edge is shared infrastructure and its malicious listings are damped', async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'ioc-verdict-cdn-'))
+    t.after(async () => await rm(dir, { recursive: true, force: true }))
+    await writeFile(join(dir, 'probe.txt'), '104.16.0.1\n5.6.7.8\n')
+    await writeFile(join(dir, 'manifest.json'), JSON.stringify({
+      feeds: [{ name: 'probe', format: 'plain', path: 'probe.txt', direction: 'malicious', group: 'threat_feed', subgroup: 'attack_source', category: 'abuse', confidence: 0.8, half_life_days: 0 }]
+    }))
+    const snap = new Snapshot(await compileSnapshot({ feeds: await loadManifest(join(dir, 'manifest.json')) }))
+
+    const cdn = verdict(snap, '104.16.0.1')
+    const plain = verdict(snap, '5.6.7.8')
+    assert.ok(cdn.flags.includes('shared_infrastructure') && cdn.flags.includes('cdn'), cdn.flags.join())
+    assert.ok(!plain.flags.includes('shared_infrastructure'), plain.flags.join())
+    assert.equal(cdn.threat_context.asn, 13335)
+    const factor = DEFAULT_PROFILE.attenuation.sharedInfrastructure
+    assert.ok(factor < 1)
+    const damped = signal(cdn, 'probe:exact')
+    const full = signal(plain, 'probe:exact')
+    assert.equal(damped.evidence?.shared_infrastructure_factor, factor)
+    assert.equal(full.evidence?.shared_infrastructure_factor, 1)
+    assert.equal(contribution(damped), round2(contribution(full) * factor))
+    assert.ok(!actions(cdn).includes('block'))
+
+    // The 2026-06 profile did not damp shared infrastructure: the same listing weighs the same on both addresses.
+    const old = PROFILES.find((p) => p.version === '2026-06') as ScoringProfile
+    assert.equal(contribution(signal(verdict(snap, '104.16.0.1', undefined, old), 'probe:exact')), contribution(signal(verdict(snap, '5.6.7.8', undefined, old), 'probe:exact')))
+  })
+})
+
+describe('domain evidence', () => {
+  test('a domain on the eth-phishing-detect blocklist scores malicious with an exact signal', async () => {
+    assert.ok(kListedDomain !== undefined)
+    const v = verdict(await sampleSnapshot(), kListedDomain, 'domain')
+    assert.ok(v.risk.score >= 80, `${kListedDomain} scores ${v.risk.score}`)
+    const s = signal(v, 'eth-phishing-detect:exact')
+    assert.equal(s.direction, 'malicious')
+    assert.equal(s.signal_subgroup, 'phishing')
+    assert.equal(v.risk.category, 'phishing')
+    assert.ok(actions(v).includes('block'))
+  })
+
+  test('a subdomain of a listed domain inherits the listing through parent_domain with a lower contribution', async () => {
+    const snap = await sampleSnapshot()
+    const sub = `login-ioc-test.${kListedDomain}`
+    const v = verdict(snap, sub, 'domain')
+    const s = signal(v, 'eth-phishing-detect:parent_domain')
+    assert.equal(s.evidence?.matched, kListedDomain)
+    assert.equal(s.evidence?.attenuation, DEFAULT_PROFILE.attenuation.parentDomain)
+    assert.ok(v.flags.includes('inherited'))
+    const exact = contribution(signal(verdict(snap, kListedDomain, 'domain'), 'eth-phishing-detect:exact'))
+    assert.ok(contribution(s) > 0 && contribution(s) < exact, `${contribution(s)} < ${exact}`)
+    assert.ok(v.risk.score > 50)
+  })
+
+  test('a domain on the eth-phishing-detect allowlist is not blocked', async () => {
+    assert.ok(kAllowedDomain !== undefined)
+    const v = verdict(await sampleSnapshot(), kAllowedDomain, 'domain')
+    assert.ok(v.risk.score < 50, `${kAllowedDomain} scores ${v.risk.score}`)
+    assert.ok(!actions(v).includes('block'))
+    assert.ok(v.flags.includes('allowlisted'))
+    assert.equal(signal(v, 'eth-phishing-allowlist:exact').direction, 'safe')
+  })
+
+  test('a disposable e-mail domain is flagged with a weak malicious signal', async () => {
+    const v = verdict(await sampleSnapshot(), 'mailinator.com')
+    assert.ok(v.flags.includes('disposable_email'))
+    const s = signal(v, 'disposable-email-domains:exact')
+    assert.ok(contribution(s) > 0 && contribution(s) < 20)
+  })
+
+  test('lexical signals fire for a DGA-like name and a punycode homograph, not for well-known names', async () => {
+    const snap = await sampleSnapshot()
+    const dga = verdict(snap, 'qx7zk2vb9wrt4m.com')
+    assert.ok(dga.flags.includes('dga_like'))
+    assert.equal(signal(dga, 'lexical:dga').signal_group, 'lexical')
+    const homo = verdict(snap, 'xn--80ak6aa92e.com')
+    assert.ok(homo.flags.includes('homograph'))
+    assert.equal(signal(homo, 'lexical:homograph').direction, 'malicious')
+    assert.equal(homo.threat_context.unicode, 'аррӏе.com')
+    for (const name of ['google.com', 'wikipedia.org', 'www.wikipedia.org', 'mail.google.com']) {
+      const v = verdict(snap, name)
+      assert.deepEqual(v.signals.filter((s) => s.signal_group === 'lexical').map((s) => s.signal_id), [], name)
+      assert.ok(!v.flags.some((f) => ['dga_like', 'homograph', 'lookalike'].includes(f)), `${name}: ${v.flags.join()}`)
+    }
+  })
+
+  test('a name within the tolerance of a guarded domain is a lookalike', async () => {
+    const v = verdict(await sampleSnapshot(), 'metamsk.io')
+    assert.ok(v.flags.includes('lookalike'))
+    assert.equal(signal(v, 'lexical:lookalike').evidence?.target, 'metamask.io')
+    assert.ok(!verdict(await sampleSnapshot(), 'metamask.io').flags.includes('lookalike'))
+  })
+})
+
+describe('file hashes', () => {
+  test('the EICAR test file hash is listed with its label', async () => {
+    const v = verdict(await sampleSnapshot(), kEicar.toUpperCase())
+    assert.equal(v.indicator.normalized, kEicar)
+    assert.deepEqual(v.threat_context.threat_labels, ['EICAR'])
+    assert.equal(signal(v, 'sample_malwarebazaar:exact').evidence?.label, 'EICAR')
+    assert.ok(v.risk.score >= 80)
+    assert.equal(v.risk.category, 'malware')
+  })
+
+  test('an unknown hash has no signals and the neutral score', async () => {
+    const v = verdict(await sampleSnapshot(), 'a'.repeat(64))
+    assert.deepEqual(v.signals, [])
+    assert.equal(v.risk.score, DEFAULT_PROFILE.baseline)
+    assert.equal(v.risk.category, 'unknown')
+    assert.equal(v.risk.evidence_saturation, 'none')
+  })
+})
+
+describe('scoring profiles', () => {
+  test('the two profiles give different verdicts for the same indicator', async () => {
+    assert.equal(PROFILES.length, 2)
+    const [a, b] = PROFILES as [ScoringProfile, ScoringProfile]
+    assert.notEqual(a.version, b.version)
+    const snap = await sampleSnapshot()
+    const items = [kEicar, '198.51.100.23', 'mailinator.com', 'AS64511', kListedDomain]
+    const differ = items.filter((value) => verdict(snap, value, undefined, a).risk.score !== verdict(snap, value, undefined, b).risk.score)
+    assert.ok(differ.includes(kEicar), `differing: ${differ.join()}`)
+  })
+
+  test('selectProfile picks a known version, defaults when none is asked, and falls back on an unknown one', () => {
+    assert.deepEqual(selectProfile('2026-06'), { profile: PROFILES[1], known: true })
+    assert.deepEqual(selectProfile(undefined), { profile: DEFAULT_PROFILE, known: true })
+    assert.deepEqual(selectProfile(''), { profile: DEFAULT_PROFILE, known: true })
+    assert.deepEqual(selectProfile('1999-01'), { profile: DEFAULT_PROFILE, known: false })
+    assert.equal(DEFAULT_PROFILE, PROFILES[0])
+  })
+})
+
+describe('explanation', () => {
+  test('the score is the baseline plus the sum of the signal contributions, for every corpus indicator', async () => {
+    const snap = await sampleSnapshot()
+    assert.equal(DEFAULT_PROFILE.baseline, 50)
+    let explained = 0
+    for (const it of mixedCorpus(4000, 3)) {
+      const n = normalize(it.value, it.type)
+      if (!n.ok) continue
+      const v = render(assess(n.indicator, DEFAULT_PROFILE, snap), it.value, n.indicator.warnings, { signalDetails: 'all', evidenceDetails: 'full' })
+      const sum = round2(v.signals.reduce((acc, s) => acc + contribution(s), 0))
+      const expected = Math.max(0, Math.min(100, Math.round(50 + sum)))
+      assert.equal(v.risk.score, expected, `${it.value}: ${JSON.stringify(v.signals.map((s) => s.evidence?.contribution))}`)
+      const groups = round2(Object.values(v.scores.signal_groups).reduce((acc, g) => acc + g.contribution, 0))
+      const subgroups = round2(Object.values(v.scores.signal_subgroups).reduce((acc, g) => acc + g.contribution, 0))
+      assert.equal(groups, sum, `${it.value} groups`)
+      assert.equal(subgroups, sum, `${it.value} subgroups`)
+      assert.equal(Object.values(v.scores.signal_groups).reduce((acc, g) => acc + g.signal_count, 0), v.signals.length)
+      assert.equal(v.signal_count, v.signals.length)
+      if (v.signals.length > 0) explained++
+    }
+    assert.ok(explained > 600, `${explained} corpus indicators had signals`)
+  })
+
+  test('signals come strongest first and top keeps the three strongest with summary evidence', async () => {
+    const snap = await sampleSnapshot()
+    const full = verdict(snap, '1.1.1.1')
+    const abs = full.signals.map((s) => Math.abs(contribution(s)))
+    assert.deepEqual(abs, [...abs].sort((x, y) => y - x))
+    const top = score('1.1.1.1', 'ip', { profile: DEFAULT_PROFILE, signalDetails: 'top', evidenceDetails: 'summary' }, snap)
+    assert.ok(top.ok)
+    assert.equal(top.verdict.signals.length, Math.min(kTopSignals, full.signals.length))
+    assert.deepEqual(top.verdict.signals.map((s) => s.signal_id), full.signals.slice(0, kTopSignals).map((s) => s.signal_id))
+    for (const s of top.verdict.signals) {
+      for (const k of Object.keys(s.evidence ?? {})) assert.ok(['source', 'match', 'matched', 'label', 'contribution'].includes(k), k)
+    }
+    assert.deepEqual(top.verdict.scores, full.scores, 'scores always cover every signal')
+    const none = score('1.1.1.1', 'ip', { profile: DEFAULT_PROFILE, signalDetails: 'none', evidenceDetails: 'none' }, snap)
+    assert.ok(none.ok)
+    assert.deepEqual(none.verdict.signals, [])
+    assert.equal(none.verdict.signal_count, 0)
+    assert.equal(none.verdict.risk.score, full.risk.score)
+  })
+
+  test('the verdict echoes the value as sent and carries the normalization warnings', async () => {
+    const v = verdict(await sampleSnapshot(), '198.51.100[.]23')
+    assert.equal(v.indicator.value, '198.51.100[.]23')
+    assert.equal(v.indicator.normalized, '198.51.100.23')
+    assert.equal(v.indicator.type, 'ip')
+    assert.ok(v.warnings.length >= 2, v.warnings.join('; '))
+  })
+})
+
+describe('determinism', () => {
+  test('the same input, snapshot and profile give byte-identical JSON on every run', async () => {
+    const snap = await sampleSnapshot()
+    const items = mixedCorpus(3000, 5)
+    const run = (): string[] => items.map((it) => JSON.stringify(score(it.value, it.type, params(), snap)))
+    assert.deepEqual(run(), run())
+  })
+
+  test('two Snapshot instances of the same data give byte-identical verdicts', async () => {
+    const data = await sampleSnapshotData()
+    const a = new Snapshot(data)
+    const b = new Snapshot({ header: JSON.parse(JSON.stringify(data.header)), buffer: data.buffer })
+    for (const it of mixedCorpus(3000, 9)) {
+      assert.equal(JSON.stringify(score(it.value, it.type, params(), a)), JSON.stringify(score(it.value, it.type, params(), b)), it.value)
+    }
+  })
+
+  test('scoring one indicator never changes the verdict of another (no state leaks between calls)', async () => {
+    const snap = await sampleSnapshot()
+    const items = mixedCorpus(60, 13)
+    const alone = items.map((it) => JSON.stringify(score(it.value, it.type, params(), new Snapshot(snap.data))))
+    const inSequence = items.map((it) => JSON.stringify(score(it.value, it.type, params(), snap)))
+    assert.deepEqual(inSequence, alone)
+  })
+})
+
+describe('hostile input', () => {
+  /** Values that probe the parsers: random text, odd JavaScript values, and mutated real indicators. */
+  function hostileValues (n: number): Array<[unknown, unknown]> {
+    let state = 0x9e3779b9
+    const rand = (): number => {
+      state ^= state << 13; state >>>= 0
+      state ^= state >>> 17
+      state ^= state << 5; state >>>= 0
+      return state / 4294967296
+    }
+    const pick = <T>(list: readonly T[]): T => list[Math.floor(rand() * list.length)] as T
+    const alphabet = '0123456789abcdefxX.:/[]()%@-_ \t\n\u0000\u00a0\u3002\uff0e\u200b\u202eАаоxn--ßİ*?#"\'\\<>'
+    const odd: unknown[] = [null, undefined, 0, -0, NaN, Infinity, 1e21, 13335, true, {}, [], ['1.1.1.1'], { value: '1.1.1.1' },
+      { toString: () => { throw new Error('boom') } }, Symbol('x'), 10n, () => '1.1.1.1', new Date(0), '\ud800', '\udfff.com',
+      'x'.repeat(10_000), `${'a'.repeat(63)}.`.repeat(5) + 'com', '::ffff:1.2.3.4', '[::1]', '[1.2.3.4]', '0x7f.1', '1.2.3', '01.2.3.4',
+      'hxxp://', 'hxxps://[.]', 'xn--.com', 'xn--zz.com', 'AS4294967296', 'AS-1', 'as', '1.2.3.4/33', '::/129', '0.0.0.0/0', '::/0',
+      '1.1.1.1/24', '__proto__', 'constructor', '.', '..', 'a..b', '-a.com', 'a-.com', '*.example.com', 'exa mple.com']
+    const types: unknown[] = [undefined, undefined, 'ip', 'domain', 'ip_block', 'file_hash_sha256', 'asn', 'IP', 'url', '', null, 7, {}, '__proto__']
+    const real = mixedCorpus(200, 17).map((it) => it.value)
+    const out: Array<[unknown, unknown]> = []
+    for (let i = 0; i < n; i++) {
+      const kind = rand()
+      let value: unknown
+      if (kind < 0.25) value = pick(odd)
+      else if (kind < 0.55) {
+        let s = ''
+        const len = Math.floor(rand() * 40)
+        for (let j = 0; j < len; j++) s += alphabet[Math.floor(rand() * alphabet.length)]
+        value = s
+      } else if (kind < 0.7) {
+        let s = ''
+        const len = Math.floor(rand() * 30)
+        for (let j = 0; j < len; j++) s += String.fromCharCode(Math.floor(rand() * 0x10000))
+        value = s
+      } else {
+        const s = pick(real)
+        const at = Math.floor(rand() * (s.length + 1))
+        value = rand() < 0.5 ? s.slice(0, at) + pick([...alphabet]) + s.slice(at) : s.slice(0, at) + s.slice(at + 1)
+      }
+      out.push([value, pick(types)])
+    }
+    return out
+  }
+
+  test('score() answers 2,000 random and odd values with a verdict or errors, never a throw', async () => {
+    const snap = await sampleSnapshot()
+    let ok = 0
+    let invalid = 0
+    for (const [value, type] of hostileValues(2000)) {
+      for (const p of [params(), { profile: DEFAULT_PROFILE, signalDetails: 'top', evidenceDetails: 'summary' } as const]) {
+        let r: ReturnType<typeof score>
+        try {
+          r = score(value, type, p, snap)
+        } catch (err) {
+          assert.fail(`score(${String(typeof value === 'symbol' ? 'symbol' : JSON.stringify(value))}, ${String(type)}) threw ${String(err)}`)
+        }
+        if (r.ok) {
+          ok++
+          assert.ok(Number.isInteger(r.verdict.risk.score) && r.verdict.risk.score >= 0 && r.verdict.risk.score <= 100)
+          assert.equal(typeof JSON.stringify(r.verdict), 'string')
+        } else {
+          invalid++
+          assert.ok(r.errors.length > 0 && r.errors.every((e) => typeof e === 'string' && e !== ''))
+        }
+      }
+    }
+    assert.ok(ok > 0 && invalid > 0, `ok ${ok}, invalid ${invalid}`)
+  })
+})
