@@ -93,7 +93,7 @@ async function drive (s: Server, dispatcher: Agent, bodies: Buffer[], concurrenc
         method: 'POST',
         dispatcher,
         headers: { 'content-type': 'application/json', 'x-api-key': s.key },
-        body: bodies[i]
+        body: bodies[i] as Buffer
       })
       await res.body.arrayBuffer()
       if (res.statusCode !== 200) errors++

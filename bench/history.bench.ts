@@ -29,9 +29,9 @@ import { loadConfig } from '../src/config.ts'
 import { loadManifest, loadSnapshot, Snapshot } from '../src/engine/index.ts'
 import { startHistory, type HistoryClient } from '../src/pool/history-client.ts'
 import type { HistoryEnvelope } from '../src/pool/history-types.ts'
-import { scoreBulkChunk, threadPackr, type ChunkItem } from '../src/pool/score-chunk.ts'
-import { toRows } from '../src/store/history-rows.ts'
-import { SqliteStore, type HistoryRecord } from '../src/store/index.ts'
+import { historyRows } from '../src/pool/history-codec.ts'
+import { scoreBulkChunk, type ChunkItem } from '../src/pool/score-chunk.ts'
+import { SqliteStore, type HistoryRow } from '../src/store/index.ts'
 import { startService } from '../src/service.ts'
 
 const kRoot = join(import.meta.dirname, '..')
@@ -168,6 +168,7 @@ const history = await startHistory({
   batch: kBatch,
   flushMs: cfgDefaults.historyFlushMs,
   retentionDays: 0,
+  maxBacklog: Number.MAX_SAFE_INTEGER,
   logger: pino({ level: 'silent' })
 })
 log(`\nphase 1: HistoryClient + worker + SQLite, no HTTP, ${kSeconds} s, backlog capped at ${kMaxBacklog} (batch ${kBatch}, flush ${cfgDefaults.historyFlushMs} ms)`)
@@ -213,58 +214,22 @@ rmSync(dir1, { recursive: true, force: true })
 const dirB = mkdtempSync(join(tmpdir(), 'ioc-verdict-bench-history-'))
 const breakdownN = kDistinctParts * kPart
 let t = performance.now()
-const decoded = parts.map((p) => threadPackr.unpack(p) as Array<Record<string, unknown>>)
-const unpackUs = (performance.now() - t) * 1000 / breakdownN
-t = performance.now()
 const env = envelope(breakdownN)
-const records: HistoryRecord[] = []
-for (const items of decoded) {
-  for (const it of items) {
-    records.push({
-      date: env.date,
-      request_id: env.request_id,
-      bulk_request_id: env.bulk_request_id,
-      http_status: env.http_status,
-      auth_type: env.auth_type,
-      tenant: env.tenant,
-      apikey: env.apikey,
-      indicator: it.indicator as HistoryRecord['indicator'],
-      evidence_details: env.evidence_details,
-      label_details: env.label_details,
-      risk: it.risk as object | null,
-      scores: it.scores as object | null,
-      labels: it.labels as object[],
-      label_count: it.label_count as number,
-      action_taken: it.action_taken as string | null,
-      action_source: it.action_source as string | null,
-      source: env.source,
-      scoring_version: env.scoring_version,
-      query_type: env.query_type,
-      project_id: env.project_id,
-      project_name: env.project_name,
-      user_id: env.user_id
-    })
-  }
-}
+const rows: HistoryRow[] = []
+historyRows(env, parts, rows)
 const expandUs = (performance.now() - t) * 1000 / breakdownN
-t = performance.now()
-for (let i = 0; i < records.length; i += kPart) toRows(records.slice(i, i + kPart))
-const toRowsUs = (performance.now() - t) * 1000 / breakdownN
 const store = new SqliteStore({ path: join(dirB, 'b.db') })
 store.migrateSync()
 t = performance.now()
-for (let i = 0; i < records.length; i += kPart) store.writeHistorySync(records.slice(i, i + kPart))
+for (let i = 0; i < rows.length; i += kPart) store.writeHistoryRowsSync(rows.slice(i, i + kPart))
 const writeUs = (performance.now() - t) * 1000 / breakdownN
 await store.close()
 rmSync(dirB, { recursive: true, force: true })
 const breakdown = {
   records: breakdownN,
-  msgpackDecodeUsPerRecord: round(unpackUs, 2),
-  recordBuildUsPerRecord: round(expandUs, 2),
-  jsonDocAndValidationUsPerRecord: round(toRowsUs, 2),
-  sqliteInsertUsPerRecord: round(writeUs - toRowsUs, 2),
-  writeHistorySyncUsPerRecord: round(writeUs, 2),
-  singleThreadCeilingRecordsPerSec: Math.round(1e6 / (unpackUs + expandUs + writeUs))
+  decodeAndBuildRowUsPerRecord: round(expandUs, 2),
+  sqliteInsertUsPerRecord: round(writeUs, 2),
+  singleThreadCeilingRecordsPerSec: Math.round(1e6 / (expandUs + writeUs))
 }
 log(`\nbreakdown (one thread): ${JSON.stringify(breakdown)}`)
 

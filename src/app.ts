@@ -67,10 +67,15 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } }
   })
   let closing = false
-  app.addHook('onClose', async () => { closing = true })
+  // preClose runs before the server stops listening: from then on, responses ask clients to close their
+  // keep-alive connections, so the server can finish closing once running requests are answered.
+  app.addHook('preClose', async () => { closing = true })
   app.decorateRequest('apiKey', null)
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id)
+  })
+  app.addHook('onSend', async (_req, reply) => {
+    if (closing) reply.header('connection', 'close')
   })
   registerParsers(app)
 

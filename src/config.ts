@@ -39,6 +39,8 @@ export interface Config {
   historyBatch: number
   /** Longest a history record waits before its batch is written, in ms. */
   historyFlushMs: number
+  /** History records waiting to be written at which new requests get 503 OVERLOADED. */
+  historyMaxBacklog: number
   /** History spool size in bytes at which new requests get 503 OVERLOADED. */
   spoolLimit: number
   /** History rows older than this many days are purged; 0 keeps everything. */
@@ -71,6 +73,7 @@ const kFields: Record<string, Field> = {
   IOC_BODY_LIMIT: { key: 'bodyLimit', kind: 'int', min: 1024, max: 1024 * 1024 * 1024 },
   IOC_HISTORY_BATCH: { key: 'historyBatch', kind: 'int', min: 1, max: 1_000_000 },
   IOC_HISTORY_FLUSH_MS: { key: 'historyFlushMs', kind: 'int', min: 1, max: 600_000 },
+  IOC_HISTORY_MAX_BACKLOG: { key: 'historyMaxBacklog', kind: 'int', min: 1, max: 100_000_000 },
   IOC_SPOOL_LIMIT: { key: 'spoolLimit', kind: 'int', min: 1024, max: Number.MAX_SAFE_INTEGER },
   IOC_RETENTION_DAYS: { key: 'retentionDays', kind: 'int', min: 0, max: 100_000 },
   IOC_ASN_DIR: { key: 'asnDir', kind: 'nullable-path' },
@@ -97,6 +100,7 @@ export function defaults (): Config {
     bodyLimit: 16 * 1024 * 1024, // 16 MiB: a 10,000-item bulk with long values and log-only fields fits
     historyBatch: 5_000, // rows per transaction
     historyFlushMs: 100, // ms
+    historyMaxBacklog: 500_000, // records (~50 full bulks)
     spoolLimit: 1024 * 1024 * 1024, // 1 GiB
     retentionDays: 90, // days
     asnDir: null,

@@ -61,8 +61,11 @@ async function serve (config: Readonly<Config>): Promise<void> {
     stopping = true
     logger.info({ signal }, 'shutting down: draining requests, scoring and history')
     const timer = setTimeout(() => {
-      logger.error('shutdown timed out; exiting with work pending (spooled history replays at the next start)')
-      process.exit(1)
+      logger.error('shutdown timed out; spooling pending history and exiting')
+      // The writer puts whatever it could not write into its on-disk spool, replayed at the next start.
+      const exit = (): never => process.exit(1)
+      svc.history.close().then(exit, exit)
+      setTimeout(exit, 5_000).unref()
     }, config.shutdownTimeoutMs)
     timer.unref()
     app.close().then(() => {

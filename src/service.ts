@@ -77,6 +77,7 @@ export async function startService (config: Readonly<Config>, options: { logger?
       batch: config.historyBatch,
       flushMs: config.historyFlushMs,
       retentionDays: config.retentionDays,
+      maxBacklog: config.historyMaxBacklog,
       logger
     })
     closers.push(async () => await history.close())

@@ -5,8 +5,8 @@
  * while a backlog exists, new batches queue behind it so order is kept.
  */
 import { parentPort, workerData } from 'node:worker_threads'
-import { Packr } from 'msgpackr'
-import { openStore, type HistoryRecord, type Store, type StoreOptions } from '../src/store/index.ts'
+import { openStore, type HistoryRow, type Store, type StoreOptions } from '../src/store/index.ts'
+import { historyRows } from '../src/pool/history-codec.ts'
 import type { HistoryEnvelope } from '../src/pool/history-types.ts'
 import { Spool } from '../src/pool/spool.ts'
 
@@ -28,16 +28,20 @@ export type HistoryMessage =
 const cfg = workerData as HistoryWorkerData
 const port = parentPort
 if (port === null) throw new Error('history worker must run in a worker thread')
-const packr = new Packr()
 const spool = new Spool(cfg.spoolDir)
-/** Records held in memory before the excess goes to the spool: bounds this thread's memory. */
-const kMaxInMemory = Math.max(cfg.batch * 8, 50_000)
+/**
+ * Records held in memory before the excess goes to the spool. Admission refuses new requests well before this
+ * (HistoryClient's backlog bound), so it is only a last guard for this thread's memory.
+ */
+const kMaxInMemory = Math.max(cfg.batch * 100, 1_000_000)
 const kRetryMinMs = 100
 const kRetryMaxMs = 5_000
 const kPurgeEveryMs = 3_600_000
 
 let store: Store | null = null
-let pending: HistoryRecord[] = []
+let pending: HistoryRow[] = []
+/** Rows the store refused as invalid: set aside in the spool folder instead of blocking everything behind them. */
+let rejected = 0
 let written = 0
 /** Records received since start: the client subtracts it from what it posted to know what is still in transit. */
 let received = 0
@@ -51,6 +55,7 @@ function status (): void {
     type: 'status',
     written,
     received,
+    rejected,
     pending: pending.length,
     spoolBytes: spool.backlog,
     reason: spool.backlog > 0 ? `history store unavailable, spooling to disk${lastError === null ? '' : `: ${lastError}`}` : null
@@ -58,48 +63,34 @@ function status (): void {
 }
 
 function expand (envelope: HistoryEnvelope, parts: Uint8Array[]): void {
-  for (const part of parts) {
-    const items = packr.unpack(part) as Array<Pick<HistoryRecord, 'indicator' | 'risk' | 'scores' | 'labels' | 'label_count' | 'action_taken' | 'action_source'>>
-    for (const it of items) {
-      pending.push({
-        date: envelope.date,
-        request_id: envelope.request_id,
-        bulk_request_id: envelope.bulk_request_id,
-        http_status: envelope.http_status,
-        auth_type: envelope.auth_type,
-        tenant: envelope.tenant,
-        apikey: envelope.apikey,
-        indicator: it.indicator,
-        evidence_details: envelope.evidence_details,
-        label_details: envelope.label_details,
-        risk: it.risk,
-        scores: it.scores,
-        labels: it.labels,
-        label_count: it.label_count,
-        action_taken: it.action_taken,
-        action_source: it.action_source,
-        source: envelope.source,
-        scoring_version: envelope.scoring_version,
-        query_type: envelope.query_type,
-        project_id: envelope.project_id,
-        project_name: envelope.project_name,
-        user_id: envelope.user_id
-      })
-    }
-  }
+  historyRows(envelope, parts, pending)
 }
 
-async function writeOrSpool (batch: HistoryRecord[]): Promise<boolean> {
+/** A store error that retrying cannot fix (the rows themselves are refused). */
+function isPoison (err: unknown): boolean {
+  return (err as { code?: string }).code === 'INVALID_RECORD'
+}
+
+async function writeOrSpool (batch: HistoryRow[]): Promise<boolean> {
   if (store === null) throw new Error('store is not open')
   try {
-    await store.writeHistory(batch)
+    await store.writeHistoryRows(batch)
     written += batch.length
     return true
   } catch (err) {
+    if (isPoison(err)) {
+      setAside(batch)
+      return true
+    }
     lastError = (err as { code?: string }).code ?? 'write failed'
     spool.append(batch)
     return false
   }
+}
+
+function setAside (batch: readonly HistoryRow[]): void {
+  rejected += batch.length
+  spool.reject(batch)
 }
 
 /** Writes the spool backlog, then pending batches; on a failure everything pending goes to the spool. */
@@ -122,8 +113,13 @@ async function pumpOnce (): Promise<void> {
     const frame = spool.peek()
     if (frame === null) break
     try {
-      await store.writeHistory(frame.records)
+      await store.writeHistoryRows(frame.records)
     } catch (err) {
+      if (isPoison(err)) {
+        setAside(frame.records)
+        spool.commit(frame.next)
+        continue
+      }
       lastError = (err as { code?: string }).code ?? 'write failed'
       // Keep order: everything newer waits behind the backlog, on disk.
       if (pending.length > 0) {

@@ -4,11 +4,11 @@
 import { randomUUID } from 'node:crypto'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { selectProfile } from '../engine/index.ts'
-import { InvalidIndicatorError, ScoringFailedError, TooManyIndicatorsError } from '../errors.ts'
+import { InvalidIndicatorError, OverloadedError, ScoringFailedError, TooManyIndicatorsError } from '../errors.ts'
 import type { Admission, Ticket } from '../bulk/admission.ts'
 import { chunkIndicators } from '../bulk/chunk.ts'
 import { mergeJson, mergeMsgpack } from '../bulk/merge.ts'
-import type { HistorySink } from '../pool/history-types.ts'
+import type { HistoryEnvelope, HistorySink } from '../pool/history-types.ts'
 import type { IntelService } from '../pool/intel-service.ts'
 import { clientPackr, type BulkChunkOutput, type ChunkParams } from '../pool/score-chunk.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
@@ -46,6 +46,20 @@ async function scored<T> (req: FastifyRequest, ticket: Ticket, run: () => Promis
   }
 }
 
+/**
+ * Hands the request's history to the writer before the answer goes out: a request whose history cannot be taken
+ * (the writer died after admission) is not answered with verdicts, counts nothing, and may be retried.
+ */
+async function record (req: FastifyRequest, ticket: Ticket, history: HistorySink, envelope: HistoryEnvelope, parts: Uint8Array[]): Promise<void> {
+  try {
+    history.submit(envelope, parts)
+  } catch (err) {
+    req.log.error({ err }, 'history writer refused the request')
+    await ticket.refund().catch((e: unknown) => req.log.error({ err: e }, 'quota refund failed'))
+    throw new OverloadedError('history writer unavailable; retry shortly', { cause: err })
+  }
+}
+
 /** Registers the single and bulk verdict routes. */
 export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): void {
   const { intel, history, admission, verifier } = deps
@@ -75,7 +89,7 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
       const pool = intel.pool
       const out = await scored(req, ticket, async () => await pool.runSingle([ind.type ?? null, ind.value, actionTaken, actionSource], params))
       const date = new Date().toISOString()
-      history.submit(envelopeOf(req, {
+      await record(req, ticket, history, envelopeOf(req, {
         date,
         bulk_request_id: null,
         http_status: out.verdict === null ? 400 : 200,
@@ -154,7 +168,7 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
       }
       const payload = format === 'json' ? mergeJson(meta, chunks, outputs) : mergeMsgpack(meta, chunks, outputs)
       if (n > 0) {
-        history.submit(envelopeOf(req, {
+        await record(req, ticket, history, envelopeOf(req, {
           date: new Date().toISOString(),
           bulk_request_id: bulkRequestId,
           http_status: 200,

@@ -19,6 +19,8 @@ export interface HistoryClientOptions {
   batch: number
   flushMs: number
   retentionDays: number
+  /** Records waiting for the writer at which new requests are refused (503), so memory stays bounded. */
+  maxBacklog: number
   logger: Logger
 }
 
@@ -107,6 +109,7 @@ export class HistoryClient implements HistorySink {
     if (this.closing !== null) return 'service is shutting down'
     if (!this.alive) return 'history writer is restarting'
     if (this.status.spoolBytes >= this.options.spoolLimit) return 'history spool is full; retry later'
+    if (this.status.pending + this.inTransit >= this.options.maxBacklog) return 'history writer is behind; retry shortly'
     return null
   }
 

@@ -7,6 +7,7 @@ import { LRUCache } from 'lru-cache'
 import { Packr } from 'msgpackr'
 import { assess, normalize, render, selectProfile, type Assessment, type Snapshot } from '../engine/index.ts'
 import type { EvidenceDetails, IndicatorType, SignalDetails } from '../engine/types.ts'
+import { HistoryItems, itemFragment, kInvalidVerdictMembers } from './history-codec.ts'
 
 /** One indicator as the main thread forwards it: [type, value, action_taken, action_source (normalized)]. */
 export type ChunkItem = [unknown, unknown, string | null, string | null]
@@ -43,6 +44,8 @@ export interface CacheEntry {
   a: Assessment
   /** JSON text of the bulk item members after `indicator`, per signal detail level. */
   json: Partial<Record<SignalDetails, string>>
+  /** JSON text of the history record's verdict members (risk, scores, labels, label_count), per signal detail level. */
+  hist: Partial<Record<SignalDetails, string>>
 }
 
 /** A shard cache, keyed by snapshot version, profile version, type and normalized value. */
@@ -113,7 +116,7 @@ function lookup (ctx: ScoringContext, profileKey: string, type: IndicatorType, n
   const key = `${ctx.snapshot.version}|${profileKey}|${type}|${normalized}`
   const cached = ctx.cache?.get(key)
   if (cached !== undefined) return { entry: cached, hit: true }
-  const entry: CacheEntry = { a: assess(ind, profile, ctx.snapshot), json: {} }
+  const entry: CacheEntry = { a: assess(ind, profile, ctx.snapshot), json: {}, hist: {} }
   ctx.cache?.set(key, entry)
   return { entry, hit: false }
 }
@@ -130,6 +133,22 @@ function bulkTail (entry: CacheEntry, signalDetails: SignalDetails): string {
   return tail
 }
 
+function historyMembers (entry: CacheEntry, signalDetails: SignalDetails): string {
+  let members = entry.hist[signalDetails]
+  if (members === undefined) {
+    const labels = labelsOf(entry.a, signalDetails)
+    members = `"risk":${JSON.stringify(entry.a.risk)},"scores":${JSON.stringify(entry.a.scores)},` +
+      `"labels":${JSON.stringify(labels)},"label_count":${labels.length}`
+    entry.hist[signalDetails] = members
+  }
+  return members
+}
+
+/** History needs a string value: a non-string is recorded as its JSON text, a missing one as ''. */
+function valueAsText (value: unknown): string {
+  return typeof value === 'string' ? value : JSON.stringify(value) ?? ''
+}
+
 const kEmptyScores = { signal_groups: {}, signal_subgroups: {} }
 
 /** Scores a bulk chunk. Items answer in chunk order; `ends[i]` is the end offset of item i in `body`. */
@@ -137,7 +156,7 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
   const { profile } = selectProfile(params.scoringVersion)
   const sink = new Sink()
   const ends = new Uint32Array(items.length)
-  const history: unknown[] = new Array(items.length)
+  const history = new HistoryItems()
   let cacheHits = 0
   let invalid = 0
   for (let i = 0; i < items.length; i++) {
@@ -158,17 +177,8 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
         sink.bytes(clientPackr.pack(item))
       }
       ends[i] = sink.len
-      history[i] = {
-        // History needs a string value: a non-string is recorded as its JSON text, a missing one as ''.
-        indicator: { type: sentType, value: typeof value === 'string' ? value : JSON.stringify(value) ?? '', normalized: null },
-        risk: null,
-        scores: null,
-        labels: [],
-        label_count: 0,
-        action_taken: actionTaken,
-        action_source: actionSource,
-        errors: n.errors
-      }
+      const text = valueAsText(value)
+      history.add(sentType, text, null, itemFragment({ type: sentType, value: text, normalized: null }, kInvalidVerdictMembers, actionTaken, actionSource))
       continue
     }
     const ind = n.indicator
@@ -187,10 +197,9 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
       sink.bytes(clientPackr.pack(item))
     }
     ends[i] = sink.len
-    const labels = labelsOf(entry.a, params.signalDetails)
-    history[i] = { indicator: sent, risk: entry.a.risk, scores: entry.a.scores, labels, label_count: labels.length, action_taken: actionTaken, action_source: actionSource, errors: null }
+    history.add(ind.type, sent.value, ind.normalized, itemFragment(sent, historyMembers(entry, params.signalDetails), actionTaken, actionSource))
   }
-  return { body: sink.take(), ends, history: copyOut(threadPackr.pack(history)), cacheHits, invalid }
+  return { body: sink.take(), ends, history: history.encode(), cacheHits, invalid }
 }
 
 /** Scores the single endpoint's one indicator. */
@@ -198,24 +207,17 @@ export function scoreSingle (item: ChunkItem, params: ChunkParams, ctx: ScoringC
   const { profile } = selectProfile(params.scoringVersion)
   const [type, value, actionTaken, actionSource] = item
   const n = normalize(value, type)
+  const history = new HistoryItems()
   if (!n.ok) {
-    const record = {
-      indicator: { type: typeAsSent(type) ?? n.type, value: typeof value === 'string' ? value : null, normalized: null },
-      risk: null,
-      scores: null,
-      labels: [],
-      label_count: 0,
-      action_taken: actionTaken,
-      action_source: actionSource,
-      errors: n.errors
-    }
-    return { verdict: null, errors: n.errors, warnings: n.warnings, cacheHit: false, history: copyOut(threadPackr.pack([record])) }
+    const sentType = typeAsSent(type) ?? n.type
+    const text = valueAsText(value)
+    history.add(sentType, text, null, itemFragment({ type: sentType, value: text, normalized: null }, kInvalidVerdictMembers, actionTaken, actionSource))
+    return { verdict: null, errors: n.errors, warnings: n.warnings, cacheHit: false, history: history.encode() }
   }
   const ind = n.indicator
   const { entry, hit } = lookup(ctx, profile.version, ind.type, ind.normalized, ind, profile)
   const v = render(entry.a, value as string, ind.warnings, { signalDetails: params.signalDetails, evidenceDetails: params.evidenceDetails })
-  const labels = labelsOf(entry.a, params.signalDetails)
-  const record = { indicator: v.indicator, risk: v.risk, scores: v.scores, labels, label_count: labels.length, action_taken: actionTaken, action_source: actionSource, errors: null }
+  history.add(ind.type, v.indicator.value, ind.normalized, itemFragment(v.indicator, historyMembers(entry, params.signalDetails), actionTaken, actionSource))
   const verdict: Record<string, unknown> = {
     indicator: v.indicator,
     risk: v.risk,
@@ -226,12 +228,5 @@ export function scoreSingle (item: ChunkItem, params: ChunkParams, ctx: ScoringC
     flags: v.flags,
     recommended_actions: v.recommended_actions
   }
-  return { verdict, errors: [], warnings: ind.warnings, cacheHit: hit, history: copyOut(threadPackr.pack([record])) }
-}
-
-/** Packr output views a shared scratch buffer: copy before it leaves the call, or transferring detaches it. */
-function copyOut (b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(b.length)
-  out.set(b)
-  return out
+  return { verdict, errors: [], warnings: ind.warnings, cacheHit: hit, history: history.encode() }
 }

@@ -1,13 +1,13 @@
 /**
  * Append-only on-disk spool of history batches that could not be written to the store yet.
- * Frames are [uint32 LE length][msgpack HistoryRecord[]]; a sidecar file holds the offset already replayed,
+ * Frames are [uint32 LE length][msgpack HistoryRow[]]; a sidecar file holds the offset already replayed,
  * so a restart resumes where the last replay stopped. Used only by the history worker thread (synchronous I/O
  * there blocks nothing but that thread).
  */
 import { closeSync, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, writeFileSync, writeSync, fsyncSync } from 'node:fs'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
-import type { HistoryRecord } from '../store/index.ts'
+import type { HistoryRow } from '../store/index.ts'
 
 const kPackr = new Packr()
 
@@ -15,6 +15,7 @@ const kPackr = new Packr()
 export class Spool {
   private readonly file: string
   private readonly offsetFile: string
+  private readonly rejectFile: string
   private fd: number
   private offset: number
 
@@ -22,6 +23,7 @@ export class Spool {
     mkdirSync(dir, { recursive: true })
     this.file = join(dir, 'history.spool')
     this.offsetFile = join(dir, 'history.spool.offset')
+    this.rejectFile = join(dir, 'history.rejected')
     this.fd = openSync(this.file, 'a+')
     this.offset = existsSync(this.offsetFile) ? Number(readFileSync(this.offsetFile, 'utf8')) || 0 : 0
     if (this.offset > this.size) this.offset = 0
@@ -59,7 +61,7 @@ export class Spool {
   }
 
   /** Appends one batch and syncs it to disk before returning: once spooled, a record survives a crash. */
-  append (records: HistoryRecord[]): void {
+  append (records: readonly HistoryRow[]): void {
     const body = kPackr.pack(records)
     const head = Buffer.alloc(4)
     head.writeUInt32LE(body.length)
@@ -75,8 +77,26 @@ export class Spool {
     }
   }
 
+  /**
+   * Sets aside a batch the store refused as invalid (same frame format, in history.rejected), so one bad row
+   * cannot block every record behind it; an operator can inspect or re-import it.
+   */
+  reject (records: readonly HistoryRow[]): void {
+    const body = kPackr.pack(records)
+    const head = Buffer.alloc(4)
+    head.writeUInt32LE(body.length)
+    const fd = openSync(this.rejectFile, 'a')
+    try {
+      writeSync(fd, head)
+      writeSync(fd, body)
+      fsyncSync(fd)
+    } finally {
+      closeSync(fd)
+    }
+  }
+
   /** The oldest batch not yet replayed, with the offset after it; null when the spool is drained. */
-  peek (): { records: HistoryRecord[], next: number } | null {
+  peek (): { records: HistoryRow[], next: number } | null {
     if (this.backlog < 4) return null
     const head = Buffer.alloc(4)
     readSync(this.fd, head, 0, 4, this.offset)
@@ -84,7 +104,7 @@ export class Spool {
     if (this.offset + 4 + len > this.size) return null // a torn final frame (crash mid-append) is never replayed
     const body = Buffer.alloc(len)
     readSync(this.fd, body, 0, len, this.offset + 4)
-    return { records: kPackr.unpack(body) as HistoryRecord[], next: this.offset + 4 + len }
+    return { records: kPackr.unpack(body) as HistoryRow[], next: this.offset + 4 + len }
   }
 
   /** Marks the peeked batch as written. When everything is replayed the files are reset. */

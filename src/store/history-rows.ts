@@ -65,11 +65,13 @@ export interface Cursor {
 
 // PostgreSQL text cannot hold NUL; replacing it in the column copies (the document keeps the original,
 // JSON-escaped) keeps both stores accepting and matching the same records.
-function column (value: string): string {
+/** A text column value: NUL becomes U+FFFD (PostgreSQL text cannot hold NUL; the doc keeps the original). */
+export function column (value: string): string {
   return value.includes('\u0000') ? value.replaceAll('\u0000', '\uFFFD') : value
 }
 
-function optionalColumn (value: string | null | undefined): string | null {
+/** column() for nullable values. */
+export function optionalColumn (value: string | null | undefined): string | null {
   return value === null || value === undefined ? null : column(value)
 }
 

@@ -9,7 +9,7 @@
 import pg from 'pg'
 import { generateKey, isKeyId, parseKey, secretMatches, validateKeyOptions } from './api-keys.ts'
 import {
-  columnFilter, decodeCursor, encodeCursor, MAX_INDEXED_CHARS, toRows, usageDeltas, validateFilters, validateLimit,
+  columnFilter, decodeCursor, encodeCursor, MAX_INDEXED_CHARS, toRows, usageDeltas, validateFilters, validateLimit, type HistoryRow,
   type Cursor, type ValidFilters
 } from './history-rows.ts'
 import { safeCause, scrub, secretsOf } from './redact.ts'
@@ -76,12 +76,12 @@ function migrations (s: string): string[] {
     -- with (date, id), so a filter is an index range scanned backwards with no sort, and LIMIT stops it early.
     CREATE INDEX history_tenant_date ON ${s}.history (tenant, date, id);
     CREATE INDEX history_tenant_apikey ON ${s}.history (tenant, apikey, date, id);
-    CREATE INDEX history_tenant_user ON ${s}.history (tenant, user_id, date, id);
+    CREATE INDEX history_tenant_user ON ${s}.history (tenant, user_id, date, id) WHERE user_id IS NOT NULL;
     CREATE INDEX history_tenant_itype ON ${s}.history (tenant, indicator_type, date, id);
     -- A prefix expression: btree entries over ~2.7 kB are refused, and one long value must not fail a whole batch.
     CREATE INDEX history_tenant_ivalue ON ${s}.history (tenant, left(indicator_value, ${MAX_INDEXED_CHARS}), date, id);
     -- Serves exclude_bulk_requests (IS NULL is indexable in a btree).
-    CREATE INDEX history_tenant_bulk ON ${s}.history (tenant, bulk_request_id, date, id);
+    CREATE INDEX history_tenant_bulk ON ${s}.history (tenant, date, id) WHERE bulk_request_id IS NULL;
     -- Serves purge, which is not tenant-scoped.
     CREATE INDEX history_date ON ${s}.history (date);
 
@@ -316,7 +316,11 @@ export class PostgresStore implements Store {
    * in one transaction: counters always equal rows written.
    */
   async writeHistory (records: HistoryRecord[]): Promise<void> {
-    const rows = toRows(records) // validates everything before the transaction starts
+    await this.writeHistoryRows(toRows(records)) // validates everything before the transaction starts
+  }
+
+  /** Inserts rows the service built itself, with their usage counters, in one transaction. */
+  async writeHistoryRows (rows: readonly HistoryRow[]): Promise<void> {
     this.#check()
     if (rows.length === 0) return
     const deltas = usageDeltas(rows)

@@ -118,6 +118,8 @@ export interface UsageReport {
   total: number
 }
 
+import type { HistoryRow } from './history-rows.ts'
+
 /** Persistence of keys, history and usage counters. */
 export interface Store {
   /** Creates or upgrades the schema; safe to run concurrently from several processes. */
@@ -134,6 +136,11 @@ export interface Store {
   countKeys (): Promise<number>
   /** Inserts all records and adds them to the usage counters, in one transaction. */
   writeHistory (records: HistoryRecord[]): Promise<void>
+  /**
+   * The same for rows the service built itself (history-rows.ts shape, columns already sanitized with column()):
+   * the history writer uses it to skip per-record validation and re-serialization on its hot path.
+   */
+  writeHistoryRows (rows: readonly HistoryRow[]): Promise<void>
   /**
    * One page of a tenant's history, newest first by (date, id); throws INVALID_REQUEST for a bad cursor, date or
    * limit. Only rows of `tenant` are read, whatever the filters or cursor. `indicator_value` matches the value

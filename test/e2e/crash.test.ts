@@ -62,6 +62,7 @@ async function startWithEntry (env: Record<string, string>, entry: string): Prom
     batch: config.historyBatch,
     flushMs: config.historyFlushMs,
     retentionDays: config.retentionDays,
+    maxBacklog: config.historyMaxBacklog,
     logger
   })
   const app = await buildApp(config, { store, quota, intel, history, logger })

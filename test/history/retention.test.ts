@@ -65,6 +65,7 @@ async function startWriter (dir: string, retentionDays: number): Promise<Awaited
     batch: 100,
     flushMs: 10,
     retentionDays,
+    maxBacklog: 1_000_000,
     logger: pino({ level: 'silent' })
   })
 }

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test, type TestContext } from 'node:test'
 import { Spool } from '../../src/pool/spool.ts'
-import type { HistoryRecord } from '../../src/store/index.ts'
+import type { HistoryRow } from '../../src/store/index.ts'
 
 function spoolDir (t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'iocv-spool-'))
@@ -16,38 +16,34 @@ function spoolDir (t: TestContext): string {
   return dir
 }
 
-function records (from: number, n: number): HistoryRecord[] {
-  return Array.from({ length: n }, (_, i) => ({
-    date: new Date(Date.UTC(2024, 0, 1, 0, 0, from + i)).toISOString(),
-    request_id: `r-${from + i}`,
-    bulk_request_id: null,
-    http_status: 200,
-    auth_type: 'api_key',
-    tenant: 't1',
-    apikey: 'aaaaaaaaaaaa',
-    indicator: { type: 'ip', value: `192.0.2.${(from + i) % 256}`, normalized: `192.0.2.${(from + i) % 256}` },
-    evidence_details: 'none',
-    label_details: 'none',
-    risk: null,
-    scores: null,
-    labels: [],
-    label_count: 0,
-    action_taken: null,
-    action_source: null,
-    source: null,
-    scoring_version: null,
-    query_type: null,
-    project_id: null,
-    project_name: null,
-    user_id: null
-  }))
+function records (from: number, n: number): HistoryRow[] {
+  return Array.from({ length: n }, (_, i) => {
+    const date = new Date(Date.UTC(2024, 0, 1, 0, 0, from + i)).toISOString()
+    const value = `192.0.2.${(from + i) % 256}`
+    return {
+      ts: Date.parse(date),
+      date,
+      day: '2024-01-01',
+      tenant: 't1',
+      requestId: `r-${from + i}`,
+      bulkRequestId: null,
+      httpStatus: 200,
+      authType: 'api_key',
+      apikey: 'aaaaaaaaaaaa',
+      userId: null,
+      indicatorType: 'ip',
+      indicatorValue: value,
+      indicatorNormalized: value,
+      doc: JSON.stringify({ date, request_id: `r-${from + i}` })
+    }
+  })
 }
 
 /** Replays everything left in the spool, committing each frame, and returns the request ids in replay order. */
 function drain (spool: Spool): string[] {
   const ids: string[] = []
   for (let frame = spool.peek(); frame !== null; frame = spool.peek()) {
-    ids.push(...frame.records.map((r) => r.request_id))
+    ids.push(...frame.records.map((r) => r.requestId))
     spool.commit(frame.next)
   }
   return ids
