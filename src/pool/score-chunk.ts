@@ -46,6 +46,9 @@ export interface CacheEntry {
   json: Partial<Record<SignalDetails, string>>
   /** JSON text of the history record's verdict members (risk, scores, labels, label_count), per signal detail level. */
   hist: Partial<Record<SignalDetails, string>>
+  /** JSON text of risk and scores, shared by the bulk item and the history record. */
+  riskJson?: string
+  scoresJson?: string
 }
 
 /** A shard cache, keyed by snapshot version, profile version, type and normalized value. */
@@ -121,12 +124,20 @@ function lookup (ctx: ScoringContext, profileKey: string, type: IndicatorType, n
   return { entry, hit: false }
 }
 
+function riskJson (entry: CacheEntry): string {
+  return (entry.riskJson ??= JSON.stringify(entry.a.risk))
+}
+
+function scoresJson (entry: CacheEntry): string {
+  return (entry.scoresJson ??= JSON.stringify(entry.a.scores))
+}
+
 function bulkTail (entry: CacheEntry, signalDetails: SignalDetails): string {
   let tail = entry.json[signalDetails]
   if (tail === undefined) {
     const v = render(entry.a, '', [], { signalDetails, evidenceDetails: 'none' })
-    tail = `"risk":${JSON.stringify(v.risk)},"signals":${JSON.stringify(v.signals)},"signal_count":${v.signal_count},` +
-      `"scores":${JSON.stringify(v.scores)},"threat_context":${JSON.stringify(v.threat_context)},` +
+    tail = `"risk":${riskJson(entry)},"signals":${JSON.stringify(v.signals)},"signal_count":${v.signal_count},` +
+      `"scores":${scoresJson(entry)},"threat_context":${JSON.stringify(v.threat_context)},` +
       `"recommended_actions":${JSON.stringify(v.recommended_actions)}`
     entry.json[signalDetails] = tail
   }
@@ -137,7 +148,7 @@ function historyMembers (entry: CacheEntry, signalDetails: SignalDetails): strin
   let members = entry.hist[signalDetails]
   if (members === undefined) {
     const labels = labelsOf(entry.a, signalDetails)
-    members = `"risk":${JSON.stringify(entry.a.risk)},"scores":${JSON.stringify(entry.a.scores)},` +
+    members = `"risk":${riskJson(entry)},"scores":${scoresJson(entry)},` +
       `"labels":${JSON.stringify(labels)},"label_count":${labels.length}`
     entry.hist[signalDetails] = members
   }

@@ -160,10 +160,18 @@ describe('built-in sources', () => {
     assert.equal(allow.lines, cfg.whitelist.length)
     assert.equal(block.direction, 'malicious')
     assert.equal(allow.direction, 'safe')
-    // The blocklist's few non-domain lines (bare words, IP addresses) are reported, not silently dropped.
+    // The blocklist's few lines that are no indicator at all (bare words) are reported, not silently dropped;
+    // its bare IP addresses are indexed as addresses.
     assert.equal(block.rejected, block.rejectedSamples.length)
-    for (const r of block.rejectedSamples) assert.match(r.reason, /^invalid domain/)
+    for (const r of block.rejectedSamples) assert.match(r.reason, /^(invalid domain|cannot infer indicator type)/)
     assert.ok(snap.findDomain(cfg.blacklist[0] as string) !== 0)
+    const ip = cfg.blacklist.find((v) => /^\d+\.\d+\.\d+\.\d+$/.test(v))
+    assert.ok(ip !== undefined)
+    const n = normalize(ip, undefined)
+    assert.ok(n.ok)
+    let listed = false
+    for (let x = snap.find(listingKey(n.indicator, { h1: 0, h2: 0 })); x !== 0; x = snap.entryNext(x)) listed ||= snap.entrySource(x) === block.id
+    assert.ok(listed, `${ip} is indexed as an address`)
   })
 
   test('disposable-email-domains indexes over 100,000 domains', async () => {

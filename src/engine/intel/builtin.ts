@@ -143,7 +143,7 @@ function source (name: string, fields: Omit<SourceInput, 'name' | 'kind' | 'entr
   return { name, kind: 'builtin', halfLifeDays: 0, ...fields, entries, rejected: [], lines: entries.length }
 }
 
-function entriesOf (type: IndicatorType, values: Iterable<string>, label?: string): FeedEntry[] {
+function entriesOf (type: IndicatorType | null, values: Iterable<string>, label?: string): FeedEntry[] {
   const out: FeedEntry[] = []
   let line = 0
   for (const value of values) {
@@ -193,9 +193,10 @@ export async function readBuiltinSources (): Promise<SourceInput[]> {
 
   return [
     source('eth-phishing-detect', { direction: 'malicious', group: 'reputation', subgroup: 'phishing', category: 'phishing', confidence: 0.9 },
-      entriesOf('domain', phishing.blacklist)),
+      // The list holds a few bare IP addresses too: let each entry's type be inferred.
+      entriesOf(null, phishing.blacklist)),
     source('eth-phishing-allowlist', { direction: 'safe', group: 'reputation', subgroup: 'allowlist', category: 'allowlisted', confidence: 0.9 },
-      entriesOf('domain', phishing.whitelist)),
+      entriesOf(null, phishing.whitelist)),
     source('disposable-email-domains', { direction: 'malicious', group: 'reputation', subgroup: 'disposable_email', category: 'disposable_email', confidence: 0.5 },
       entriesOf('domain', disposable)),
     source('special-purpose', { direction: 'safe', group: 'network', subgroup: 'non_routable', category: 'special_purpose', confidence: 1 },

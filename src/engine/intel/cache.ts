@@ -6,12 +6,15 @@
  */
 import { createHash } from 'node:crypto'
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import type { FeedSpec } from '../types.ts'
 import { builtinVersions, kReferenceDir } from './builtin.ts'
 import { compileSnapshot, kSnapshotFormat, type CompileOptions, type SnapshotData, type SnapshotHeader } from './compile.ts'
 
 const kMagic = Buffer.from('IOCVSNP1')
+/** Source folders whose code shapes the compiled snapshot (intel loaders and compiler, normalization). */
+const kCompilerDirs = [dirname(fileURLToPath(import.meta.url)), join(dirname(fileURLToPath(import.meta.url)), '..', 'normalize')]
 /** Older snapshot files kept beside the newest (a reload in progress may still be reading one). */
 const kKeepFiles = 2
 
@@ -20,6 +23,12 @@ export async function inputKey (options: Pick<CompileOptions, 'feeds' | 'asnDir'
   const h = createHash('sha256')
   h.update(JSON.stringify({ format: kSnapshotFormat, versions: builtinVersions(), asnDir: options.asnDir ?? null, countryDir: options.countryDir ?? null }))
   for (const name of ['infrastructure-asns.json', 'public-resolvers.txt']) h.update(await readFile(join(kReferenceDir, name)))
+  // The compiler's own code decides what a snapshot holds: a changed loader or normalizer must not reuse old caches.
+  for (const dir of kCompilerDirs) {
+    for (const f of (await readdir(dir, { recursive: true })).sort()) {
+      if (/\.(ts|js)$/.test(f)) h.update(await readFile(join(dir, f)))
+    }
+  }
   for (const dir of [options.asnDir, options.countryDir]) {
     if (dir === undefined) continue
     for (const f of (await readdir(dir)).sort()) {
