@@ -171,8 +171,9 @@ function collectNetwork (ind: NormalizedIndicator, profile: ScoringProfile, snap
   const hostBits = v4 ? 32 : 128
   const q = ind.type === 'ip' ? hostBits : ind.prefix as number
   const pair: KeyPair = { h1: 0, h2: 0 }
+  const address = ip.words[0] as number
   for (const p of v4 ? snap.header.v4Prefixes : snap.header.v6Prefixes) {
-    if (p > q) continue
+    if (p > q || (v4 && !snap.mayHaveNet4(p, address))) continue
     const head = snap.find(networkKey(ind, p, pair))
     if (head === 0) continue
     const exact = p === q
@@ -445,6 +446,15 @@ function strengthOf (score: number, profile: ScoringProfile): Strength {
 }
 
 function addContext (ctx: Record<string, unknown>, hits: Hit[]): void {
+  if (hits.length === 0) {
+    // Most indicators of a bulk are on no list: skip the sets.
+    ctx.listed_by = []
+    ctx.known_good_by = []
+    ctx.threat_labels = []
+    ctx.first_seen = null
+    ctx.last_seen = null
+    return
+  }
   const listedBy = new Set<string>()
   const knownGoodBy = new Set<string>()
   const labels = new Set<string>()

@@ -13,12 +13,14 @@ import { packSections, type SectionInfo } from './layout.ts'
 import type { SourceInput, SourceMeta } from './source.ts'
 
 /** Bumped whenever the binary layout changes, so old disk caches are never read. */
-export const kSnapshotFormat = 1
+export const kSnapshotFormat = 2
 /** uint32 words per listing entry: source id, first-seen day, last-seen day, label string + 1, next entry + 1. */
 export const kEntryStride = 5
 /** uint32 words per AS record: org string + 1, IPv4 range count, IPv6 range count. */
 export const kAsnInfoStride = 3
 const kMaxRejectedSamples = 20
+/** Bytes of one IPv4 presence bitmap: one bit per /16. */
+export const kNet4PresenceBytes = 8192
 const kDayMs = 86_400_000
 
 /** Everything a thread needs to map a snapshot. */
@@ -57,6 +59,18 @@ export interface CompileOptions {
   now?: Date
   /** Digest of the inputs, when the caller already computed it (the disk cache does). */
   inputKey?: string
+}
+
+/** Sets the presence bits of an IPv4 network of `prefix` bits: its /16, or every /16 it covers. */
+function markNet4 (bitmaps: Uint8Array, address: number, prefix: number): void {
+  const base = prefix * kNet4PresenceBytes * 8
+  const first = address >>> 16
+  const count = prefix >= 16 ? 1 : 2 ** (16 - prefix)
+  const start = prefix >= 16 ? first : first & ~(count - 1)
+  for (let i = start; i < start + count; i++) {
+    const bit = base + i
+    bitmaps[bit >>> 3] = (bitmaps[bit >>> 3] as number) | (1 << (bit & 7))
+  }
 }
 
 /** Reads one operator feed into the compiler's source shape. */
@@ -152,6 +166,8 @@ export async function compileSnapshot (options: CompileOptions): Promise<Snapsho
   const entries: number[] = []
   const heads = new Map<string, { h1: number, h2: number, head: number }>()
   const v4Prefixes = new Set<number>()
+  // Per prefix length, which /16s hold an IPv4 listing of that length: an address lookup hashes only where one may exist.
+  const net4Presence = new Uint8Array(33 * kNet4PresenceBytes)
   const v6Prefixes = new Set<number>()
   const metas: SourceMeta[] = []
   const pair: KeyPair = { h1: 0, h2: 0 }
@@ -171,6 +187,7 @@ export async function compileSnapshot (options: CompileOptions): Promise<Snapsho
       if (ind.type === 'ip' || ind.type === 'ip_block') {
         const bits = ind.type === 'ip' ? (ind.ip?.version === 4 ? 32 : 128) : ind.prefix as number
         ;(ind.ip?.version === 4 ? v4Prefixes : v6Prefixes).add(bits)
+        if (ind.ip?.version === 4) markNet4(net4Presence, ind.ip.words[0] as number, bits)
       }
       listingKey(ind, pair)
       const k = `${pair.h1},${pair.h2}`
@@ -232,6 +249,7 @@ export async function compileSnapshot (options: CompileOptions): Promise<Snapsho
 
   const { buffer, table: sections } = packSections({
     'table.keys': table.keys,
+    'net4.presence': net4Presence,
     'table.vals': table.vals,
     entries: Uint32Array.from(entries),
     asnInfo,

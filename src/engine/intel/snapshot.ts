@@ -6,7 +6,7 @@
  */
 import { HashTableView } from './hash-table.ts'
 import { hashString, hashWords, KeyTag, type KeyPair } from './hash.ts'
-import { kAsnInfoStride, kEntryStride, type SnapshotData, type SnapshotHeader } from './compile.ts'
+import { kAsnInfoStride, kEntryStride, kNet4PresenceBytes, type SnapshotData, type SnapshotHeader } from './compile.ts'
 import { view } from './layout.ts'
 import type { SourceMeta } from './source.ts'
 
@@ -105,6 +105,7 @@ export class Snapshot {
   /** dataTimestamp in whole days since the epoch + 1 (the unit entries use). */
   readonly dataDay: number
   private readonly table: HashTableView
+  private readonly net4Presence: Uint8Array
   private readonly entries: Uint32Array
   private readonly asnInfoArr: Uint32Array
   private readonly strOffsets: Uint32Array
@@ -139,6 +140,7 @@ export class Snapshot {
     this.dataTimestamp = header.dataTimestamp
     this.dataDay = Math.floor(Date.parse(header.dataTimestamp) / 86_400_000) + 1
     this.table = new HashTableView(view(buffer, s, 'table.keys', 'u32'), view(buffer, s, 'table.vals', 'u32'))
+    this.net4Presence = view(buffer, s, 'net4.presence', 'u8')
     this.entries = view(buffer, s, 'entries', 'u32')
     this.asnInfoArr = view(buffer, s, 'asnInfo', 'u32')
     this.strOffsets = view(buffer, s, 'strings.offsets', 'u32')
@@ -178,6 +180,12 @@ export class Snapshot {
   }
 
   /** First listing entry for a key + 1, or 0. Walk with entryNext. */
+  /** False when no IPv4 listing of `prefix` bits can hold the address (its /16 holds none): skip the hash lookup. */
+  mayHaveNet4 (prefix: number, address: number): boolean {
+    const bit = prefix * kNet4PresenceBytes * 8 + (address >>> 16)
+    return ((this.net4Presence[bit >>> 3] as number) & (1 << (bit & 7))) !== 0
+  }
+
   find (pair: KeyPair): number {
     return this.mayHave(pair.h2) ? this.table.get(pair.h1, pair.h2) : 0
   }
