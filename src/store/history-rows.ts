@@ -2,6 +2,7 @@
  * Store-independent handling of history: record validation and flattening into rows, usage deltas,
  * search filter validation and the opaque pagination cursor. SQLite and PostgreSQL differ only in SQL.
  */
+import { randomUUID } from 'node:crypto'
 import { StoreError } from './store-error.ts'
 import { isCanonicalIso, parseTimestamp, utcDayOf } from './utc-day.ts'
 import type { HistoryRecord, SearchFilters } from './types.ts'
@@ -18,8 +19,14 @@ export const MAX_SEARCH_LIMIT = 1000
  */
 export const MAX_INDEXED_CHARS = 512
 
-/** One history record flattened into the columns of the history table. */
+/**
+ * One history record, split into its request half (shared by every record of one request) and its indicator half.
+ * The stored record is the JSON object `envelope` with the members of `item` added:
+ * `${envelope.slice(0, -1)},${item}}` (see recordJson).
+ */
 export interface HistoryRow {
+  /** Unique per request (the service assigns it); every row of one request carries the same uid and envelope. */
+  uid: string
   ts: number
   date: string
   day: string
@@ -33,7 +40,15 @@ export interface HistoryRow {
   indicatorType: string | null
   indicatorValue: string
   indicatorNormalized: string | null
-  doc: string
+  /** JSON object text of the request-level fields (date, request_id, bulk_request_id, http_status, ...). */
+  envelope: string
+  /** JSON members text, without braces, of the indicator-level fields ("indicator":...,"risk":...,...). */
+  item: string
+}
+
+/** The record's JSON text from its two halves. */
+export function recordJson (envelope: string, item: string): string {
+  return `${envelope.slice(0, -1)},${item}}`
 }
 
 /** Rows to add to one usage counter. */
@@ -56,16 +71,16 @@ export interface ValidFilters {
   indicatorValue: string | null
 }
 
-/** Position after the last row of a page: newest-first order is (date, id) descending. */
+/** Position after the last row of a page: newest-first order is (date, item id) descending. */
 export interface Cursor {
   ts: number
   date: string
   id: number
 }
 
-// PostgreSQL text cannot hold NUL; replacing it in the column copies (the document keeps the original,
-// JSON-escaped) keeps both stores accepting and matching the same records.
-/** A text column value: NUL becomes U+FFFD (PostgreSQL text cannot hold NUL; the doc keeps the original). */
+// PostgreSQL text cannot hold NUL; replacing it in the column copies (the envelope and item JSON keep the
+// original, escaped) keeps both stores accepting and matching the same records.
+/** A text column value: NUL becomes U+FFFD (PostgreSQL text cannot hold NUL; the JSON halves keep the original). */
 export function column (value: string): string {
   return value.includes('\u0000') ? value.replaceAll('\u0000', '\uFFFD') : value
 }
@@ -91,12 +106,42 @@ function optionalString (value: unknown, index: number, name: string): string | 
 }
 
 /**
+ * Members of a record that belong to its indicator (the `item` half); every other member is request-level and goes
+ * to the `envelope`. The same split as the service's (src/pool/history-codec.ts).
+ */
+const kItemKeys: ReadonlySet<string> = new Set(['indicator', 'risk', 'scores', 'labels', 'label_count', 'action_taken', 'action_source'])
+
+/** The two halves of a validated record: envelope (JSON object text) and item (JSON members text, no braces). */
+function splitRecord (r: HistoryRecord, date: string): { envelope: string, item: string } {
+  const head: Record<string, unknown> = {}
+  const tail: Record<string, unknown> = {}
+  for (const key of Object.keys(r)) {
+    const value = key === 'date' ? date : (r as unknown as Record<string, unknown>)[key]
+    if (kItemKeys.has(key)) tail[key] = value
+    else head[key] = value
+  }
+  const envelope = JSON.stringify(head)
+  const item = JSON.stringify(tail)
+  // `indicator` is validated present, so item is never `{}`; a toJSON() could still turn a member into nothing.
+  if (typeof envelope !== 'string' || typeof item !== 'string' || item.length < 3 || !envelope.endsWith('}')) {
+    throw new Error('record halves are not JSON objects')
+  }
+  return { envelope, item: item.slice(1, -1) }
+}
+
+/**
  * Validates and flattens records before any write, so a bad record rejects the batch before the transaction
  * starts. Throws INVALID_RECORD (no field values in the message: they may be anything a client sent).
+ *
+ * Requests: consecutive records whose request-level half (envelope text: date, tenant, request_id, bulk_request_id,
+ * http_status, auth_type, apikey, user_id, ... everything but the indicator's members) is identical share one new
+ * uid, so they are stored as one request row; any other record starts a new one. Grouping only saves space: a
+ * search returns the same records either way.
  */
 export function toRows (records: readonly HistoryRecord[]): HistoryRow[] {
   if (!Array.isArray(records)) throw new StoreError('INVALID_RECORD', 'history records must be an array')
   const rows: HistoryRow[] = new Array(records.length)
+  let previous: HistoryRow | null = null
   for (let i = 0; i < records.length; i++) {
     const r = records[i] as HistoryRecord
     if (r === null || typeof r !== 'object') throw invalid(i, 'not an object')
@@ -106,13 +151,14 @@ export function toRows (records: readonly HistoryRecord[]): HistoryRow[] {
     if (!Number.isInteger(r.http_status)) throw invalid(i, 'http_status must be an integer')
     const ind = r.indicator
     if (ind === null || typeof ind !== 'object' || typeof ind.value !== 'string') throw invalid(i, 'indicator.value must be a string')
-    let doc: string
+    let halves: { envelope: string, item: string }
     try {
-      doc = JSON.stringify(r.date === date ? r : { ...r, date })
+      halves = splitRecord(r, date)
     } catch (err) {
       throw new StoreError('INVALID_RECORD', `history record ${i}: not serializable as JSON`, { cause: err })
     }
-    rows[i] = {
+    const row: HistoryRow = {
+      uid: previous !== null && previous.envelope === halves.envelope ? previous.uid : randomUUID(),
       ts,
       date,
       day: utcDayOf(ts),
@@ -126,10 +172,50 @@ export function toRows (records: readonly HistoryRecord[]): HistoryRow[] {
       indicatorType: optionalColumn(optionalString(ind.type, i, 'indicator.type')),
       indicatorValue: column(ind.value),
       indicatorNormalized: optionalColumn(optionalString(ind.normalized, i, 'indicator.normalized')),
-      doc
+      envelope: halves.envelope,
+      item: halves.item
     }
+    rows[i] = row
+    previous = row
   }
   return rows
+}
+
+/** A run of consecutive rows of one request within a batch: rows[start..end). */
+export interface RequestRun {
+  start: number
+  end: number
+  /** The row's uid, or null when an earlier run of the same batch already used it (see requestRuns). */
+  uid: string | null
+}
+
+/**
+ * Splits a batch into runs of consecutive rows with the same uid. A uid may legitimately continue the last run of
+ * the previous batch (the writer cuts batches anywhere); a uid that reappears later in the same batch (not expected
+ * from the writer) gets uid null, and the store files that run under a derived uid as a request row of its own.
+ */
+export function requestRuns (rows: readonly HistoryRow[]): RequestRun[] {
+  const runs: RequestRun[] = []
+  const seen = new Set<string>()
+  let start = 0
+  for (let i = 1; i <= rows.length; i++) {
+    const uid = (rows[start] as HistoryRow).uid
+    if (i < rows.length && (rows[i] as HistoryRow).uid === uid) continue
+    runs.push({ start, end: i, uid: seen.has(uid) ? null : uid })
+    seen.add(uid)
+    start = i
+  }
+  return runs
+}
+
+/**
+ * uid of a request row holding a run that cannot extend its request's row: the item ids of a request row form one
+ * contiguous range, so a continuation that does not start right after that range (another writer's items came in
+ * between, or a batch is replayed) becomes a row of its own. The derived uid is unique: an item id is only ever
+ * reused (SQLite, after a purge) once every item above it is gone, and with them every request row holding them.
+ */
+export function continuationUid (uid: string, firstItem: number): string {
+  return `${uid}:${firstItem}`
 }
 
 /**
@@ -138,11 +224,20 @@ export function toRows (records: readonly HistoryRecord[]): HistoryRow[] {
  */
 export function usageDeltas (rows: readonly HistoryRow[]): UsageDelta[] {
   const byKey = new Map<string, UsageDelta>()
+  let d: UsageDelta | undefined
   for (const row of rows) {
+    // Rows of one request are consecutive and share the three: count them without building a key.
+    if (d !== undefined && d.tenant === row.tenant && d.keyId === row.apikey && d.day === row.day) {
+      d.count++
+      continue
+    }
     const k = `${row.tenant}\u0000${row.apikey}\u0000${row.day}`
-    const d = byKey.get(k)
-    if (d === undefined) byKey.set(k, { tenant: row.tenant, keyId: row.apikey, day: row.day, count: 1 })
-    else d.count++
+    d = byKey.get(k)
+    if (d === undefined) {
+      d = { tenant: row.tenant, keyId: row.apikey, day: row.day, count: 0 }
+      byKey.set(k, d)
+    }
+    d.count++
   }
   return [...byKey.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map((e) => e[1])
 }

@@ -43,11 +43,15 @@ const kRedisUrl = process.env.IOC_TEST_REDIS_URL
 function sqlitePlanProblems (plan: string[]): string[] {
   const problems: string[] = []
   for (const line of plan) {
-    if (/^SCAN history\b/.test(line) && !/USING (COVERING )?INDEX/.test(line)) problems.push(`full scan: ${line}`)
+    if (/^SCAN /.test(line) && !/USING (COVERING )?INDEX/.test(line)) problems.push(`full scan: ${line}`)
     if (/TEMP B-TREE/.test(line)) problems.push(`sort: ${line}`)
   }
-  if (!plan.some((l) => /^SEARCH history USING (COVERING )?INDEX history_tenant_\w+ \(tenant=\?/.test(l))) {
-    problems.push(`no tenant-prefixed index search in: ${plan.join(' | ')}`)
+  // The outer loop reads a tenant-prefixed index (requests or items); the other table is reached by primary key
+  // (an item's request by id, a request's items by id range).
+  const outer = plan.findIndex((l) => /^SEARCH [rh] USING (COVERING )?INDEX history_(requests_)?tenant_\w+ \(tenant=\?/.test(l))
+  if (outer === -1) problems.push(`no tenant-prefixed index search in: ${plan.join(' | ')}`)
+  if (!plan.some((l, i) => i > outer && /^SEARCH [rh] USING INTEGER PRIMARY KEY \(rowid/.test(l))) {
+    problems.push(`the joined table is not read by primary key in: ${plan.join(' | ')}`)
   }
   return problems
 }
@@ -55,8 +59,14 @@ function sqlitePlanProblems (plan: string[]): string[] {
 function postgresPlanProblems (plan: string[]): string[] {
   // explainSearch disables seq scans, bitmap scans and sorts: if one appears anyway, no index can do the job.
   const problems = plan.filter((l) => /Seq Scan|Bitmap|Sort/.test(l)).map((l) => `not index-served: ${l.trim()}`)
-  if (!plan.some((l) => /Index (Only )?Scan (Backward )?using history_tenant_\w+ on history/.test(l))) {
-    problems.push(`no tenant-prefixed index scan in: ${plan.join(' | ')}`)
+  // The outer scan reads a tenant-prefixed index (requests or items); the other table is reached by primary key
+  // (an item's request by id, a request's items by id range).
+  const tenantScans = plan.filter((l) => /Index (Only )?Scan (Backward )?using history_(requests_)?tenant_\w+ on history(_requests)? /.test(l))
+  const outer = plan.findIndex((l) => l === tenantScans[0])
+  if (outer === -1) problems.push(`no tenant-prefixed index scan in: ${plan.join(' | ')}`)
+  if (tenantScans.length > 1) problems.push(`the joined table is read through another index: ${tenantScans.join(' | ')}`)
+  if (!plan.some((l, i) => i > outer && /Index Scan (Backward )?using history(_requests)?_pkey on history(_requests)? /.test(l))) {
+    problems.push(`the joined table is not read by primary key in: ${plan.join(' | ')}`)
   }
   return problems
 }

@@ -3,7 +3,7 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { decodeCursor, encodeCursor, toRows, usageDeltas } from '../../src/store/history-rows.ts'
+import { decodeCursor, encodeCursor, recordJson, requestRuns, toRows, usageDeltas } from '../../src/store/history-rows.ts'
 import { isUtcDay, parseTimestamp, secondsUntilNextUtcMidnight } from '../../src/store/utc-day.ts'
 import type { HistoryRecord } from '../../src/store/types.ts'
 
@@ -59,4 +59,51 @@ test('usage deltas add up rows per tenant, key and UTC day', () => {
     { tenant: 't', keyId: 'k1', day: '2024-01-02', count: 1 },
     { tenant: 'u', keyId: 'k1', day: '2024-01-02', count: 1 }
   ])
+})
+
+test('records split into a shared envelope and their own item, and consecutive records of one request share a uid', () => {
+  const base = {
+    request_id: 'r1',
+    bulk_request_id: 'b1',
+    http_status: 200,
+    auth_type: 'api_key',
+    tenant: 't',
+    apikey: 'k1',
+    user_id: null,
+    date: '2024-01-01T01:00:00+01:00',
+    evidence_details: 'none',
+    label_details: 'none',
+    source: null,
+    risk: null,
+    scores: null,
+    labels: [],
+    label_count: 0,
+    action_taken: null,
+    action_source: null
+  }
+  const records = [
+    { ...base, indicator: { type: 'ip', value: '192.0.2.1', normalized: '192.0.2.1' } },
+    { ...base, indicator: { type: 'domain', value: 'a.example', normalized: 'a.example' }, risk: { score: 1 } },
+    { ...base, request_id: 'r2', indicator: { type: 'ip', value: '192.0.2.2', normalized: null } },
+    { ...base, indicator: { type: 'ip', value: '192.0.2.3', normalized: null } } // r1 again, not consecutive
+  ] as unknown as HistoryRecord[]
+  const rows = toRows(records)
+  assert.equal(rows[0]?.uid, rows[1]?.uid)
+  assert.notEqual(rows[1]?.uid, rows[2]?.uid)
+  assert.notEqual(rows[2]?.uid, rows[3]?.uid)
+  assert.notEqual(rows[0]?.uid, rows[3]?.uid)
+  assert.equal(rows[0]?.envelope, rows[1]?.envelope)
+  assert.ok(!(rows[0]?.envelope ?? '').includes('indicator'))
+  assert.match(rows[1]?.item ?? '', /^"risk":\{"score":1\},.*"indicator":\{"type":"domain"/) // the record's key order
+  records.forEach((r, i) => {
+    assert.deepEqual(JSON.parse(recordJson(rows[i]?.envelope ?? '', rows[i]?.item ?? '')), { ...r, date: '2024-01-01T00:00:00.000Z' })
+  })
+})
+
+test('request runs: consecutive rows of one uid, and a uid seen earlier in the batch gets no uid', () => {
+  const rows = ['a', 'a', 'b', 'a', 'c', 'c'].map((uid) => ({ uid })) as unknown as Parameters<typeof requestRuns>[0]
+  assert.deepEqual(requestRuns(rows), [
+    { start: 0, end: 2, uid: 'a' }, { start: 2, end: 3, uid: 'b' }, { start: 3, end: 4, uid: null }, { start: 4, end: 6, uid: 'c' }
+  ])
+  assert.deepEqual(requestRuns([]), [])
 })

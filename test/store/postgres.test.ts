@@ -6,6 +6,7 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { test } from 'node:test'
 import pg from 'pg'
+import { toRows } from '../../src/store/history-rows.ts'
 import { PostgresStore } from '../../src/store/postgres.ts'
 import type { HistoryRecord } from '../../src/store/types.ts'
 
@@ -126,4 +127,45 @@ test('PostgreSQL: concurrent batches over the same counters neither deadlock nor
   await Promise.all(Array.from({ length: 16 }, (_, b) => store.writeHistory(batch(b))))
   const total = (await store.usage('race', null, '2024-10-01')).total + (await store.usage('race', null, '2024-10-02')).total
   assert.equal(total, 16 * 30)
+})
+
+test('PostgreSQL: a continuation right after its last item extends the request row, a later one gets its own row', async (t) => {
+  if (kSkip !== null) {
+    t.skip(kSkip)
+    return
+  }
+  const url = kDatabaseUrl as string
+  const schema = `iocv_test_${randomBytes(6).toString('hex')}`
+  const store = new PostgresStore({ url, schema, max: 2 })
+  const admin = new pg.Client({ connectionString: url })
+  await admin.connect()
+  t.after(async () => {
+    await store.close()
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+    await admin.end()
+  })
+  await store.migrate()
+  const rows = (n: number, uid: string, request: string): ReturnType<typeof toRows> => toRows(Array.from({ length: n }, (_, i) => ({
+    date: '2024-01-01T00:00:00.000Z',
+    request_id: request,
+    bulk_request_id: null,
+    http_status: 200,
+    auth_type: 'api_key',
+    tenant: 'layout',
+    apikey: 'keyaaaaaaaaa',
+    indicator: { type: 'ip', value: `192.0.2.${i}`, normalized: null },
+    user_id: null
+  }) as unknown as HistoryRecord)).map((r) => ({ ...r, uid }))
+  await store.writeHistoryRows(rows(3, 'a', 'ra'))
+  await store.writeHistoryRows(rows(2, 'a', 'ra'))
+  await store.writeHistoryRows(rows(4, 'b', 'rb'))
+  await store.writeHistoryRows(rows(1, 'a', 'ra'))
+  const { rows: requests } = await admin.query(
+    `SELECT uid, first_item::int AS first, last_item::int AS last FROM "${schema}".history_requests ORDER BY id`)
+  assert.deepEqual(requests, [{ uid: 'a', first: 1, last: 5 }, { uid: 'b', first: 6, last: 9 }, { uid: 'a:10', first: 10, last: 10 }])
+  const { rows: items } = await admin.query(
+    `SELECT r.uid, count(*)::int AS n FROM "${schema}".history h JOIN "${schema}".history_requests r ON r.id = h.req ` +
+    'AND h.id BETWEEN r.first_item AND r.last_item GROUP BY r.uid ORDER BY r.uid')
+  assert.deepEqual(items, [{ uid: 'a', n: 5 }, { uid: 'a:10', n: 1 }, { uid: 'b', n: 4 }])
+  assert.equal((await store.searchHistory('layout', {}, 100, null)).results.length, 10)
 })

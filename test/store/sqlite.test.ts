@@ -9,6 +9,7 @@ import { join } from 'node:path'
 import { test } from 'node:test'
 import { Worker } from 'node:worker_threads'
 import Database from 'better-sqlite3'
+import { toRows } from '../../src/store/history-rows.ts'
 import { SqliteStore } from '../../src/store/sqlite.ts'
 import type { HistoryRecord } from '../../src/store/types.ts'
 
@@ -91,4 +92,35 @@ test('an in-memory store works without WAL', async (t) => {
 test('a store without a path is refused with INVALID_OPTIONS, and an unopenable file with STORE_UNAVAILABLE', () => {
   assert.throws(() => new SqliteStore({ path: '' }), { code: 'INVALID_OPTIONS' })
   assert.throws(() => new SqliteStore({ path: '/nonexistent-dir-iocv/x.db' }), (err: { code?: string }) => /^STORE_/.test(err.code ?? ''))
+})
+
+test('one request row per request: a continuation right after its last item extends it, a later one gets its own row', async (t) => {
+  const path = join(tempDir(t), 'r.db')
+  const store = new SqliteStore({ path })
+  t.after(() => store.close())
+  store.migrateSync()
+  const rows = (n: number, uid: string, request: string): ReturnType<typeof toRows> =>
+    toRows(records(n, 'layout').map((r) => ({ ...r, date: '2024-01-01T00:00:00.000Z', request_id: request }))).map((r) => ({ ...r, uid }))
+  store.writeHistoryRowsSync(rows(3, 'a', 'ra'))
+  store.writeHistoryRowsSync(rows(2, 'a', 'ra')) // the writer cut request a across two batches
+  store.writeHistoryRowsSync(rows(4, 'b', 'rb'))
+  store.writeHistoryRowsSync(rows(1, 'a', 'ra')) // a replay long after: a row of its own
+  const raw = new Database(path, { readonly: true })
+  t.after(() => raw.close())
+  assert.deepEqual(raw.prepare('SELECT id, uid, first_item, last_item FROM history_requests ORDER BY id').all(), [
+    { id: 1, uid: 'a', first_item: 1, last_item: 5 },
+    { id: 2, uid: 'b', first_item: 6, last_item: 9 },
+    { id: 3, uid: 'a:10', first_item: 10, last_item: 10 }
+  ])
+  assert.deepEqual(raw.prepare('SELECT req, count(*) AS n, min(id) AS lo, max(id) AS hi FROM history GROUP BY req ORDER BY req').all(), [
+    { req: 1, n: 5, lo: 1, hi: 5 },
+    { req: 2, n: 4, lo: 6, hi: 9 },
+    { req: 3, n: 1, lo: 10, hi: 10 }
+  ])
+  // Only the request-level fields, once per request; each item holds the indicator's members.
+  const envelope = JSON.parse(raw.prepare('SELECT envelope FROM history_requests WHERE id = 2').pluck().get() as string) as Record<string, unknown>
+  assert.equal(envelope.request_id, 'rb')
+  assert.equal('indicator' in envelope, false)
+  assert.match(raw.prepare('SELECT item FROM history WHERE id = 6').pluck().get() as string, /^"indicator":\{"type":"ip"/)
+  assert.equal((await store.searchHistory('layout', {}, 100, null)).results.length, 10)
 })

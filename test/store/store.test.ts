@@ -3,6 +3,7 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { toRows, type HistoryRow } from '../../src/store/history-rows.ts'
 import type { HistoryRecord, SearchFilters } from '../../src/store/types.ts'
 import { storeBackends, type ExplainableStore } from './backends.ts'
 
@@ -113,8 +114,47 @@ const kFilterCases: FilterCase[] = [
     filters: { indicator_type: 'ip', exclude_bulk_requests: true, user_id: 'user-1' },
     keep: (r) => r.indicator.type === 'ip' && r.bulk_request_id === null && r.user_id === 'user-1'
   },
-  { name: 'a value nobody queried', filters: { indicator_value: '203.0.113.9' }, keep: () => false }
+  { name: 'a value nobody queried', filters: { indicator_value: '203.0.113.9' }, keep: () => false },
+  {
+    name: 'indicator_value with request filters',
+    filters: { indicator_value: 'example.com', apikey: 'keybbbbbbbbb', user_id: 'user-1', exclude_bulk_requests: true },
+    keep: (r) => r.indicator.value === 'example.com' && r.apikey === 'keybbbbbbbbb' && r.user_id === 'user-1' && r.bulk_request_id === null
+  },
+  {
+    name: 'indicator_type with auth_type and a date range',
+    filters: { indicator_type: 'ip', auth_type: 'api_key', date_gte: '2024-03-02' },
+    keep: (r) => r.indicator.type === 'ip' && r.auth_type === 'api_key' && r.date >= '2024-03-02T00:00:00.000Z'
+  },
+  {
+    name: 'apikey, indicator_type and date_lt',
+    filters: { apikey: 'keyaaaaaaaaa', indicator_type: 'domain', date_lt: '2024-03-03' },
+    keep: (r) => r.apikey === 'keyaaaaaaaaa' && r.indicator.type === 'domain' && r.date < '2024-03-03T00:00:00.000Z'
+  },
+  {
+    name: 'auth_type and exclude_bulk_requests',
+    filters: { auth_type: 'api_key', exclude_bulk_requests: true },
+    keep: (r) => r.auth_type === 'api_key' && r.bulk_request_id === null
+  }
 ]
+
+/** Records of one request (same envelope, one per indicator), as the service writes them. */
+function requestRecords (tenant: string, date: string, requestId: string, n: number, extra: Partial<HistoryRecord> = {}): HistoryRecord[] {
+  return Array.from({ length: n }, (_, i) => record({
+    tenant,
+    date,
+    request_id: requestId,
+    bulk_request_id: `bulk-${requestId}`,
+    indicator: i % 2 === 0
+      ? { type: 'ip', value: `198.51.100.${i}`, normalized: `198.51.100.${i}` }
+      : { type: 'domain', value: `d${i}.example`, normalized: `d${i}.example` },
+    ...extra
+  }))
+}
+
+/** Rows of records under one uid (the service's writer cuts a request's rows into batches anywhere). */
+function rowsOf (records: HistoryRecord[], uid: string): HistoryRow[] {
+  return toRows(records).map((r) => ({ ...r, uid }))
+}
 
 for (const backend of storeBackends) {
   test(`${backend.name} store contract`, async (t) => {
@@ -257,6 +297,14 @@ for (const backend of storeBackends) {
       assert.equal(byValue.results.length, 1)
     })
 
+    await t.test('a value with a lone UTF-16 surrogate is stored, found and returned as sent', async () => {
+      const value = 'x\ud800y'
+      const r = record({ tenant: 'surrogate', date: '2024-06-02T00:00:00.000Z', indicator: { type: null, value, normalized: value }, user_id: '\udc00' })
+      await store.writeHistory([r])
+      const page = await store.searchHistory('surrogate', { indicator_value: value }, 10, null)
+      assert.deepEqual(page.results, [r])
+    })
+
     await t.test('a batch with one invalid record writes nothing and counts nothing', async () => {
       const tenant = 'atomic'
       const good = record({ tenant, apikey: 'keyaaaaaaaaa', date: '2024-07-01T00:00:00.000Z' })
@@ -357,6 +405,82 @@ for (const backend of storeBackends) {
 
       const filtered = await searchAll(store, tenant, { apikey: 'keyaaaaaaaaa' }, 2)
       assert.deepEqual(filtered.map((r) => r.request_id), newestFirst(rows.filter((r) => r.apikey === 'keyaaaaaaaaa')))
+    })
+
+    await t.test('requests with many records page through request boundaries and inside requests', async () => {
+      const tenant = 'multi'
+      const date = '2024-10-01T00:00:00.000Z'
+      const written = [
+        ...requestRecords(tenant, date, 'm1', 9),
+        ...requestRecords(tenant, date, 'm2', 1),
+        ...requestRecords(tenant, '2024-10-01T00:00:01.000Z', 'm3', 6),
+        ...requestRecords(tenant, date, 'm4', 5) // older than m3 although written after it
+      ]
+      await store.writeHistory(written)
+      const key = (r: HistoryRecord): string => `${r.request_id}/${r.indicator.value}`
+      const cases: Array<[SearchFilters, (r: HistoryRecord) => boolean]> = [
+        [{}, () => true],
+        [{ apikey: 'aaaaaaaaaaaa' }, () => true],
+        [{ indicator_type: 'ip' }, (r) => r.indicator.type === 'ip'],
+        [{ date_gte: '2024-10-01', date_lt: '2024-10-01T00:00:01Z' }, (r) => r.date === date]
+      ]
+      for (const [filters, keep] of cases) {
+        const want = written.map((r, i) => ({ r, i })).filter((x) => keep(x.r))
+          .sort((x, y) => (x.r.date < y.r.date ? 1 : x.r.date > y.r.date ? -1 : y.i - x.i)).map((x) => key(x.r))
+        for (const limit of [1, 2, 4, 7, 100]) {
+          const got = (await searchAll(store, tenant, filters, limit)).map(key)
+          assert.deepEqual(got, want, `limit ${limit}, filters ${JSON.stringify(filters)}`)
+        }
+      }
+      const page = await store.searchHistory(tenant, {}, 3, null)
+      assert.deepEqual(page.results[0], { ...written[15], date: '2024-10-01T00:00:01.000Z' }, 'records come back whole')
+    })
+
+    await t.test('a request written in two batches, continued after another write, or replayed, reads back in order', async () => {
+      const tenant = 'split'
+      const date = '2024-11-01T00:00:00.000Z'
+      const a = requestRecords(tenant, date, 'sa', 7)
+      const b = requestRecords(tenant, date, 'sb', 3)
+      const c = requestRecords(tenant, date, 'sc', 4)
+      const d = requestRecords(tenant, date, 'sd', 2)
+      const inserted: HistoryRecord[] = []
+      const write = async (records: HistoryRecord[], uid: string): Promise<void> => {
+        await store.writeHistoryRows(rowsOf(records, uid))
+        inserted.push(...records)
+      }
+      await write(a.slice(0, 3), 'uid-a') // a request cut across two consecutive batches
+      await write(a.slice(3), 'uid-a')
+      await write(b, 'uid-b')
+      await write(c.slice(0, 2), 'uid-c') // continued after another request's batch: not contiguous
+      await write(d, 'uid-d')
+      await write(c.slice(2), 'uid-c')
+      await write(b, 'uid-b') // a replayed batch is stored again (at-least-once), and counted again
+      const key = (r: HistoryRecord): string => `${r.request_id}/${r.indicator.value}`
+      const want = inserted.map(key).reverse() // one date: newest first is reverse insertion order
+      for (const limit of [1, 3, 1000]) {
+        assert.deepEqual((await searchAll(store, tenant, {}, limit)).map(key), want, `limit ${limit}`)
+        assert.deepEqual((await searchAll(store, tenant, { apikey: 'aaaaaaaaaaaa' }, limit)).map(key), want)
+        assert.deepEqual((await searchAll(store, tenant, { indicator_type: 'ip' }, limit)).map(key),
+          inserted.filter((r) => r.indicator.type === 'ip').map(key).reverse())
+      }
+      assert.equal((await store.usage(tenant, null, '2024-11-01')).total, inserted.length, 'counters equal rows')
+      // A uid repeated within one batch (not something the writer does) is still stored in order.
+      const e = requestRecords(tenant, '2024-11-02T00:00:00.000Z', 'se', 3)
+      const f = requestRecords(tenant, '2024-11-02T00:00:00.000Z', 'sf', 1)
+      await store.writeHistoryRows([...rowsOf(e.slice(0, 1), 'uid-e'), ...rowsOf(f, 'uid-f'), ...rowsOf(e.slice(1), 'uid-e')])
+      assert.deepEqual((await searchAll(store, tenant, { date_gte: '2024-11-02' }, 2)).map(key),
+        [...e.slice(1).reverse(), ...f, e[0] as HistoryRecord].map(key))
+    })
+
+    await t.test('purge deletes a request larger than one purge batch, and only requests before the cutoff', async () => {
+      const tenant = 'purge-big'
+      const big = requestRecords(tenant, '2000-01-01T00:00:00.000Z', 'pb', 12_001, { apikey: 'keypurgebbbb' })
+      const kept = requestRecords(tenant, '2003-01-01T00:00:00.000Z', 'pk', 3, { apikey: 'keypurgebbbb' }) // after the next test's cutoff
+      await store.writeHistory([...big, ...kept])
+      assert.equal(await store.purgeHistory(new Date('2000-01-02T00:00:00.000Z')), 12_001)
+      assert.equal((await searchAll(store, tenant, {})).length, 3)
+      assert.equal((await searchAll(store, tenant, { indicator_type: 'ip' })).length, 2)
+      assert.equal(await store.usageForKey('keypurgebbbb', '2000-01-01'), 12_001)
     })
 
     await t.test('an invalid cursor, date filter or limit is rejected with INVALID_REQUEST', async () => {
