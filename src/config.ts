@@ -25,7 +25,11 @@ export interface Config {
   intelCacheDir: string | null
   store: 'sqlite' | 'postgres'
   databaseUrl: string | null
+  /** PostgreSQL schema holding the tables (several deployments can share a database). */
+  databaseSchema: string
   redisUrl: string | null
+  /** Prefix of every Redis key (several deployments can share a Redis). */
+  redisPrefix: string
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
   /** Create and print one all-permission key on a first start with no keys. */
   bootstrapKey: boolean
@@ -65,7 +69,9 @@ const kFields: Record<string, Field> = {
   IOC_INTEL_CACHE_DIR: { key: 'intelCacheDir', kind: 'nullable-path' },
   IOC_STORE: { key: 'store', kind: 'string', choices: ['sqlite', 'postgres'] },
   IOC_DATABASE_URL: { key: 'databaseUrl', kind: 'url' },
+  IOC_DATABASE_SCHEMA: { key: 'databaseSchema', kind: 'string' },
   IOC_REDIS_URL: { key: 'redisUrl', kind: 'url' },
+  IOC_REDIS_PREFIX: { key: 'redisPrefix', kind: 'string' },
   IOC_LOG_LEVEL: { key: 'logLevel', kind: 'string', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },
   IOC_BOOTSTRAP_KEY: { key: 'bootstrapKey', kind: 'bool' },
   IOC_CACHE_SIZE: { key: 'cacheSize', kind: 'int', min: 0, max: 100_000_000 },
@@ -92,7 +98,9 @@ export function defaults (): Config {
     intelCacheDir: null,
     store: 'sqlite',
     databaseUrl: null,
+    databaseSchema: 'public',
     redisUrl: null,
+    redisPrefix: 'iocv:',
     logLevel: 'info',
     bootstrapKey: true,
     cacheSize: 100_000, // verdicts per shard

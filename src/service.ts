@@ -28,7 +28,7 @@ export interface Service {
 /** Store options from the config (the history worker opens its own connection with the same options). */
 export function storeOptions (config: Readonly<Config>): StoreOptions {
   return config.store === 'postgres'
-    ? { kind: 'postgres', url: config.databaseUrl as string }
+    ? { kind: 'postgres', url: config.databaseUrl as string, schema: config.databaseSchema }
     : { kind: 'sqlite', path: join(config.dataDir, 'ioc-verdict.db') }
 }
 
@@ -54,7 +54,7 @@ export async function startService (config: Readonly<Config>, options: { logger?
     const sopts = storeOptions(config)
     const store = await openStore(sopts)
     closers.push(async () => await store.close())
-    const quota = await openQuota(config.redisUrl === null ? { kind: 'memory', store } : { kind: 'redis', url: config.redisUrl, store })
+    const quota = await openQuota(config.redisUrl === null ? { kind: 'memory', store } : { kind: 'redis', url: config.redisUrl, store, prefix: config.redisPrefix })
     closers.push(async () => await quota.close())
 
     let bootstrapKey: string | null = null

@@ -93,6 +93,13 @@ function setAside (batch: readonly HistoryRow[]): void {
   spool.reject(batch)
 }
 
+/** Moves every pending record to the spool, in order, in batch-sized frames. */
+function spillPending (): void {
+  const all = pending
+  pending = []
+  for (let i = 0; i < all.length; i += cfg.batch) spool.append(all.slice(i, i + cfg.batch))
+}
+
 /** Writes the spool backlog, then pending batches; on a failure everything pending goes to the spool. */
 async function pumpOnce (): Promise<void> {
   if (store === null) {
@@ -100,11 +107,7 @@ async function pumpOnce (): Promise<void> {
       store = await openStore(cfg.store)
     } catch (err) {
       lastError = (err as { code?: string }).code ?? 'store unavailable'
-      if (pending.length > 0) {
-        const all = pending
-        pending = []
-        for (let i = 0; i < all.length; i += cfg.batch) spool.append(all.slice(i, i + cfg.batch))
-      }
+      spillPending()
       scheduleRetry()
       return
     }
@@ -122,11 +125,7 @@ async function pumpOnce (): Promise<void> {
       }
       lastError = (err as { code?: string }).code ?? 'write failed'
       // Keep order: everything newer waits behind the backlog, on disk.
-      if (pending.length > 0) {
-        const all = pending
-        pending = []
-        for (let i = 0; i < all.length; i += cfg.batch) spool.append(all.slice(i, i + cfg.batch))
-      }
+      spillPending()
       scheduleRetry()
       return
     }
@@ -139,9 +138,7 @@ async function pumpOnce (): Promise<void> {
     const batch = pending.length <= cfg.batch ? pending : pending.slice(0, cfg.batch)
     pending = pending.length <= cfg.batch ? [] : pending.slice(cfg.batch)
     if (!await writeOrSpool(batch)) {
-      const all = pending
-      pending = []
-      for (let i = 0; i < all.length; i += cfg.batch) spool.append(all.slice(i, i + cfg.batch))
+      spillPending()
       scheduleRetry()
       return
     }
@@ -189,8 +186,9 @@ port.on('message', (msg: HistoryMessage) => {
       expand(msg.envelope, msg.parts)
       if (pending.length > kMaxInMemory) {
         // The store is slower than ingest: keep memory bounded by moving the oldest batches to disk, in order.
-        const over = pending.splice(0, pending.length - cfg.batch)
-        for (let i = 0; i < over.length; i += cfg.batch) spool.append(over.slice(i, i + cfg.batch))
+        const keep = pending.splice(pending.length - cfg.batch)
+        spillPending()
+        pending = keep
         void pump()
       } else if (pending.length >= cfg.batch && spool.backlog === 0) {
         void pump()

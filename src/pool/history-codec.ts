@@ -5,14 +5,14 @@
  * (cached with the verdict) plus the three indexed columns; the writer only prepends the request envelope. No thread
  * parses and re-serializes records on the way to the store.
  */
-import { Packr } from 'msgpackr'
+import { randomUUID } from 'node:crypto'
 import { column, optionalColumn, utcDayOf, type HistoryRow } from '../store/index.ts'
 import type { HistoryEnvelope } from './history-types.ts'
 
-/** Plain msgpack for arrays of strings: no record extension needed, same on both threads. */
-const kPackr = new Packr({ useRecords: false })
 /** Strings per encoded item: type, value, normalized, JSON fragment. */
 const kStride = 4
+/** End offset marking a null string. */
+const kNull = 0xffffffff
 
 /** Collects one chunk's history items (worker side). */
 export class HistoryItems {
@@ -26,13 +26,48 @@ export class HistoryItems {
     this.flat.push(type, value, normalized, fragment)
   }
 
-  /** The encoded items, in an owned buffer that can be transferred. */
+  /**
+   * The encoded items, in an owned buffer that can be transferred. Layout: uint32 string count n, n uint32 end
+   * offsets into the UTF-8 data (0xffffffff for null), then the data. Native UTF-8 writes and reads on both sides.
+   */
   encode (): Uint8Array<ArrayBuffer> {
-    const packed = kPackr.pack(this.flat)
-    const out = new Uint8Array(packed.length)
-    out.set(packed)
-    return out
+    const n = this.flat.length
+    const head = 4 + 4 * n
+    let cap = head
+    for (const str of this.flat) if (str !== null) cap += str.length * 3
+    const out = Buffer.allocUnsafeSlow(cap)
+    out.writeUInt32LE(n, 0)
+    let off = head
+    for (let i = 0; i < n; i++) {
+      const str = this.flat[i] as string | null
+      if (str === null) {
+        out.writeUInt32LE(kNull, 4 + 4 * i)
+        continue
+      }
+      off += out.write(str, off, 'utf8')
+      out.writeUInt32LE(off - head, 4 + 4 * i)
+    }
+    return new Uint8Array(out.buffer, 0, off) as Uint8Array<ArrayBuffer>
   }
+}
+
+/** Decodes what HistoryItems.encode produced. */
+function decodeStrings (part: Uint8Array): Array<string | null> {
+  const buf = Buffer.from(part.buffer, part.byteOffset, part.byteLength)
+  const n = buf.readUInt32LE(0)
+  const head = 4 + 4 * n
+  const out: Array<string | null> = new Array(n)
+  let start = head
+  for (let i = 0; i < n; i++) {
+    const end = buf.readUInt32LE(4 + 4 * i)
+    if (end === kNull) {
+      out[i] = null
+      continue
+    }
+    out[i] = buf.toString('utf8', start, head + end)
+    start = head + end
+  }
+  return out
 }
 
 /** The per-indicator JSON members of a record (everything that is not in the envelope). */
@@ -46,9 +81,9 @@ export const kInvalidVerdictMembers = '"risk":null,"scores":null,"labels":[],"la
 /** Expands one request's envelope and encoded parts into store rows (writer side). */
 export function historyRows (envelope: HistoryEnvelope, parts: Uint8Array[], out: HistoryRow[]): void {
   const { count: _count, ...fields } = envelope
-  const head = JSON.stringify(fields)
-  // The envelope's members, then each item's: one string concatenation per record.
-  const prefix = `${head.slice(0, -1)},`
+  const json = JSON.stringify(fields)
+  // One uid per request: the store keeps the envelope once and the rows refer to it.
+  const uid = randomUUID()
   const ts = Date.parse(envelope.date)
   const day = utcDayOf(ts)
   const tenant = column(envelope.tenant)
@@ -58,9 +93,10 @@ export function historyRows (envelope: HistoryEnvelope, parts: Uint8Array[], out
   const apikey = column(envelope.apikey)
   const userId = optionalColumn(envelope.user_id)
   for (const part of parts) {
-    const flat = kPackr.unpack(part) as Array<string | null>
+    const flat = decodeStrings(part)
     for (let i = 0; i + kStride <= flat.length; i += kStride) {
       out.push({
+        uid,
         ts,
         date: envelope.date,
         day,
@@ -74,7 +110,8 @@ export function historyRows (envelope: HistoryEnvelope, parts: Uint8Array[], out
         indicatorType: optionalColumn(flat[i]),
         indicatorValue: column(flat[i + 1] ?? ''),
         indicatorNormalized: optionalColumn(flat[i + 2]),
-        doc: `${prefix}${flat[i + 3] as string}}`
+        envelope: json,
+        item: flat[i + 3] as string
       })
     }
   }

@@ -131,7 +131,7 @@ async function sigtermUnderLoad (t: TestContext, options: RunOptions): Promise<v
 
   const raw = new Database(dbPathOf(dir), { readonly: true })
   t.after(() => raw.close())
-  const perBulk = new Map((raw.prepare('SELECT bulk_request_id AS id, count(*) AS n FROM history GROUP BY bulk_request_id').all() as Array<{ id: string, n: number }>).map((r) => [r.id, r.n]))
+  const perBulk = new Map((raw.prepare('SELECT r.bulk_request_id AS id, count(*) AS n FROM history h JOIN history_requests r ON r.id = h.req GROUP BY r.bulk_request_id').all() as Array<{ id: string, n: number }>).map((r) => [r.id, r.n]))
   for (const [id, n] of acknowledged) assert.equal(perBulk.get(id), n, `bulk ${id}: every indicator of an acknowledged bulk is in history`)
   // Nothing was written that the clients were not told about either.
   assert.deepEqual([...perBulk.keys()].sort(), [...acknowledged.keys()].sort())
@@ -171,5 +171,5 @@ test('a bulk acknowledged more than one flush interval before a SIGKILL is in hi
   await server.exited
   const raw = new Database(dbPathOf(server.dir), { readonly: true })
   t.after(() => raw.close())
-  assert.equal(raw.prepare('SELECT count(*) FROM history WHERE bulk_request_id = ?').pluck().get(meta.bulk_request_id), 2)
+  assert.equal(raw.prepare('SELECT count(*) FROM history h JOIN history_requests r ON r.id = h.req WHERE r.bulk_request_id = ?').pluck().get(meta.bulk_request_id), 2)
 })

@@ -21,6 +21,7 @@ function records (from: number, n: number): HistoryRow[] {
     const date = new Date(Date.UTC(2024, 0, 1, 0, 0, from + i)).toISOString()
     const value = `192.0.2.${(from + i) % 256}`
     return {
+      uid: `u-${from + i}`,
       ts: Date.parse(date),
       date,
       day: '2024-01-01',
@@ -34,7 +35,8 @@ function records (from: number, n: number): HistoryRow[] {
       indicatorType: 'ip',
       indicatorValue: value,
       indicatorNormalized: value,
-      doc: JSON.stringify({ date, request_id: `r-${from + i}` })
+      envelope: JSON.stringify({ date, request_id: `r-${from + i}` }),
+      item: `"indicator":${JSON.stringify({ type: 'ip', value, normalized: value })}`
     }
   })
 }
