@@ -197,8 +197,12 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
     if (hit) cacheHits++
     const sent = { type: ind.type, value: value as string, normalized: ind.normalized }
     if (params.format === 'json') {
-      sink.write(`{"indicator":${JSON.stringify(sent)},${bulkTail(entry, params.signalDetails)}` +
-        (ind.warnings.length > 0 ? `,"warnings":${JSON.stringify(ind.warnings)}}` : '}'))
+      // Piece by piece: the cached tail is written as is, never copied into a concatenated string first.
+      sink.write('{"indicator":')
+      sink.write(JSON.stringify(sent))
+      sink.write(',')
+      sink.write(bulkTail(entry, params.signalDetails))
+      sink.write(ind.warnings.length > 0 ? `,"warnings":${JSON.stringify(ind.warnings)}}` : '}')
     } else {
       const v = render(entry.a, value as string, ind.warnings, { signalDetails: params.signalDetails, evidenceDetails: 'none' })
       const item: Record<string, unknown> = {
