@@ -12,34 +12,12 @@ import { startHistory } from '../../src/pool/history-client.ts'
 import { openStore, utcDayOf, type HistoryRecord } from '../../src/store/index.ts'
 import { build } from '../helper.ts'
 import { dbPathOf, readHistory, waitFor } from '../fixtures/read-history.ts'
+import { historyRecord } from '../fixtures/history-record.ts'
 
 const kDayMs = 86_400_000
 
 function record (requestId: string, date: Date): HistoryRecord {
-  return {
-    date: date.toISOString(),
-    request_id: requestId,
-    bulk_request_id: null,
-    http_status: 200,
-    auth_type: 'api_key',
-    tenant: 't1',
-    apikey: 'aaaaaaaaaaaa',
-    indicator: { type: 'ip', value: '192.0.2.1', normalized: '192.0.2.1' },
-    evidence_details: 'summary',
-    label_details: 'top',
-    risk: null,
-    scores: null,
-    labels: [],
-    label_count: 0,
-    action_taken: null,
-    action_source: null,
-    source: null,
-    scoring_version: null,
-    query_type: null,
-    project_id: null,
-    project_name: null,
-    user_id: null
-  }
+  return historyRecord({ date: date.toISOString(), request_id: requestId, tenant: 't1', evidence_details: 'summary', label_details: 'top' })
 }
 
 function tempDir (t: TestContext): string {

@@ -7,6 +7,7 @@ import { test } from 'node:test'
 import type { HistoryRecord } from '../../src/store/index.ts'
 import { build, type Built } from '../helper.ts'
 import { keyParts } from '../fixtures/read-history.ts'
+import { historyRecord } from '../fixtures/history-record.ts'
 
 const kSearch = '/api/v2/mgmt/enrich-logs/search-history'
 
@@ -40,30 +41,17 @@ async function allPages (b: Built, key: string, query: Record<string, string>): 
 }
 
 function direct (tenant: string, apikey: string, day: number, value: string): HistoryRecord {
-  return {
+  return historyRecord({
     date: new Date(Date.UTC(2024, 0, day)).toISOString(),
     request_id: `direct-${tenant}-${day}`,
-    bulk_request_id: null,
-    http_status: 200,
     auth_type: 'dashboard',
     tenant,
     apikey,
     indicator: { type: 'ip', value, normalized: value },
     evidence_details: 'summary',
     label_details: 'top',
-    risk: null,
-    scores: null,
-    labels: [],
-    label_count: 0,
-    action_taken: null,
-    action_source: null,
-    source: null,
-    scoring_version: null,
-    query_type: null,
-    project_id: null,
-    project_name: null,
     user_id: 'u-1'
-  }
+  })
 }
 
 const ids = (rows: HistoryRecord[]): string[] => rows.map((r) => JSON.stringify(r))

@@ -9,6 +9,7 @@ import pg from 'pg'
 import { toRows } from '../../src/store/history-rows.ts'
 import { PostgresStore } from '../../src/store/postgres.ts'
 import type { HistoryRecord } from '../../src/store/types.ts'
+import { historyRecord } from '../fixtures/history-record.ts'
 
 const kDatabaseUrl = process.env.IOC_TEST_DATABASE_URL
 const kSkip = kDatabaseUrl === undefined || kDatabaseUrl === '' ? 'IOC_TEST_DATABASE_URL not set' : null
@@ -99,30 +100,14 @@ test('PostgreSQL: concurrent batches over the same counters neither deadlock nor
   })
   await store.migrate()
   const keys = ['keyaaaaaaaaa', 'keybbbbbbbbb', 'keycccccccccc']
-  const batch = (b: number): HistoryRecord[] => Array.from({ length: 30 }, (_, i) => ({
+  const batch = (b: number): HistoryRecord[] => Array.from({ length: 30 }, (_, i) => historyRecord({
     date: `2024-10-0${1 + (i % 2)}T12:00:00.000Z`,
     request_id: `b${b}-${i}`,
     bulk_request_id: `b${b}`,
-    http_status: 200,
-    auth_type: 'api_key',
     tenant: 'race',
     // Each batch lists the keys in a different order: without sorted upserts this is the classic deadlock.
     apikey: keys[(i + b) % keys.length] as string,
-    indicator: { type: 'ip', value: `198.51.100.${i}`, normalized: `198.51.100.${i}` },
-    evidence_details: 'none',
-    label_details: 'none',
-    risk: null,
-    scores: null,
-    labels: [],
-    label_count: 0,
-    action_taken: null,
-    action_source: null,
-    source: null,
-    scoring_version: null,
-    query_type: null,
-    project_id: null,
-    project_name: null,
-    user_id: null
+    indicator: { type: 'ip', value: `198.51.100.${i}`, normalized: `198.51.100.${i}` }
   }))
   await Promise.all(Array.from({ length: 16 }, (_, b) => store.writeHistory(batch(b))))
   const total = (await store.usage('race', null, '2024-10-01')).total + (await store.usage('race', null, '2024-10-02')).total

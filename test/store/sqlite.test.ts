@@ -12,6 +12,7 @@ import Database from 'better-sqlite3'
 import { toRows } from '../../src/store/history-rows.ts'
 import { SqliteStore } from '../../src/store/sqlite.ts'
 import type { HistoryRecord } from '../../src/store/types.ts'
+import { historyRecord } from '../fixtures/history-record.ts'
 
 function tempDir (t: { after: (fn: () => void) => void }): string {
   const dir = mkdtempSync(join(tmpdir(), 'iocv-sqlite-'))
@@ -20,29 +21,13 @@ function tempDir (t: { after: (fn: () => void) => void }): string {
 }
 
 function records (n: number, tenant: string): HistoryRecord[] {
-  return Array.from({ length: n }, (_, i) => ({
+  return Array.from({ length: n }, (_, i) => historyRecord({
     date: new Date(Date.UTC(2024, 0, 1, 0, 0, i)).toISOString(),
     request_id: `w-${i}`,
     bulk_request_id: 'bulk-w',
-    http_status: 200,
-    auth_type: 'api_key',
     tenant,
     apikey: 'keyworkeraaa',
-    indicator: { type: 'ip', value: `192.0.2.${i}`, normalized: `192.0.2.${i}` },
-    evidence_details: 'none',
-    label_details: 'none',
-    risk: null,
-    scores: null,
-    labels: [],
-    label_count: 0,
-    action_taken: null,
-    action_source: null,
-    source: null,
-    scoring_version: null,
-    query_type: null,
-    project_id: null,
-    project_name: null,
-    user_id: null
+    indicator: { type: 'ip', value: `192.0.2.${i}`, normalized: `192.0.2.${i}` }
   }))
 }
 

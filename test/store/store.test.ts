@@ -6,34 +6,19 @@ import { test } from 'node:test'
 import { toRows, type HistoryRow } from '../../src/store/history-rows.ts'
 import type { HistoryRecord, SearchFilters } from '../../src/store/types.ts'
 import { storeBackends, type ExplainableStore } from './backends.ts'
+import { historyRecord } from '../fixtures/history-record.ts'
 
 let seq = 0
 
 function record (overrides: Partial<HistoryRecord> & { tenant: string, date: string }): HistoryRecord {
   seq++
-  return {
+  return historyRecord({
     request_id: `req-${seq}`,
-    bulk_request_id: null,
-    http_status: 200,
-    auth_type: 'api_key',
-    apikey: 'aaaaaaaaaaaa',
-    indicator: { type: 'ip', value: '192.0.2.1', normalized: '192.0.2.1' },
-    evidence_details: 'none',
-    label_details: 'none',
     risk: { score: 10, strength: 'weak', category: 'benign' },
     scores: { signal_groups: {}, signal_subgroups: {} },
-    labels: [],
-    label_count: 0,
-    action_taken: null,
-    action_source: null,
     source: { channel: 'siem', product: 'test' },
-    scoring_version: null,
-    query_type: null,
-    project_id: null,
-    project_name: null,
-    user_id: null,
     ...overrides
-  }
+  })
 }
 
 /** Newest first by (date, insertion order): the order searchHistory must return. */
