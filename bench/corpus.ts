@@ -17,7 +17,7 @@ const kRequire = createRequire(import.meta.url)
 const kPhishing = kRequire('eth-phishing-detect/src/config.json') as { blacklist: string[], whitelist: string[] }
 
 /** mulberry32: a 32-bit seeded PRNG, good enough for test data. Returns floats in [0, 1). */
-function mulberry32 (seed: number): () => number {
+export function mulberry32 (seed: number): () => number {
   let a = seed >>> 0
   return () => {
     a = (a + 0x6d2b79f5) >>> 0

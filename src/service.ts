@@ -45,8 +45,11 @@ export function createLogger (config: Readonly<Config>): Logger {
   })
 }
 
-/** Starts every component and builds the app. On failure, whatever was started is closed again. */
-export async function startService (config: Readonly<Config>, options: { logger?: Logger } = {}): Promise<Service> {
+/**
+ * Starts every component and builds the app. On failure, whatever was started is closed again.
+ * `scoringEntry` (a file URL) replaces the scoring worker module, for tests.
+ */
+export async function startService (config: Readonly<Config>, options: { logger?: Logger, scoringEntry?: string } = {}): Promise<Service> {
   const logger = options.logger ?? createLogger(config)
   mkdirSync(config.dataDir, { recursive: true })
   const closers: Array<() => Promise<void>> = []
@@ -66,7 +69,9 @@ export async function startService (config: Readonly<Config>, options: { logger?
     const source = intelSource(config)
     const built = await buildSnapshot(source)
     logger.info({ intel: { version: built.data.header.version, warm: built.warm, ms: Math.round(built.ms), bytes: built.data.buffer.byteLength } }, 'intel snapshot loaded')
-    const intel = new IntelService(built.data, { size: config.poolSize, cacheSize: config.cacheSize }, source)
+    // scoringEntry swaps the scoring worker module (tests start fixtures that crash); it is not configuration.
+    const poolOptions = { size: config.poolSize, cacheSize: config.cacheSize, ...(options.scoringEntry === undefined ? {} : { entry: options.scoringEntry }) }
+    const intel = new IntelService(built.data, poolOptions, source)
     closers.push(async () => await intel.close())
     await intel.ready()
 

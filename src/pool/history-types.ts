@@ -2,25 +2,10 @@
  * What the request path hands to the history writer: one envelope per request (fields shared by its records)
  * plus the msgpack-encoded per-indicator parts the scoring workers produced.
  */
-import type { HistorySource } from '../store/index.ts'
+import type { HistoryRecord } from '../store/index.ts'
 
-/** Fields shared by every history record of one request. */
-export interface HistoryEnvelope {
-  date: string
-  request_id: string
-  bulk_request_id: string | null
-  http_status: number
-  auth_type: string
-  tenant: string
-  apikey: string
-  user_id: string | null
-  evidence_details: string
-  label_details: string
-  source: HistorySource | null
-  scoring_version: string | null
-  query_type: string | null
-  project_id: string | null
-  project_name: string | null
+/** Fields shared by every history record of one request: the record minus its indicator half. */
+export type HistoryEnvelope = Omit<HistoryRecord, 'indicator' | 'risk' | 'scores' | 'labels' | 'label_count' | 'action_taken' | 'action_source'> & {
   /** Number of records in the parts (one per indicator). */
   count: number
 }

@@ -11,12 +11,10 @@ import { after, before, test } from 'node:test'
 import { BroadcastChannel } from 'node:worker_threads'
 import type { FastifyInstance } from 'fastify'
 import { request } from 'undici'
-import { buildApp } from '../../src/app.ts'
 import { loadConfig } from '../../src/config.ts'
-import { startHistory, type HistoryClient } from '../../src/pool/history-client.ts'
-import { buildSnapshot, IntelService } from '../../src/pool/intel-service.ts'
-import { createLogger, intelSource, storeOptions } from '../../src/service.ts'
-import { openQuota, openStore, utcDayOf, type Store } from '../../src/store/index.ts'
+import type { HistoryClient } from '../../src/pool/history-client.ts'
+import { startService } from '../../src/service.ts'
+import { utcDayOf, type Store } from '../../src/store/index.ts'
 import { kCrashOnScoreEntry, kCrashValue, kHoldChannel, kHoldValue } from '../fixtures/crash-on-score.ts'
 import { kTestIntelCache } from '../helper.ts'
 
@@ -34,8 +32,7 @@ interface Running {
 const cleanups: Array<() => Promise<void>> = []
 
 /**
- * The service as src/service.ts wires it, except that the scoring pool runs the given worker entry.
- * Closing the app closes everything in the same order as startService.
+ * The service as startService wires it, with the scoring pool running the given worker entry.
  */
 async function startWithEntry (env: Record<string, string>, entry: string): Promise<Running> {
   const dataDir = mkdtempSync(join(tmpdir(), 'ioc-verdict-e2e-'))
@@ -47,31 +44,7 @@ async function startWithEntry (env: Record<string, string>, entry: string): Prom
     IOC_HISTORY_FLUSH_MS: '20',
     ...env
   })
-  const logger = createLogger(config)
-  const sopts = storeOptions(config)
-  const store = await openStore(sopts)
-  const quota = await openQuota({ kind: 'memory', store })
-  const source = intelSource(config)
-  const built = await buildSnapshot(source)
-  const intel = new IntelService(built.data, { size: config.poolSize, cacheSize: config.cacheSize, entry }, source)
-  await intel.ready()
-  const history = await startHistory({
-    store: sopts,
-    spoolDir: join(dataDir, 'spool'),
-    spoolLimit: config.spoolLimit,
-    batch: config.historyBatch,
-    flushMs: config.historyFlushMs,
-    retentionDays: config.retentionDays,
-    maxBacklog: config.historyMaxBacklog,
-    logger
-  })
-  const app = await buildApp(config, { store, quota, intel, history, logger })
-  app.addHook('onClose', async () => {
-    await intel.close()
-    await history.close()
-    await quota.close()
-    await store.close()
-  })
+  const { app, store, history } = await startService(config, { scoringEntry: entry })
   cleanups.push(async () => {
     await app.close()
     rmSync(dataDir, { recursive: true, force: true })

@@ -6,6 +6,7 @@ import { after, before, test, type TestContext } from 'node:test'
 import { normalize } from '../../src/engine/index.ts'
 import { utcDayOf } from '../../src/store/index.ts'
 import { build, type Built } from '../helper.ts'
+import { mulberry32 } from '../../bench/corpus.ts'
 
 let svc: Built
 const cleanups: Array<() => unknown> = []
@@ -28,17 +29,8 @@ async function bulk (body: unknown, key = svc.key): Promise<{ status: number, bo
   return { status: res.statusCode, body: res.json(), raw: res.body, headers: res.headers }
 }
 
-/** Deterministic PRNG (mulberry32). */
-function rng (seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+/** Deterministic PRNG. */
+const rng = mulberry32
 
 /** Distinct indicator items of every type and shape, valid and invalid. */
 function templates (rand: () => number, count: number): Item[] {

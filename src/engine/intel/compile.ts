@@ -76,19 +76,8 @@ function markNet4 (bitmaps: Uint8Array, address: number, prefix: number): void {
 /** Reads one operator feed into the compiler's source shape. */
 export async function feedSource (spec: FeedSpec): Promise<SourceInput> {
   const parsed = await readFeed(spec)
-  return {
-    name: spec.name,
-    kind: 'feed',
-    direction: spec.direction,
-    group: spec.group,
-    subgroup: spec.subgroup,
-    category: spec.category,
-    confidence: spec.confidence,
-    halfLifeDays: spec.halfLifeDays,
-    entries: parsed.entries,
-    rejected: parsed.rejected,
-    lines: parsed.lines
-  }
+  const { format: _format, path: _path, ...traits } = spec
+  return { ...traits, kind: 'feed', entries: parsed.entries, rejected: parsed.rejected, lines: parsed.lines }
 }
 
 /** Network key of an address or block: the masked words plus the prefix length. */
@@ -215,21 +204,8 @@ export async function compileSnapshot (options: CompileOptions): Promise<Snapsho
       }
       indexed++
     }
-    metas.push({
-      id,
-      name: src.name,
-      kind: src.kind,
-      direction: src.direction,
-      group: src.group,
-      subgroup: src.subgroup,
-      category: src.category,
-      confidence: src.confidence,
-      halfLifeDays: src.halfLifeDays,
-      lines: src.lines,
-      indexed,
-      rejected,
-      rejectedSamples
-    })
+    const { entries: _entries, rejected: _rejected, ...traits } = src
+    metas.push({ ...traits, id, indexed, rejected, rejectedSamples })
   })
 
   // AS records share the listing table under their own tag.

@@ -1,34 +1,21 @@
 /**
  * A source of listed indicators: an operator feed or a built-in list, in one shape.
  */
-import type { Direction, FeedEntry, RejectedLine } from '../types.ts'
+import type { FeedEntry, FeedSpec, RejectedLine } from '../types.ts'
+
+/** What every source says about its listings: the manifest's fields of a feed, without its file. */
+export type SourceTraits = Omit<FeedSpec, 'format' | 'path'> & { kind: 'builtin' | 'feed' }
 
 /** A source as the compiler takes it. */
-export interface SourceInput {
-  name: string
-  kind: 'builtin' | 'feed'
-  direction: Direction
-  group: string
-  subgroup: string
-  category: string
-  confidence: number
-  halfLifeDays: number
+export interface SourceInput extends SourceTraits {
   entries: FeedEntry[]
   rejected: RejectedLine[]
   lines: number
 }
 
 /** A source as the snapshot describes it (no entries; counts instead). */
-export interface SourceMeta {
+export interface SourceMeta extends SourceTraits {
   id: number
-  name: string
-  kind: 'builtin' | 'feed'
-  direction: Direction
-  group: string
-  subgroup: string
-  category: string
-  confidence: number
-  halfLifeDays: number
   /** Lines (or items) examined. */
   lines: number
   /** Distinct indicators indexed. */
