@@ -106,7 +106,9 @@ export function defaults (): Config {
     cacheSize: 100_000, // verdicts per shard
     maxInflight: 200_000, // indicators
     bodyLimit: 16 * 1024 * 1024, // 16 MiB: a 10,000-item bulk with long values and log-only fields fits
-    historyBatch: 5_000, // rows per transaction
+    // Rows per transaction. SQLite pays per dirty page at commit, and a batch dirties a page of the value index for
+    // nearly every row: 20,000 rows per commit writes ~37% more rows/s than 5,000 (bench:history, writer alone).
+    historyBatch: 20_000,
     historyFlushMs: 100, // ms
     historyMaxBacklog: 500_000, // records (~50 full bulks)
     spoolLimit: 1024 * 1024 * 1024, // 1 GiB

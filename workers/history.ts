@@ -33,7 +33,7 @@ const spool = new Spool(cfg.spoolDir)
  * Records held in memory before the excess goes to the spool. Admission refuses new requests well before this
  * (HistoryClient's backlog bound), so it is only a last guard for this thread's memory.
  */
-const kMaxInMemory = Math.max(cfg.batch * 100, 1_000_000)
+const kMaxInMemory = Math.max(cfg.batch * 10, 1_000_000)
 const kRetryMinMs = 100
 const kRetryMaxMs = 5_000
 const kPurgeEveryMs = 3_600_000

@@ -124,7 +124,7 @@ function dayToDate (day: number): string | null {
 }
 
 function round2 (x: number): number {
-  return Math.round(x * 100) / 100
+  return Math.round(x * 100) / 100 + 0 // + 0: never -0, which JSON cannot carry (the cache keeps verdicts as JSON)
 }
 
 /** Collects listings: per source only its strongest (most specific, then most recent) match counts. */
@@ -185,15 +185,12 @@ function collectNetwork (ind: NormalizedIndicator, profile: ScoringProfile, snap
     ctx.network = ind.normalized
     ctx.prefix_length = q
   }
-  const announced = snap.asnRange(ip.version, ip.words)
-  if (announced !== null) {
-    const { asn, range } = announced
-    const info = snap.asnInfo(asn)
-    ctx.asn = asn
-    ctx.as_org = info?.org ?? null
-    ctx.registry_range = `${formatIp({ version: ip.version, words: range.start })}-${formatIp({ version: ip.version, words: range.end })}`
-    const head = snap.findAsn(asn)
-    if (head !== 0) hits.addEntries(snap, head, 'asn', `AS${asn}`, profile.attenuation.asn)
+  const facts = snap.registryFacts(ip.version, ip.words)
+  if (facts !== null) {
+    ctx.asn = facts.asn
+    ctx.as_org = facts.info?.org ?? null
+    ctx.registry_range = facts.range
+    if (facts.listed !== 0) hits.addEntries(snap, facts.listed, 'asn', `AS${facts.asn}`, profile.attenuation.asn)
   }
   const cc = snap.countryOf(ip.version, ip.words)
   if (cc !== null) {
@@ -210,9 +207,12 @@ function maskIp (ip: NonNullable<NormalizedIndicator['ip']>, prefix: number): No
   return { version: ip.version, words }
 }
 
+const kParseOptions = { allowPrivateDomains: true, detectIp: false }
+
 function collectDomain (ind: NormalizedIndicator, profile: ScoringProfile, snap: Snapshot, hits: HitSet, ctx: Record<string, unknown>): void {
   const name = ind.normalized
-  const parsed = parseDomain(name, { allowPrivateDomains: true })
+  // detectIp off: a normalized domain is never an address (its top-level label is not numeric and it has no ':').
+  const parsed = parseDomain(name, kParseOptions)
   const suffixLabels = parsed.publicSuffix === null ? 1 : parsed.publicSuffix.split('.').length
   let head = snap.findDomain(name)
   if (head !== 0) hits.addEntries(snap, head, 'exact', name, 1)
@@ -301,6 +301,7 @@ export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap:
     }
   }
 
+  if (hits.bySource.size === 0 && hits.lexical.length === 0) return unlisted(ind, profile, ctx)
   const all = hits.all()
   const flags = new Set<string>()
   const sharedInfra = all.some((h) => h.src.direction === 'safe' && (h.src.subgroup === 'cdn' || h.src.subgroup === 'public_resolver'))
@@ -309,7 +310,8 @@ export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap:
   interface Weighed { hit: Hit, raw: number, decay: number, ageDays: number | null, infra: number, weight: number }
   const weighed: Weighed[] = []
   for (const h of all) {
-    for (const f of kSubgroupFlags[h.src.subgroup] ?? []) flags.add(f)
+    const subgroupFlags = kSubgroupFlags[h.src.subgroup]
+    if (subgroupFlags !== undefined) for (const f of subgroupFlags) flags.add(f)
     if (h.src.subgroup === 'non_routable' || h.src.subgroup === 'protocol_assignment') {
       if (h.label !== null) flags.add(h.label)
     }
@@ -337,10 +339,11 @@ export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap:
   if (maliciousSources.size >= 2) flags.add('multi_source')
 
   // Group caps, per direction: scale every member so the group's sum equals the cap.
-  const sums = new Map<string, number>()
+  const sumsUp = new Map<string, number>()
+  const sumsDown = new Map<string, number>()
   for (const w of weighed) {
-    const k = `${w.hit.src.group}|${w.raw > 0 ? '+' : '-'}`
-    sums.set(k, (sums.get(k) ?? 0) + Math.abs(w.raw))
+    const sums = w.raw > 0 ? sumsUp : sumsDown
+    sums.set(w.hit.src.group, (sums.get(w.hit.src.group) ?? 0) + Math.abs(w.raw))
   }
   let mass = 0
   let total = 0
@@ -348,7 +351,7 @@ export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap:
   for (const w of weighed) {
     const { hit } = w
     const cap = profile.groupCaps[hit.src.group] ?? Infinity
-    const sum = sums.get(`${hit.src.group}|${w.raw > 0 ? '+' : '-'}`) as number
+    const sum = (w.raw > 0 ? sumsUp : sumsDown).get(hit.src.group) as number
     const capScale = sum > cap ? cap / sum : 1
     const contribution = round2(w.raw * capScale)
     mass += Math.abs(w.raw)
@@ -404,6 +407,22 @@ export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap:
   }
 }
 
+/** The assessment of an indicator no source lists and no lexical signal flags: most of any bulk. */
+function unlisted (ind: NormalizedIndicator, profile: ScoringProfile, ctx: Record<string, unknown>): Assessment {
+  const score = Math.max(0, Math.min(100, Math.round(profile.baseline)))
+  addContext(ctx, [])
+  return {
+    type: ind.type,
+    normalized: ind.normalized,
+    risk: { score, strength: strengthOf(score, profile), category: categoryOf(score, profile, []), evidence_saturation: saturationOf(0, profile) },
+    signals: [],
+    scores: { signal_groups: {}, signal_subgroups: {} },
+    threat_context: ctx,
+    flags: [],
+    recommended_actions: actionsOf(score, ind.type, [], profile)
+  }
+}
+
 function addEntry (table: Record<string, ScoreEntry>, key: string, s: ScoredSignal): void {
   const e = table[key] ?? (table[key] = { contribution: 0, signal_count: 0, malicious: 0, safe: 0 })
   e.contribution = round2(e.contribution + s.contribution)
@@ -425,8 +444,9 @@ function breakdown (signals: ScoredSignal[]): Verdict['scores'] {
 function categoryOf (score: number, profile: ScoringProfile, signals: ScoredSignal[]): string {
   if (signals.length === 0) return 'unknown'
   if (score > profile.baseline) {
-    const present = new Set(signals.filter((s) => s.contribution > 0).map((s) => s.category))
-    for (const c of profile.categoryPrecedence) if (present.has(c)) return c
+    for (const c of profile.categoryPrecedence) {
+      for (const s of signals) if (s.contribution > 0 && s.category === c) return c
+    }
     return signals.find((s) => s.contribution > 0)?.category ?? 'suspicious'
   }
   if (score < profile.baseline) return signals.find((s) => s.contribution < 0)?.category ?? 'benign'

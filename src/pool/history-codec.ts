@@ -28,26 +28,28 @@ export class HistoryItems {
 
   /**
    * The encoded items, in an owned buffer that can be transferred. Layout: uint32 string count n, n uint32 end
-   * offsets into the UTF-8 data (0xffffffff for null), then the data. Native UTF-8 writes and reads on both sides.
+   * offsets in UTF-16 code units into the joined text (0xffffffff for null), then the joined text as UTF-8.
+   * One native write here and one native read on the writer's side, however many strings: offsets count code
+   * units, so the reader slices the decoded text instead of decoding each string.
    */
   encode (): Uint8Array<ArrayBuffer> {
     const n = this.flat.length
     const head = 4 + 4 * n
-    let cap = head
-    for (const str of this.flat) if (str !== null) cap += str.length * 3
-    const out = Buffer.allocUnsafeSlow(cap)
+    const text = this.flat.join('') // a null joins as ''
+    const out = Buffer.allocUnsafeSlow(head + Buffer.byteLength(text))
     out.writeUInt32LE(n, 0)
-    let off = head
+    let end = 0
     for (let i = 0; i < n; i++) {
       const str = this.flat[i] as string | null
       if (str === null) {
         out.writeUInt32LE(kNull, 4 + 4 * i)
         continue
       }
-      off += out.write(str, off, 'utf8')
-      out.writeUInt32LE(off - head, 4 + 4 * i)
+      end += str.length
+      out.writeUInt32LE(end, 4 + 4 * i)
     }
-    return new Uint8Array(out.buffer, 0, off) as Uint8Array<ArrayBuffer>
+    const written = out.write(text, head, 'utf8')
+    return new Uint8Array(out.buffer, 0, head + written) as Uint8Array<ArrayBuffer>
   }
 }
 
@@ -56,23 +58,29 @@ function decodeStrings (part: Uint8Array): Array<string | null> {
   const buf = Buffer.from(part.buffer, part.byteOffset, part.byteLength)
   const n = buf.readUInt32LE(0)
   const head = 4 + 4 * n
+  const text = buf.toString('utf8', head)
   const out: Array<string | null> = new Array(n)
-  let start = head
+  let start = 0
   for (let i = 0; i < n; i++) {
     const end = buf.readUInt32LE(4 + 4 * i)
     if (end === kNull) {
       out[i] = null
       continue
     }
-    out[i] = buf.toString('utf8', start, head + end)
-    start = head + end
+    out[i] = text.slice(start, end)
+    start = end
   }
   return out
 }
 
 /** The per-indicator JSON members of a record (everything that is not in the envelope). */
 export function itemFragment (indicator: { type: string | null, value: string, normalized: string | null }, verdictMembers: string, actionTaken: string | null, actionSource: string | null): string {
-  return `"indicator":${JSON.stringify(indicator)},${verdictMembers},"action_taken":${JSON.stringify(actionTaken)},"action_source":${JSON.stringify(actionSource)}`
+  return fragmentOf(JSON.stringify(indicator), verdictMembers, actionTaken, actionSource)
+}
+
+/** itemFragment with the indicator object already as JSON text. */
+export function fragmentOf (indicatorJson: string, verdictMembers: string, actionTaken: string | null, actionSource: string | null): string {
+  return `"indicator":${indicatorJson},${verdictMembers},"action_taken":${JSON.stringify(actionTaken)},"action_source":${JSON.stringify(actionSource)}`
 }
 
 /** Verdict members of a record for an invalid indicator. */

@@ -7,7 +7,7 @@ import { LRUCache } from 'lru-cache'
 import { Packr } from 'msgpackr'
 import { assess, normalize, render, selectProfile, type Assessment, type Snapshot } from '../engine/index.ts'
 import type { EvidenceDetails, IndicatorType, SignalDetails } from '../engine/types.ts'
-import { HistoryItems, itemFragment, kInvalidVerdictMembers } from './history-codec.ts'
+import { fragmentOf, HistoryItems, itemFragment, kInvalidVerdictMembers } from './history-codec.ts'
 
 /** One indicator as the main thread forwards it: [type, value, action_taken, action_source (normalized)]. */
 export type ChunkItem = [unknown, unknown, string | null, string | null]
@@ -196,10 +196,11 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
     const { entry, hit } = lookup(ctx, profile.version, ind.type, ind.normalized, ind, profile)
     if (hit) cacheHits++
     const sent = { type: ind.type, value: value as string, normalized: ind.normalized }
+    const sentJson = JSON.stringify(sent)
     if (params.format === 'json') {
       // Piece by piece: the cached tail is written as is, never copied into a concatenated string first.
       sink.write('{"indicator":')
-      sink.write(JSON.stringify(sent))
+      sink.write(sentJson)
       sink.write(',')
       sink.write(bulkTail(entry, params.signalDetails))
       sink.write(ind.warnings.length > 0 ? `,"warnings":${JSON.stringify(ind.warnings)}}` : '}')
@@ -212,7 +213,7 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
       sink.bytes(clientPackr.pack(item))
     }
     ends[i] = sink.len
-    history.add(ind.type, sent.value, ind.normalized, itemFragment(sent, historyMembers(entry, params.signalDetails), actionTaken, actionSource))
+    history.add(ind.type, sent.value, ind.normalized, fragmentOf(sentJson, historyMembers(entry, params.signalDetails), actionTaken, actionSource))
   }
   return { body: sink.take(), ends, history: history.encode(), cacheHits, invalid }
 }

@@ -20,7 +20,7 @@ import { readBuiltinSources } from '../../src/engine/intel/builtin.ts'
 import { listingKey } from '../../src/engine/intel/compile.ts'
 import { view } from '../../src/engine/intel/layout.ts'
 import { readFeed } from '../../src/engine/intel/manifest.ts'
-import { parseIp } from '../../src/engine/normalize/index.ts'
+import { formatIp, parseIp } from '../../src/engine/normalize/index.ts'
 import type { ReaderReply, ReaderRequest } from '../fixtures/snapshot-reader.ts'
 import { kSampleManifest, sampleSnapshot, sampleSnapshotData } from '../helper.ts'
 
@@ -325,6 +325,26 @@ describe('lookups', () => {
       assert.ok(both !== null)
       assert.equal(both.asn, snap.asnOf(p.version, p.words))
       assert.deepEqual(both.range, snap.asnRangeOf(p.version, p.words))
+    }
+  })
+
+  test('registry facts, remembered per range, are what the separate lookups give, on first use and after', async () => {
+    const snap = await sampleSnapshot()
+    const fresh = new Snapshot(await sampleSnapshotData())
+    const addresses = ['8.8.8.8', '8.8.4.4', '1.1.1.1', '2001:4860:4860::8888', '2606:4700:4700::1111', '10.0.0.1', '::1']
+    for (let i = 0; i < 2000; i++) addresses.push(`${(i * 7919) % 224}.${(i * 31) % 256}.${(i * 17) % 256}.${i % 256}`)
+    for (const round of [1, 2]) {
+      for (const s of addresses) {
+        const p = ip(s)
+        const facts = fresh.registryFacts(p.version, p.words)
+        const both = snap.asnRange(p.version, p.words)
+        if (both === null) {
+          assert.equal(facts, null, s)
+          continue
+        }
+        const range = `${formatIp({ version: p.version, words: both.range.start })}-${formatIp({ version: p.version, words: both.range.end })}`
+        assert.deepEqual(facts, { asn: both.asn, info: snap.asnInfo(both.asn), range, listed: snap.findAsn(both.asn) }, `${s}, round ${round}`)
+      }
     }
   })
 })

@@ -57,3 +57,18 @@ test('an empty chunk encodes and expands to no rows', () => {
   historyRows({ ...kEnvelope, count: 0 }, [new HistoryItems().encode()], rows)
   assert.deepEqual(rows, [])
 })
+
+test('a lone surrogate in one string leaves the strings after it intact', () => {
+  const items = new HistoryItems()
+  const lone = 'a\ud800'
+  items.add('domain', lone, null, itemFragment({ type: 'domain', value: lone, normalized: null }, kInvalidVerdictMembers, null, null))
+  items.add('domain', '\udc00b', null, itemFragment({ type: 'domain', value: 'c', normalized: null }, kInvalidVerdictMembers, 'allow', null))
+  const rows: HistoryRow[] = []
+  historyRows(kEnvelope, [items.encode()], rows)
+  assert.equal(rows.length, 2)
+  assert.equal(rows[0]?.indicatorValue, 'a\uFFFD', 'replaced as UTF-8 requires, and only that code unit')
+  assert.equal(rows[1]?.indicatorValue, '\uFFFDb')
+  const second = JSON.parse(recordJson((rows[1] as HistoryRow).envelope, (rows[1] as HistoryRow).item)) as Record<string, unknown>
+  assert.deepEqual(second.indicator, { type: 'domain', value: 'c', normalized: null })
+  assert.equal(second.action_taken, 'allow')
+})

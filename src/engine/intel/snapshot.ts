@@ -8,6 +8,7 @@ import { HashTableView } from './hash-table.ts'
 import { hashString, hashWords, KeyTag, type KeyPair } from './hash.ts'
 import { kAsnInfoStride, kEntryStride, kNet4PresenceBytes, type SnapshotData, type SnapshotHeader } from './compile.ts'
 import { view } from './layout.ts'
+import { formatIPv4, formatIPv6 } from '../normalize/ip.ts'
 import type { SourceMeta } from './source.ts'
 
 /** A range table over IPv4 (width 1) or IPv6 (width 4) addresses. */
@@ -95,6 +96,20 @@ function compare (arr: Uint32Array, at: number, w: ArrayLike<number>, width: num
 /** AS registry facts for one AS number. */
 export interface AsnInfo { asn: number, org: string | null, v4Ranges: number, v6Ranges: number }
 
+/** What the registry says about the range announcing an address: the same for every address in the range. */
+export interface RegistryFacts {
+  asn: number
+  /** The AS's registry facts, or null when the registry does not know the AS. */
+  info: AsnInfo | null
+  /** The range as `first-last`. */
+  range: string
+  /** First listing entry of the AS (as findAsn), or 0. */
+  listed: number
+}
+
+/** Registry facts remembered per range before the memo is cleared (a bound on its memory: ~25 MB). */
+const kMaxMemoRanges = 100_000
+
 /** A mapped snapshot. */
 export class Snapshot {
   readonly header: SnapshotHeader
@@ -121,6 +136,16 @@ export class Snapshot {
   private readonly pair: KeyPair = { h1: 0, h2: 0 }
   /** Decoded pool strings, filled on first use (a cache of immutable data: lookups stay pure). */
   private readonly decoded = new Map<number, string>()
+  /**
+   * Registry facts per announcing range (IPv4 range i at key i, IPv6 range i at key -1 - i), filled on first use
+   * like `decoded`: addresses of one bulk share few ranges, and each fact costs two hash-table reads and two
+   * address formats. Cleared when full.
+   */
+  private readonly facts = new Map<number, RegistryFacts>()
+  /** AS facts per AS number, filled on first use (there are ~80,000 AS numbers). */
+  private readonly asns = new Map<number, AsnInfo | null>()
+  /** Country codes by their packed value. */
+  private readonly codes = new Map<number, string>()
   /**
    * Presence filter over the hash table: bit (h2 & filterMask) is set for every stored key. The table is far larger
    * than the CPU caches and an IPv4 address needs one random read per listed prefix length (16 with the sample
@@ -258,21 +283,51 @@ export class Snapshot {
     return { asn, range: { start: Array.from(r.starts.subarray(b, b + 4)), end: Array.from(r.ends.subarray(b, b + 4)) } }
   }
 
+  /** The registry facts of the range announcing the address, or null when no range holds it. */
+  registryFacts (version: 4 | 6, words: ArrayLike<number>): RegistryFacts | null {
+    const r = version === 4 ? this.asn4 : this.asn6
+    const i = r.find(words)
+    if (i === -1) return null
+    const key = version === 4 ? i : -1 - i
+    let f = this.facts.get(key)
+    if (f === undefined) {
+      const asn = (version === 4 ? this.asn4v : this.asn6v)[i] as number
+      const b = i * r.width
+      const range = version === 4
+        ? `${formatIPv4(r.starts[i] as number)}-${formatIPv4(r.ends[i] as number)}`
+        : `${formatIPv6(Array.from(r.starts.subarray(b, b + 4)))}-${formatIPv6(Array.from(r.ends.subarray(b, b + 4)))}`
+      f = { asn, info: this.asnInfo(asn), range, listed: this.findAsn(asn) }
+      if (this.facts.size >= kMaxMemoRanges) this.facts.clear()
+      this.facts.set(key, f)
+    }
+    return f
+  }
+
   /** Two-letter country code of the address, or null. */
   countryOf (version: 4 | 6, words: ArrayLike<number>): string | null {
     const r = version === 4 ? this.cc4 : this.cc6
     const i = r.find(words)
     if (i === -1) return null
     const v = (version === 4 ? this.cc4v : this.cc6v)[i] as number
-    return v === 0 ? null : String.fromCharCode(v >> 8, v & 0xff)
+    if (v === 0) return null
+    let code = this.codes.get(v)
+    if (code === undefined) {
+      code = String.fromCharCode(v >> 8, v & 0xff)
+      this.codes.set(v, code)
+    }
+    return code
   }
 
   /** Registry facts of an AS number, or null when the registry does not know it. */
   asnInfo (asn: number): AsnInfo | null {
-    const v = this.find(hashWords(KeyTag.asnInfo, asn, 0, 0, 0, 0, this.pair))
-    if (v === 0) return null
-    const b = (v - 1) * kAsnInfoStride
-    const org = this.asnInfoArr[b] as number
-    return { asn, org: org === 0 ? null : this.string(org - 1), v4Ranges: this.asnInfoArr[b + 1] as number, v6Ranges: this.asnInfoArr[b + 2] as number }
+    let info = this.asns.get(asn)
+    if (info === undefined) {
+      const v = this.find(hashWords(KeyTag.asnInfo, asn, 0, 0, 0, 0, this.pair))
+      const b = (v - 1) * kAsnInfoStride
+      const org = this.asnInfoArr[b] as number
+      info = v === 0 ? null : { asn, org: org === 0 ? null : this.string(org - 1), v4Ranges: this.asnInfoArr[b + 1] as number, v6Ranges: this.asnInfoArr[b + 2] as number }
+      this.asns.set(asn, info)
+    }
+    return info
   }
 }

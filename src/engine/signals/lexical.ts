@@ -156,12 +156,38 @@ export function editDistance (a: string, b: string, max: number): number {
   return prev[m] as number
 }
 
-/** Lookalike: within `tolerance` edits of a guarded domain but not that domain. */
+/** Bit (code % 31) for each character of `s`: two strings whose masks differ in b bits are at least b / 2 edits apart. */
+function charMask (s: string): number {
+  let m = 0
+  for (let i = 0; i < s.length; i++) m |= 1 << (s.charCodeAt(i) % 31)
+  return m
+}
+
+function popcount (x: number): number {
+  x -= (x >>> 1) & 0x55555555
+  x = (x & 0x33333333) + ((x >>> 2) & 0x33333333)
+  return Math.imul((x + (x >>> 4)) & 0x0f0f0f0f, 0x01010101) >>> 24
+}
+
+/** Character masks of guarded domains (a memo of a pure function; the targets are a few dozen names). */
+const kTargetMasks = new Map<string, number>()
+
+/**
+ * Lookalike: within `tolerance` edits of a guarded domain but not that domain. One edit changes the presence of at
+ * most two characters, and a character bucket of the mask can only differ when some character in it does, so a
+ * target whose mask differs in more than 2 x tolerance bits cannot be within tolerance: it is skipped without the
+ * edit-distance pass. The filter never skips a true lookalike.
+ */
 export function lookalike (registrable: string, targets: readonly string[], tolerance: number): { target: string, distance: number } | null {
   for (const target of targets) {
     if (registrable === target) return null
   }
+  const mask = charMask(registrable)
   for (const target of targets) {
+    if (Math.abs(registrable.length - target.length) > tolerance) continue
+    let tm = kTargetMasks.get(target)
+    if (tm === undefined) kTargetMasks.set(target, tm = charMask(target))
+    if (popcount(mask ^ tm) > 2 * tolerance) continue
     const d = editDistance(registrable, target, tolerance)
     if (d > 0 && d <= tolerance) return { target, distance: d }
   }
