@@ -207,17 +207,24 @@ function maskIp (ip: NonNullable<NormalizedIndicator['ip']>, prefix: number): No
   return { version: ip.version, words }
 }
 
-const kParseOptions = { allowPrivateDomains: true, detectIp: false }
+/**
+ * tldts options for a normalized name. Normalization already guarantees what tldts would check or extract (a
+ * lowercase LDH-or-underscore hostname, no empty label, no label over 63 characters or edged with a hyphen, no
+ * trailing dot, never an address), so the checks are skipped; test/engine/score.test.ts holds both option sets
+ * to the same answers.
+ */
+export const kParseOptions = { allowPrivateDomains: true, detectIp: false, extractHostname: false, validateHostname: false, mixedInputs: false }
 
 function collectDomain (ind: NormalizedIndicator, profile: ScoringProfile, snap: Snapshot, hits: HitSet, ctx: Record<string, unknown>): void {
   const name = ind.normalized
-  // detectIp off: a normalized domain is never an address (its top-level label is not numeric and it has no ':').
   const parsed = parseDomain(name, kParseOptions)
-  const suffixLabels = parsed.publicSuffix === null ? 1 : parsed.publicSuffix.split('.').length
+  let suffixLabels = 1
+  if (parsed.publicSuffix !== null) for (let i = parsed.publicSuffix.indexOf('.'); i !== -1; i = parsed.publicSuffix.indexOf('.', i + 1)) suffixLabels++
   let head = snap.findDomain(name)
   if (head !== 0) hits.addEntries(snap, head, 'exact', name, 1)
   let rest = name
-  let labels = name.split('.').length
+  let labels = 1
+  for (let i = name.indexOf('.'); i !== -1; i = name.indexOf('.', i + 1)) labels++
   while (labels - 1 > suffixLabels) {
     rest = rest.slice(rest.indexOf('.') + 1)
     labels--
@@ -419,8 +426,23 @@ function unlisted (ind: NormalizedIndicator, profile: ScoringProfile, ctx: Recor
     scores: { signal_groups: {}, signal_subgroups: {} },
     threat_context: ctx,
     flags: [],
-    recommended_actions: actionsOf(score, ind.type, [], profile)
+    recommended_actions: unlistedActions(score, ind.type, profile)
   }
+}
+
+/** Actions for unlisted indicators per profile and type: they depend on nothing else. Frozen, so sharing is safe. */
+const kUnlistedActions = new WeakMap<ScoringProfile, Map<string, ReadonlyArray<{ action: string, order: number }>>>()
+
+function unlistedActions (score: number, type: IndicatorType, profile: ScoringProfile): Array<{ action: string, order: number }> {
+  let byType = kUnlistedActions.get(profile)
+  if (byType === undefined) kUnlistedActions.set(profile, byType = new Map())
+  const key = `${type}|${score}`
+  let actions = byType.get(key)
+  if (actions === undefined) {
+    actions = Object.freeze(actionsOf(score, type, [], profile).map((a) => Object.freeze(a)))
+    byType.set(key, actions)
+  }
+  return actions as Array<{ action: string, order: number }>
 }
 
 function addEntry (table: Record<string, ScoreEntry>, key: string, s: ScoredSignal): void {

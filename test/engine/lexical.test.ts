@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { mulberry32 } from '../../bench/corpus.ts'
-import { editDistance, lookalike } from '../../src/engine/signals/lexical.ts'
+import { editDistance, entropy, lookalike } from '../../src/engine/signals/lexical.ts'
 
 /** Plain Levenshtein distance, no band and no early exit. */
 function levenshtein (a: string, b: string): number {
@@ -67,5 +67,23 @@ test('the banded edit distance is exact up to its bound and above it beyond', ()
       if (d <= max) assert.equal(got, d, `${a} / ${b}`)
       else assert.ok(got > max, `${a} / ${b}: ${got} should exceed ${max}`)
     }
+  }
+})
+
+test('entropy is Shannon entropy per code point, for ASCII and other text alike', () => {
+  assert.equal(entropy('aaaa'), 0)
+  assert.equal(entropy('ab'), 1)
+  assert.equal(entropy('abcdabcd'), 2)
+  assert.equal(entropy('\u0430\u0430'), 0, 'Cyrillic a twice')
+  assert.equal(entropy('\u{1F600}a'), 1, 'an astral character counts once')
+  const rand = mulberry32(3)
+  for (let i = 0; i < 2000; i++) {
+    const s = candidate(rand)
+    const counts = new Map<string, number>()
+    for (const ch of s) counts.set(ch, (counts.get(ch) ?? 0) + 1)
+    let h = 0
+    for (const n of counts.values()) h -= (n / s.length) * Math.log2(n / s.length)
+    assert.ok(Math.abs(entropy(s) - h) < 1e-12, s)
+    assert.equal(entropy(s), entropy(s), 'no state carried between calls')
   }
 })

@@ -13,6 +13,7 @@ import {
   assess, compileSnapshot, DEFAULT_PROFILE, kTopSignals, loadManifest, normalize, PROFILES, render, score, selectProfile,
   Snapshot, type ScoreParams, type ScoringProfile, type ThreatSignal, type Verdict
 } from '../../src/engine/index.ts'
+import { kParseOptions } from '../../src/engine/score.ts'
 import { kSampleManifest, sampleSnapshot, sampleSnapshotData } from '../helper.ts'
 
 const kRequire = createRequire(import.meta.url)
@@ -435,4 +436,28 @@ describe('hostile input', () => {
     }
     assert.ok(ok > 0 && invalid > 0, `ok ${ok}, invalid ${invalid}`)
   })
+})
+
+test('tldts with its checks skipped answers as with them for every name normalization lets through', () => {
+  const parse = (kRequire('tldts') as typeof import('tldts')).parse
+  const names = [
+    '_dmarc.example.com', 'xn--bcher-kva.de', 'bücher.de', 'a.b.c.d.e.co.uk', 'x.blogspot.com', 'foo.ck', 'www.ck',
+    'a-b.example', 'localhost.localdomain', '123.example.com', 'example.com.', 'EXAMPLE.COM', 'hxxp://evil[.]com/x',
+    'a_b.c_d.example.org', 'xn--80ak6aa92e.com', 'sub.domain.github.io', 'x.y.z.s3.amazonaws.com', 'co.uk', 'k12.ak.us',
+    'a.' + 'b'.repeat(63) + '.com', '1.2.3.4.example', 'xn--p1ai', 'test.xn--p1ai', 'deep.' + 'x.'.repeat(60) + 'net'
+  ]
+  for (const it of mixedCorpus(20_000, 77)) if (it.type === 'domain' || it.type === undefined) names.push(it.value)
+  let checked = 0
+  for (const value of names) {
+    const n = normalize(value, 'domain')
+    if (!n.ok) continue
+    checked++
+    const name = n.indicator.normalized
+    // isIp is left null when detection is off; everything the scorer reads must agree.
+    const { isIp: _skipped, ...fast } = parse(name, kParseOptions)
+    const { isIp, ...full } = parse(name, { allowPrivateDomains: true })
+    assert.equal(isIp, false, name)
+    assert.deepEqual(fast, full, name)
+  }
+  assert.ok(checked > 5000, `checked ${checked}`)
 })

@@ -5,16 +5,44 @@
  */
 import { domainToUnicode } from 'node:url'
 
-/** Shannon entropy in bits per character. */
+/** Character counts of an ASCII string (scratch space only: the functions stay pure). */
+const kCounts = new Int32Array(128)
+
+/** Shannon entropy in bits per character (per code point). */
 export function entropy (s: string): number {
-  const counts = new Map<string, number>()
-  for (const ch of s) counts.set(ch, (counts.get(ch) ?? 0) + 1)
+  let ascii = true
+  for (let i = 0; i < s.length && ascii; i++) ascii = s.charCodeAt(i) < 128
   let h = 0
+  if (ascii) {
+    for (let i = 0; i < s.length; i++) {
+      const c = s.charCodeAt(i)
+      kCounts[c] = (kCounts[c] as number) + 1
+    }
+    for (let i = 0; i < s.length; i++) {
+      const c = s.charCodeAt(i)
+      const n = kCounts[c] as number
+      if (n === 0) continue // counted already
+      kCounts[c] = 0
+      const p = n / s.length
+      h -= p * Math.log2(p)
+    }
+    return h
+  }
+  const counts = new Map<string, number>()
+  let length = 0
+  for (const ch of s) {
+    counts.set(ch, (counts.get(ch) ?? 0) + 1)
+    length++
+  }
   for (const n of counts.values()) {
-    const p = n / s.length
+    const p = n / length
     h -= p * Math.log2(p)
   }
   return h
+}
+
+function round3 (x: number): number {
+  return Math.round(x * 1000) / 1000
 }
 
 /**
@@ -39,8 +67,7 @@ export function dgaLike (label: string, minLength: number, minEntropy: number): 
   const digitRatio = digits / label.length
   if (h < minEntropy) return null
   if (vowelRatio >= 0.25 && digitRatio <= 0.2) return null
-  const round = (x: number): number => Math.round(x * 1000) / 1000
-  return { entropy: round(h), vowel_ratio: round(vowelRatio), digit_ratio: round(digitRatio) }
+  return { entropy: round3(h), vowel_ratio: round3(vowelRatio), digit_ratio: round3(digitRatio) }
 }
 
 /** Cyrillic and Greek letters that render like Latin ones (Unicode confusables, lowercase subset). */
