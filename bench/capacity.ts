@@ -2,13 +2,19 @@
  * Capacity bench: drives a listening service (a child process per mode, on 127.0.0.1) with 10,000-indicator
  * bulks at rising concurrency and with single calls, for the scoring pool and for inline mode in the same run,
  * and prints indicators/s and p50/p95/p99 latency. Cold cache: every bulk carries indicators never sent before.
+ * Each row also gives the CPU time the server process (all its threads: HTTP, scoring workers, history writer,
+ * garbage collection) and this client spent per indicator while it ran: with the cores a fleet has, that sizes it.
  *
- *   node --import tsx bench/capacity.ts [--bulks 24] [--concurrency 1,2,4] [--singles 2000] [--pool 2]
+ *   node --import tsx bench/capacity.ts [--bulks 24] [--concurrency 1,2,4] [--singles 2000] [--pool 2] [--cache-size N] [--rounds 3]
+ *
+ * Both servers run at once and the two modes take turns on idle servers, level by level, for --rounds rounds; the
+ * summary gives medians over rounds, and the pool/inline ratio per round (both measured minutes apart at most).
+ * --cache-size sets IOC_CACHE_SIZE (verdicts per shard) for both servers; the default is the service's own.
  *
  * Results are printed and written to bench/results/capacity.json.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -24,13 +30,16 @@ const { values } = parseArgs({
     concurrency: { type: 'string', default: '1,2,4' },
     singles: { type: 'string', default: '2000' },
     pool: { type: 'string', default: String(availableParallelism()) },
-    size: { type: 'string', default: '10000' }
+    size: { type: 'string', default: '10000' },
+    'cache-size': { type: 'string' },
+    rounds: { type: 'string', default: '3' }
   }
 })
 const kBulks = Number(values.bulks)
 const kLevels = values.concurrency.split(',').map(Number)
 const kSingles = Number(values.singles)
 const kSize = Number(values.size)
+const kRounds = Number(values.rounds)
 
 interface Server { proc: ChildProcess, base: string, key: string, dir: string }
 
@@ -45,7 +54,8 @@ async function startServer (poolSize: number): Promise<Server> {
       IOC_POOL_SIZE: String(poolSize),
       IOC_LOG_LEVEL: 'warn',
       IOC_INTEL_CACHE_DIR: kIntelCache,
-      IOC_MAX_INFLIGHT: '1000000'
+      IOC_MAX_INFLIGHT: '1000000',
+      ...(values['cache-size'] === undefined ? {} : { IOC_CACHE_SIZE: values['cache-size'] })
     },
     stdio: ['ignore', 'ignore', 'pipe']
   })
@@ -77,12 +87,44 @@ function pct (sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] as number
 }
 
-interface Row { mode: string, kind: string, concurrency: number, requests: number, indicators: number, seconds: number, indicatorsPerSec: number, p50: number, p95: number, p99: number, errors: number }
+interface Row {
+  mode: string
+  kind: string
+  concurrency: number
+  requests: number
+  indicators: number
+  seconds: number
+  indicatorsPerSec: number
+  p50: number
+  p95: number
+  p99: number
+  /** CPU time the server process (every thread: HTTP, scoring, history, GC) and this client spent per indicator. */
+  serverCpuUsPerIndicator: number | null
+  clientCpuUsPerIndicator: number
+  errors: number
+  errorStatuses: string
+}
+
+/** User + system CPU ms of a process, all threads (Linux /proc; null elsewhere). */
+function processCpuMs (pid: number | undefined): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return (Number(fields[11]) + Number(fields[12])) * 1000 / kClockTicks
+  } catch {
+    return null
+  }
+}
+/** USER_HZ: 100 on every Linux architecture Node supports. */
+const kClockTicks = 100
 
 async function drive (s: Server, dispatcher: Agent, bodies: Buffer[], concurrency: number, path: string, perRequest: number, mode: string, kind: string): Promise<Row> {
   const lat: number[] = []
   let next = 0
   let errors = 0
+  const statuses = new Map<string, number>()
+  const server0 = processCpuMs(s.proc.pid)
+  const client0 = process.cpuUsage()
   const t0 = performance.now()
   await Promise.all(Array.from({ length: concurrency }, async () => {
     for (;;) {
@@ -95,12 +137,18 @@ async function drive (s: Server, dispatcher: Agent, bodies: Buffer[], concurrenc
         headers: { 'content-type': 'application/json', 'x-api-key': s.key },
         body: bodies[i] as Buffer
       })
-      await res.body.arrayBuffer()
-      if (res.statusCode !== 200) errors++
+      const body = await res.body.arrayBuffer()
+      if (res.statusCode !== 200) {
+        errors++
+        const code = /"code":"([A-Z_]+)"/.exec(Buffer.from(body).toString())?.[1] ?? ''
+        statuses.set(`${res.statusCode} ${code}`, (statuses.get(`${res.statusCode} ${code}`) ?? 0) + 1)
+      }
       lat.push(performance.now() - start)
     }
   }))
   const seconds = (performance.now() - t0) / 1000
+  const server1 = processCpuMs(s.proc.pid)
+  const client = process.cpuUsage(client0)
   lat.sort((a, b) => a - b)
   const round = (x: number): number => Math.round(x * 10) / 10
   return {
@@ -114,7 +162,10 @@ async function drive (s: Server, dispatcher: Agent, bodies: Buffer[], concurrenc
     p50: round(pct(lat, 0.5)),
     p95: round(pct(lat, 0.95)),
     p99: round(pct(lat, 0.99)),
-    errors
+    serverCpuUsPerIndicator: server0 === null || server1 === null ? null : round((server1 - server0) * 1000 / (bodies.length * perRequest)),
+    clientCpuUsPerIndicator: round((client.user + client.system) / (bodies.length * perRequest)),
+    errors,
+    errorStatuses: [...statuses].map(([k, n]) => `${k} x${n}`).join(', ')
   }
 }
 
@@ -126,39 +177,81 @@ function singleBodies (n: number): Buffer[] {
   return mixedCorpus(n, seed++).map((ind) => Buffer.from(JSON.stringify({ indicator: ind })))
 }
 
-const rows: Row[] = []
+/** Waits until the server is idle (its history writer has drained): under 5% of a core for 300 ms, at most 60 s. */
+async function quiet (server: Server): Promise<void> {
+  const until = Date.now() + 60_000
+  for (;;) {
+    const a = processCpuMs(server.proc.pid)
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    const b = processCpuMs(server.proc.pid)
+    if (a === null || b === null || b - a < 15 || Date.now() > until) return
+  }
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length === 0 ? NaN : s.length % 2 === 1 ? s[s.length >> 1] as number : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2
+}
+
+// Both servers run side by side and the modes take turns, level by level and round by round (the order flips each
+// round), each run starting on idle servers: on a shared machine speed drifts over minutes, and running all of one
+// mode and then all of the other would compare two different machines. The ratio is taken per round, then the median.
 const modes: Array<[string, number]> = [['pool', Number(values.pool)], ['inline', 0]]
-for (const [mode, size] of modes) {
-  process.stderr.write(`starting ${mode} server (pool size ${size})...\n`)
-  const s = await startServer(size)
-  const dispatcher = new Agent({ connections: 64, pipelining: 1 })
-  try {
+const servers = new Map<string, { server: Server, dispatcher: Agent }>()
+const rows: Array<Row & { round: number }> = []
+try {
+  for (const [mode, size] of modes) {
+    process.stderr.write(`starting ${mode} server (pool size ${size})...\n`)
+    servers.set(mode, { server: await startServer(size), dispatcher: new Agent({ connections: 64, pipelining: 1 }) })
+  }
+  for (const [mode] of modes) {
+    const { server, dispatcher } = servers.get(mode) as { server: Server, dispatcher: Agent }
     // Warm-up: JIT and thread start, with its own indicators (not reused later).
-    await drive(s, dispatcher, bulkBodies(3), 1, '/api/v2/ioc/verdict/bulk', kSize, mode, 'warmup')
+    await drive(server, dispatcher, bulkBodies(3), 1, '/api/v2/ioc/verdict/bulk', kSize, mode, 'warmup')
+  }
+  for (let round = 1; round <= kRounds; round++) {
     for (const c of kLevels) {
-      const row = await drive(s, dispatcher, bulkBodies(kBulks), c, '/api/v2/ioc/verdict/bulk', kSize, mode, 'bulk')
-      rows.push(row)
-      process.stderr.write(`${JSON.stringify(row)}\n`)
+      const order = round % 2 === 1 ? modes : [...modes].reverse()
+      for (const [mode] of order) {
+        const { server, dispatcher } = servers.get(mode) as { server: Server, dispatcher: Agent }
+        const bodies = bulkBodies(kBulks)
+        for (const other of servers.values()) await quiet(other.server)
+        const row = { round, ...await drive(server, dispatcher, bodies, c, '/api/v2/ioc/verdict/bulk', kSize, mode, 'bulk') }
+        rows.push(row)
+        process.stderr.write(`${JSON.stringify(row)}\n`)
+      }
     }
-    const single = await drive(s, dispatcher, singleBodies(kSingles), 16, '/api/v2/ioc/verdict', 1, mode, 'single')
-    rows.push(single)
-    process.stderr.write(`${JSON.stringify(single)}\n`)
-  } finally {
+  }
+  for (const [mode] of modes) {
+    const { server, dispatcher } = servers.get(mode) as { server: Server, dispatcher: Agent }
+    const bodies = singleBodies(kSingles)
+    for (const other of servers.values()) await quiet(other.server)
+    const row = { round: 1, ...await drive(server, dispatcher, bodies, 16, '/api/v2/ioc/verdict', 1, mode, 'single') }
+    rows.push(row)
+    process.stderr.write(`${JSON.stringify(row)}\n`)
+  }
+} finally {
+  for (const { server, dispatcher } of servers.values()) {
     await dispatcher.close()
-    await stopServer(s)
+    await stopServer(server)
   }
 }
 
 console.table(rows)
-const best = (mode: string): number => Math.max(...rows.filter((r) => r.mode === mode && r.kind === 'bulk').map((r) => r.indicatorsPerSec))
-const p50c1 = (mode: string): number => rows.find((r) => r.mode === mode && r.kind === 'bulk' && r.concurrency === kLevels[0])?.p50 ?? NaN
+const bulkRows = (mode: string, round: number): Row[] => rows.filter((r) => r.mode === mode && r.kind === 'bulk' && r.round === round)
+const bestOf = (mode: string, round: number): number => Math.max(...bulkRows(mode, round).map((r) => r.indicatorsPerSec))
+const rounds = Array.from({ length: kRounds }, (_, i) => i + 1)
+const ratios = rounds.map((r) => Math.round(bestOf('pool', r) / bestOf('inline', r) * 100) / 100)
+const p50c1 = (mode: string): number => median(rounds.map((r) => bulkRows(mode, r).find((x) => x.concurrency === kLevels[0])?.p50 ?? NaN))
 const summary = {
   date: new Date().toISOString(),
   cpus: availableParallelism(),
   bulkSize: kSize,
-  poolBestIndicatorsPerSec: best('pool'),
-  inlineBestIndicatorsPerSec: best('inline'),
-  poolOverInline: Math.round(best('pool') / best('inline') * 100) / 100,
+  rounds: kRounds,
+  poolBestIndicatorsPerSec: median(rounds.map((r) => bestOf('pool', r))),
+  inlineBestIndicatorsPerSec: median(rounds.map((r) => bestOf('inline', r))),
+  poolOverInlinePerRound: ratios,
+  poolOverInline: median(ratios),
   poolBulkP50msAtConcurrency1: p50c1('pool'),
   inlineBulkP50msAtConcurrency1: p50c1('inline')
 }
