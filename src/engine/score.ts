@@ -129,17 +129,24 @@ function round2 (x: number): number {
 
 /** Collects listings: per source only its strongest (most specific, then most recent) match counts. */
 class HitSet {
-  readonly bySource = new Map<number, Hit>()
-  readonly lexical: Hit[] = []
+  /** Created on the first listing: most indicators have none. */
+  private bySource: Map<number, Hit> | null = null
+  private lexical: Hit[] | null = null
+
+  /** True when nothing was added. */
+  get empty (): boolean {
+    return this.bySource === null && this.lexical === null
+  }
 
   add (hit: Hit): void {
     if (hit.src.id < 0) {
-      this.lexical.push(hit)
+      (this.lexical ??= []).push(hit)
       return
     }
-    const prev = this.bySource.get(hit.src.id)
+    const bySource = (this.bySource ??= new Map())
+    const prev = bySource.get(hit.src.id)
     if (prev === undefined || hit.attenuation > prev.attenuation || (hit.attenuation === prev.attenuation && hit.lastDay > prev.lastDay)) {
-      this.bySource.set(hit.src.id, hit)
+      bySource.set(hit.src.id, hit)
     }
   }
 
@@ -156,7 +163,7 @@ class HitSet {
   }
 
   all (): Hit[] {
-    return [...this.bySource.values(), ...this.lexical]
+    return [...(this.bySource?.values() ?? []), ...(this.lexical ?? [])]
   }
 }
 
@@ -308,7 +315,7 @@ export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap:
     }
   }
 
-  if (hits.bySource.size === 0 && hits.lexical.length === 0) return unlisted(ind, profile, ctx)
+  if (hits.empty) return unlisted(ind, profile, ctx)
   const all = hits.all()
   const flags = new Set<string>()
   const sharedInfra = all.some((h) => h.src.direction === 'safe' && (h.src.subgroup === 'cdn' || h.src.subgroup === 'public_resolver'))
@@ -414,35 +421,45 @@ export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap:
   }
 }
 
+/** Frozen so that assessments can share them: JSON and msgpack read them, nothing writes them. */
+const kNone: readonly never[] = Object.freeze([])
+const kNoScores: Verdict['scores'] = Object.freeze({ signal_groups: Object.freeze({}), signal_subgroups: Object.freeze({}) })
+
+/** What every unlisted indicator of a profile shares: its risk, empty scores and, per type, its actions. */
+interface UnlistedParts {
+  risk: Verdict['risk']
+  actions: Map<IndicatorType, Array<{ action: string, order: number }>>
+}
+const kUnlisted = new WeakMap<ScoringProfile, UnlistedParts>()
+
 /** The assessment of an indicator no source lists and no lexical signal flags: most of any bulk. */
 function unlisted (ind: NormalizedIndicator, profile: ScoringProfile, ctx: Record<string, unknown>): Assessment {
-  const score = Math.max(0, Math.min(100, Math.round(profile.baseline)))
-  addContext(ctx, [])
+  let parts = kUnlisted.get(profile)
+  if (parts === undefined) {
+    const score = Math.max(0, Math.min(100, Math.round(profile.baseline)))
+    const risk = { score, strength: strengthOf(score, profile), category: categoryOf(score, profile, []), evidence_saturation: saturationOf(0, profile) }
+    kUnlisted.set(profile, parts = { risk: Object.freeze(risk), actions: new Map() })
+  }
+  let actions = parts.actions.get(ind.type)
+  if (actions === undefined) {
+    actions = Object.freeze(actionsOf(parts.risk.score, ind.type, [], profile).map((a) => Object.freeze(a))) as Array<{ action: string, order: number }>
+    parts.actions.set(ind.type, actions)
+  }
+  ctx.listed_by = kNone
+  ctx.known_good_by = kNone
+  ctx.threat_labels = kNone
+  ctx.first_seen = null
+  ctx.last_seen = null
   return {
     type: ind.type,
     normalized: ind.normalized,
-    risk: { score, strength: strengthOf(score, profile), category: categoryOf(score, profile, []), evidence_saturation: saturationOf(0, profile) },
-    signals: [],
-    scores: { signal_groups: {}, signal_subgroups: {} },
+    risk: parts.risk,
+    signals: kNone as never[],
+    scores: kNoScores,
     threat_context: ctx,
-    flags: [],
-    recommended_actions: unlistedActions(score, ind.type, profile)
+    flags: kNone as never[],
+    recommended_actions: actions
   }
-}
-
-/** Actions for unlisted indicators per profile and type: they depend on nothing else. Frozen, so sharing is safe. */
-const kUnlistedActions = new WeakMap<ScoringProfile, Map<string, ReadonlyArray<{ action: string, order: number }>>>()
-
-function unlistedActions (score: number, type: IndicatorType, profile: ScoringProfile): Array<{ action: string, order: number }> {
-  let byType = kUnlistedActions.get(profile)
-  if (byType === undefined) kUnlistedActions.set(profile, byType = new Map())
-  const key = `${type}|${score}`
-  let actions = byType.get(key)
-  if (actions === undefined) {
-    actions = Object.freeze(actionsOf(score, type, [], profile).map((a) => Object.freeze(a)))
-    byType.set(key, actions)
-  }
-  return actions as Array<{ action: string, order: number }>
 }
 
 function addEntry (table: Record<string, ScoreEntry>, key: string, s: ScoredSignal): void {

@@ -107,8 +107,6 @@ export interface RegistryFacts {
   listed: number
 }
 
-/** Registry facts remembered per range before the memo is cleared (a bound on its memory: ~25 MB). */
-const kMaxMemoRanges = 100_000
 
 /** A mapped snapshot. */
 export class Snapshot {
@@ -137,13 +135,11 @@ export class Snapshot {
   /** Decoded pool strings, filled on first use (a cache of immutable data: lookups stay pure). */
   private readonly decoded = new Map<number, string>()
   /**
-   * Registry facts per announcing range (IPv4 range i at key i, IPv6 range i at key -1 - i), filled on first use
-   * like `decoded`: addresses of one bulk share few ranges, and each fact costs two hash-table reads and two
-   * address formats. Cleared when full.
+   * Per AS number, filled on first use: its registry facts and its first listing entry (two hash-table reads each).
+   * A cache of immutable data like `decoded`. Only AS numbers the snapshot knows enter it, so it is bounded by the
+   * registry and the feeds (~80,000), whatever numbers callers send.
    */
-  private readonly facts = new Map<number, RegistryFacts>()
-  /** AS facts per AS number, filled on first use (there are ~80,000 AS numbers). */
-  private readonly asns = new Map<number, AsnInfo | null>()
+  private readonly asns = new Map<number, { info: AsnInfo | null, listed: number }>()
   /** Country codes by their packed value. */
   private readonly codes = new Map<number, string>()
   /**
@@ -227,7 +223,7 @@ export class Snapshot {
 
   /** Listings of an AS number. */
   findAsn (asn: number): number {
-    return this.find(hashWords(KeyTag.asn, asn, 0, 0, 0, 0, this.pair))
+    return this.asnFacts(asn).listed
   }
 
   /** Source id of entry `e` (a value from find/entryNext, i.e. index + 1). */
@@ -288,19 +284,26 @@ export class Snapshot {
     const r = version === 4 ? this.asn4 : this.asn6
     const i = r.find(words)
     if (i === -1) return null
-    const key = version === 4 ? i : -1 - i
-    let f = this.facts.get(key)
-    if (f === undefined) {
-      const asn = (version === 4 ? this.asn4v : this.asn6v)[i] as number
-      const b = i * r.width
-      const range = version === 4
-        ? `${formatIPv4(r.starts[i] as number)}-${formatIPv4(r.ends[i] as number)}`
-        : `${formatIPv6(Array.from(r.starts.subarray(b, b + 4)))}-${formatIPv6(Array.from(r.ends.subarray(b, b + 4)))}`
-      f = { asn, info: this.asnInfo(asn), range, listed: this.findAsn(asn) }
-      if (this.facts.size >= kMaxMemoRanges) this.facts.clear()
-      this.facts.set(key, f)
+    const asn = (version === 4 ? this.asn4v : this.asn6v)[i] as number
+    const b = i * r.width
+    const range = version === 4
+      ? `${formatIPv4(r.starts[i] as number)}-${formatIPv4(r.ends[i] as number)}`
+      : `${formatIPv6(Array.from(r.starts.subarray(b, b + 4)))}-${formatIPv6(Array.from(r.ends.subarray(b, b + 4)))}`
+    const facts = this.asnFacts(asn)
+    return { asn, info: facts.info, range, listed: facts.listed }
+  }
+
+  private asnFacts (asn: number): { info: AsnInfo | null, listed: number } {
+    let facts = this.asns.get(asn)
+    if (facts === undefined) {
+      const v = this.find(hashWords(KeyTag.asnInfo, asn, 0, 0, 0, 0, this.pair))
+      const b = (v - 1) * kAsnInfoStride
+      const org = this.asnInfoArr[b] as number
+      const info = v === 0 ? null : { asn, org: org === 0 ? null : this.string(org - 1), v4Ranges: this.asnInfoArr[b + 1] as number, v6Ranges: this.asnInfoArr[b + 2] as number }
+      facts = { info, listed: this.find(hashWords(KeyTag.asn, asn, 0, 0, 0, 0, this.pair)) }
+      if (info !== null || facts.listed !== 0) this.asns.set(asn, facts)
     }
-    return f
+    return facts
   }
 
   /** Two-letter country code of the address, or null. */
@@ -320,14 +323,6 @@ export class Snapshot {
 
   /** Registry facts of an AS number, or null when the registry does not know it. */
   asnInfo (asn: number): AsnInfo | null {
-    let info = this.asns.get(asn)
-    if (info === undefined) {
-      const v = this.find(hashWords(KeyTag.asnInfo, asn, 0, 0, 0, 0, this.pair))
-      const b = (v - 1) * kAsnInfoStride
-      const org = this.asnInfoArr[b] as number
-      info = v === 0 ? null : { asn, org: org === 0 ? null : this.string(org - 1), v4Ranges: this.asnInfoArr[b + 1] as number, v6Ranges: this.asnInfoArr[b + 2] as number }
-      this.asns.set(asn, info)
-    }
-    return info
+    return this.asnFacts(asn).info
   }
 }
