@@ -107,7 +107,6 @@ export interface RegistryFacts {
   listed: number
 }
 
-
 /** A mapped snapshot. */
 export class Snapshot {
   readonly header: SnapshotHeader
