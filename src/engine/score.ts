@@ -553,8 +553,8 @@ function actionsOf (score: number, type: IndicatorType, flags: string[], profile
 
 /** Renders an assessment at the requested detail levels, echoing the value as sent. */
 export function render (a: Assessment, value: string, warnings: string[], params: RenderParams): Verdict {
-  const picked = params.signalDetails === 'none' ? [] : params.signalDetails === 'top' ? a.signals.slice(0, kTopSignals) : a.signals
-  const signals: ThreatSignal[] = picked.map((s) => {
+  const picked = params.signalDetails === 'none' ? kNone : params.signalDetails === 'top' ? a.signals.slice(0, kTopSignals) : a.signals
+  const signals: ThreatSignal[] = picked.length === 0 ? kNone as never[] : picked.map((s) => {
     const out: ThreatSignal = {
       signal_id: s.signal_id,
       direction: s.direction,
