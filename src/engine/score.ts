@@ -551,25 +551,28 @@ function actionsOf (score: number, type: IndicatorType, flags: string[], profile
   return out
 }
 
+/** One signal of a verdict at an evidence detail level. */
+function renderSignal (s: ScoredSignal, evidenceDetails: EvidenceDetails): ThreatSignal {
+  const out: ThreatSignal = {
+    signal_id: s.signal_id,
+    direction: s.direction,
+    signal_subgroup: s.signal_subgroup,
+    signal_group: s.signal_group,
+    signal_name: s.signal_name
+  }
+  if (evidenceDetails === 'full') out.evidence = s.evidence
+  else if (evidenceDetails === 'summary') {
+    const ev: Record<string, unknown> = {}
+    for (const k of kSummaryKeys) if (s.evidence[k] !== null) ev[k] = s.evidence[k]
+    out.evidence = ev
+  }
+  return out
+}
+
 /** Renders an assessment at the requested detail levels, echoing the value as sent. */
 export function render (a: Assessment, value: string, warnings: string[], params: RenderParams): Verdict {
   const picked = params.signalDetails === 'none' ? kNone : params.signalDetails === 'top' ? a.signals.slice(0, kTopSignals) : a.signals
-  const signals: ThreatSignal[] = picked.length === 0 ? kNone as never[] : picked.map((s) => {
-    const out: ThreatSignal = {
-      signal_id: s.signal_id,
-      direction: s.direction,
-      signal_subgroup: s.signal_subgroup,
-      signal_group: s.signal_group,
-      signal_name: s.signal_name
-    }
-    if (params.evidenceDetails === 'full') out.evidence = s.evidence
-    else if (params.evidenceDetails === 'summary') {
-      const ev: Record<string, unknown> = {}
-      for (const k of kSummaryKeys) if (s.evidence[k] !== null) ev[k] = s.evidence[k]
-      out.evidence = ev
-    }
-    return out
-  })
+  const signals: ThreatSignal[] = picked.length === 0 ? kNone as never[] : picked.map((s) => renderSignal(s, params.evidenceDetails))
   return {
     indicator: { type: a.type, value, normalized: a.normalized },
     risk: a.risk,
