@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { TestContext } from 'node:test'
+import { after, before, type TestContext } from 'node:test'
 import { loadConfig, type Config } from '../src/config.ts'
 import { loadManifest, loadSnapshot, Snapshot, type SnapshotData } from '../src/engine/index.ts'
 import { startService, type Service } from '../src/service.ts'
@@ -45,6 +45,22 @@ export async function build (t: TestContext, env: Record<string, string> = {}): 
     (await svc.store.createKey({ tenant: options.tenant ?? 't1', permissions, quota: options.quota ?? null })).key
   const key = await makeKey(['verdict', 'verdict_bulk', 'mgmt', 'admin'])
   return { ...svc, config, key, makeKey }
+}
+
+/**
+ * One service for every test of a file: built before the first test, closed after the last. The returned object is
+ * filled in by then, so tests use it as they would build's result.
+ */
+export function buildForFile (env: Record<string, string> = {}): Built {
+  const svc = {} as Built
+  const cleanups: Array<() => unknown> = []
+  before(async () => {
+    Object.assign(svc, await build({ after: (fn: () => unknown) => { cleanups.push(fn) } } as unknown as TestContext, env))
+  })
+  after(async () => {
+    for (const fn of cleanups.reverse()) await fn()
+  })
+  return svc
 }
 
 let shared: Promise<SnapshotData> | null = null

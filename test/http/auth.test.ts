@@ -2,18 +2,11 @@
  * X-API-Key authentication and permissions (spec 5; API.md "Auth, tenants, quotas"), through app.inject.
  */
 import assert from 'node:assert/strict'
-import { after, before, test, type TestContext } from 'node:test'
+import { test } from 'node:test'
 import type { InjectOptions, LightMyRequestResponse } from 'fastify'
-import { build, type Built } from '../helper.ts'
+import { buildForFile } from '../helper.ts'
 
-let svc: Built
-const cleanups: Array<() => unknown> = []
-before(async () => {
-  svc = await build({ after: (fn: () => unknown) => { cleanups.push(fn) } } as unknown as TestContext)
-})
-after(async () => {
-  for (const fn of cleanups.reverse()) await fn()
-})
+const svc = buildForFile()
 
 const kSingle = '/api/v2/ioc/verdict'
 const kBulk = '/api/v2/ioc/verdict/bulk'

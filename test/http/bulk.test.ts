@@ -2,20 +2,13 @@
  * POST /api/v2/ioc/verdict/bulk (spec 2.5, 4.2; API.md "Bulk endpoint"), through app.inject on one shared service.
  */
 import assert from 'node:assert/strict'
-import { after, before, test, type TestContext } from 'node:test'
+import { test } from 'node:test'
 import { normalize } from '../../src/engine/index.ts'
 import { utcDayOf } from '../../src/store/index.ts'
-import { build, type Built } from '../helper.ts'
+import { buildForFile } from '../helper.ts'
 import { mulberry32 } from '../../bench/corpus.ts'
 
-let svc: Built
-const cleanups: Array<() => unknown> = []
-before(async () => {
-  svc = await build({ after: (fn: () => unknown) => { cleanups.push(fn) } } as unknown as TestContext)
-})
-after(async () => {
-  for (const fn of cleanups.reverse()) await fn()
-})
+const svc = buildForFile()
 
 type Json = Record<string, any>
 type Item = Record<string, unknown>

@@ -3,19 +3,12 @@
  * `Accept: application/msgpack` responses any msgpack library decodes, with the same content as JSON.
  */
 import assert from 'node:assert/strict'
-import { after, before, test, type TestContext } from 'node:test'
+import { test } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
 import { Packr, Unpackr } from 'msgpackr'
-import { build, type Built } from '../helper.ts'
+import { buildForFile } from '../helper.ts'
 
-let svc: Built
-const cleanups: Array<() => unknown> = []
-before(async () => {
-  svc = await build({ after: (fn: () => unknown) => { cleanups.push(fn) } } as unknown as TestContext)
-})
-after(async () => {
-  for (const fn of cleanups.reverse()) await fn()
-})
+const svc = buildForFile()
 
 type Json = Record<string, any>
 

@@ -4,24 +4,17 @@
  */
 import assert from 'node:assert/strict'
 import { STATUS_CODES } from 'node:http'
-import { after, before, test, type TestContext } from 'node:test'
+import { test } from 'node:test'
 import type { InjectOptions, LightMyRequestResponse } from 'fastify'
 import { Packr } from 'msgpackr'
 import { Admission } from '../../src/bulk/admission.ts'
 import type { ApiKeyRecord, QuotaCounter } from '../../src/store/index.ts'
-import { build, type Built } from '../helper.ts'
+import { buildForFile } from '../helper.ts'
 
 const kBodyLimit = 300_000
 const kReplacement = 'GET /api/v2/mgmt/enrich-logs/search-history'
 
-let svc: Built
-const cleanups: Array<() => unknown> = []
-before(async () => {
-  svc = await build({ after: (fn: () => unknown) => { cleanups.push(fn) } } as unknown as TestContext, { IOC_BODY_LIMIT: String(kBodyLimit) })
-})
-after(async () => {
-  for (const fn of cleanups.reverse()) await fn()
-})
+const svc = buildForFile({ IOC_BODY_LIMIT: String(kBodyLimit) })
 
 type Json = Record<string, any>
 

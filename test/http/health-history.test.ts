@@ -4,17 +4,10 @@
  */
 import assert from 'node:assert/strict'
 import { tmpdir } from 'node:os'
-import { after, before, test, type TestContext } from 'node:test'
-import { build, kTestIntelCache, type Built } from '../helper.ts'
+import { test } from 'node:test'
+import { buildForFile, kTestIntelCache } from '../helper.ts'
 
-let svc: Built
-const cleanups: Array<() => unknown> = []
-before(async () => {
-  svc = await build({ after: (fn: () => unknown) => { cleanups.push(fn) } } as unknown as TestContext)
-})
-after(async () => {
-  for (const fn of cleanups.reverse()) await fn()
-})
+const svc = buildForFile()
 
 const kHealth = '/api/v2/ioc/health'
 const kReplacement = 'GET /api/v2/mgmt/enrich-logs/search-history'

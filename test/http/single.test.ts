@@ -2,8 +2,8 @@
  * POST /api/v2/ioc/verdict (spec 2.3, 4.1; API.md "Single endpoint"), through app.inject on one shared service.
  */
 import assert from 'node:assert/strict'
-import { after, before, test, type TestContext } from 'node:test'
-import { build, type Built } from '../helper.ts'
+import { test } from 'node:test'
+import { buildForFile } from '../helper.ts'
 
 const kTypes = ['ip', 'domain', 'ip_block', 'file_hash_sha256', 'asn']
 const kStrengths = ['weak', 'medium', 'strong', 'very_strong']
@@ -11,14 +11,7 @@ const kSaturation = ['none', 'sparse', 'limited', 'moderate', 'strong', 'full']
 /** 198.51.100.23 is listed by three sample feeds and sits in a documentation range: four signals (data/feeds/README.md). */
 const kFourSignals = '198.51.100.23'
 
-let svc: Built
-const cleanups: Array<() => unknown> = []
-before(async () => {
-  svc = await build({ after: (fn: () => unknown) => { cleanups.push(fn) } } as unknown as TestContext)
-})
-after(async () => {
-  for (const fn of cleanups.reverse()) await fn()
-})
+const svc = buildForFile()
 
 type Json = Record<string, any>
 
