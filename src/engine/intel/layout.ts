@@ -13,7 +13,9 @@ const kBytes: Record<SectionKind, number> = { u32: 4, u16: 2, u8: 1 }
 
 /** Builds the shared buffer from named typed arrays (each copied once). */
 export function packSections (sections: Record<string, Uint32Array | Uint16Array | Uint8Array>): { buffer: SharedArrayBuffer, table: Record<string, SectionInfo> } {
-  const table: Record<string, SectionInfo> = Object.create(null)
+  // A plain object, as the table is after a JSON round trip (disk cache) or a structured clone (worker threads):
+  // a compiled and a loaded snapshot have the same header.
+  const table: Record<string, SectionInfo> = {}
   let size = 0
   for (const [name, arr] of Object.entries(sections)) {
     const kind: SectionKind = arr instanceof Uint32Array ? 'u32' : arr instanceof Uint16Array ? 'u16' : 'u8'
@@ -33,7 +35,7 @@ export function packSections (sections: Record<string, Uint32Array | Uint16Array
 /** Views one section of a shared buffer (no copy). */
 export function view<K extends SectionKind> (buffer: SharedArrayBuffer, table: Record<string, SectionInfo>, name: string, kind: K):
 K extends 'u32' ? Uint32Array : K extends 'u16' ? Uint16Array : Uint8Array {
-  const info = table[name]
+  const info = Object.hasOwn(table, name) ? table[name] : undefined
   if (info === undefined || info.kind !== kind) throw new Error(`snapshot section ${name} is missing or of the wrong kind`)
   if (info.offset + info.length * kBytes[kind] > buffer.byteLength) throw new Error(`snapshot section ${name} is out of bounds`)
   const Ctor = kind === 'u32' ? Uint32Array : kind === 'u16' ? Uint16Array : Uint8Array
