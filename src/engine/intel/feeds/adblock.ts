@@ -13,7 +13,7 @@
 import type { FeedParseResult } from '../../types.ts'
 import { FeedResultBuilder } from './feed-result.ts'
 import { hostType } from './ip-literal.ts'
-import { splitLines } from './text-lines.ts'
+import { eachDataLine } from './text-lines.ts'
 
 /** Options that keep a rule host-wide: they change how it blocks, not which requests it covers. */
 const kHostWideOptions = new Set(['all', 'important', 'document', 'doc'])
@@ -59,17 +59,14 @@ function hostWideOptions (options: string): boolean {
 /** Parses an adblock-style filter list into host entries. */
 export function parseAdblock (text: string): FeedParseResult {
   const out = new FeedResultBuilder()
-  const lines = splitLines(text)
-  out.lines = lines.length
-  for (let i = 0; i < lines.length; i++) {
-    const line = (lines[i] as string).trim()
+  eachDataLine(text, out, '![#', (line, lineNo) => {
     // `!` comments, `[Adblock Plus 2.0]` headers, uBlock `# ` comments, `@@` exceptions: nothing to list.
-    if (line === '' || line[0] === '!' || line[0] === '[' || line[0] === '#' || line.startsWith('@@')) continue
-    if (kCosmeticMarkers.some((m) => line.includes(m))) continue
+    if (line.startsWith('@@')) return
+    if (kCosmeticMarkers.some((m) => line.includes(m))) return
     let rule = line
     const dollar = rule.lastIndexOf('$')
     if (dollar >= 0) {
-      if (!hostWideOptions(rule.slice(dollar + 1))) continue
+      if (!hostWideOptions(rule.slice(dollar + 1))) return
       rule = rule.slice(0, dollar)
     }
     let check: HostCheck
@@ -84,8 +81,8 @@ export function parseAdblock (text: string): FeedParseResult {
       if (hostType(rule) === 'ip') check = { host: rule }
       else check = rule.includes('.') || rule.startsWith('[') ? checkHost(rule, false) : { skip: true }
     }
-    if ('host' in check) out.add(hostType(check.host), check.host, i + 1)
-    else if ('reason' in check) out.reject(i + 1, check.reason)
-  }
+    if ('host' in check) out.add(hostType(check.host), check.host, lineNo)
+    else if ('reason' in check) out.reject(lineNo, check.reason)
+  })
   return out.result()
 }

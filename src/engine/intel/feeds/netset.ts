@@ -5,20 +5,16 @@
 import type { FeedParseResult } from '../../types.ts'
 import { FeedResultBuilder } from './feed-result.ts'
 import { classifyIp } from './ip-literal.ts'
-import { firstToken, splitLines } from './text-lines.ts'
+import { eachDataLine, firstToken } from './text-lines.ts'
 
 /** Parses a FireHOL netset. */
 export function parseNetset (text: string): FeedParseResult {
   const out = new FeedResultBuilder()
-  const lines = splitLines(text)
-  out.lines = lines.length
-  for (let i = 0; i < lines.length; i++) {
-    const line = (lines[i] as string).trim()
-    if (line === '' || line[0] === '#') continue
+  eachDataLine(text, out, '#', (line, lineNo) => {
     const value = firstToken(line)
     const type = classifyIp(value)
-    if (type === null) out.reject(i + 1, `not an IP address or CIDR block: ${JSON.stringify(value.slice(0, 80))}`)
-    else out.add(type, value, i + 1)
-  }
+    if (type === null) out.reject(lineNo, `not an IP address or CIDR block: ${JSON.stringify(value.slice(0, 80))}`)
+    else out.add(type, value, lineNo)
+  })
   return out.result()
 }

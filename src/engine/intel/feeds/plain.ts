@@ -5,7 +5,7 @@
  */
 import type { FeedParseResult } from '../../types.ts'
 import { FeedResultBuilder } from './feed-result.ts'
-import { firstToken, splitLines } from './text-lines.ts'
+import { eachDataLine, firstToken } from './text-lines.ts'
 
 /**
  * ASCII characters an indicator of any type (or its defanged form: `1.2.3[.]4`, `example(.)com`) can hold.
@@ -29,15 +29,11 @@ function unexpectedCharacter (token: string): string | undefined {
 /** Parses a plain indicator list. */
 export function parsePlain (text: string): FeedParseResult {
   const out = new FeedResultBuilder()
-  const lines = splitLines(text)
-  out.lines = lines.length
-  for (let i = 0; i < lines.length; i++) {
-    const line = (lines[i] as string).trim()
-    if (line === '' || line[0] === '#' || line[0] === ';') continue
+  eachDataLine(text, out, '#;', (line, lineNo) => {
     const value = firstToken(line)
     const bad = unexpectedCharacter(value)
-    if (bad !== undefined) out.reject(i + 1, `unexpected character ${JSON.stringify(bad)} in ${JSON.stringify(value.slice(0, 80))}`)
-    else out.add(null, value, i + 1)
-  }
+    if (bad !== undefined) out.reject(lineNo, `unexpected character ${JSON.stringify(bad)} in ${JSON.stringify(value.slice(0, 80))}`)
+    else out.add(null, value, lineNo)
+  })
   return out.result()
 }

@@ -7,7 +7,7 @@
 import type { FeedParseResult } from '../../types.ts'
 import { FeedResultBuilder } from './feed-result.ts'
 import { parseJsonLine } from './json-value.ts'
-import { splitLines } from './text-lines.ts'
+import { eachDataLine } from './text-lines.ts'
 
 const kMaxAsn = 4294967295
 
@@ -32,27 +32,23 @@ function asnValue (raw: unknown): string | null {
 /** Parses a Spamhaus ASN-DROP file (text or JSON lines) into `asn` entries. */
 export function parseSpamhausAsndrop (text: string): FeedParseResult {
   const out = new FeedResultBuilder()
-  const lines = splitLines(text)
-  out.lines = lines.length
-  for (let i = 0; i < lines.length; i++) {
-    const line = (lines[i] as string).trim()
-    if (line === '' || line[0] === ';' || line[0] === '#') continue
+  eachDataLine(text, out, ';#', (line, lineNo) => {
     let raw: unknown
     if (line[0] === '{') {
       const record = parseJsonLine(line)
       if (record === null) {
-        out.reject(i + 1, 'invalid JSON line')
-        continue
+        out.reject(lineNo, 'invalid JSON line')
+        return
       }
-      if (record.type === 'metadata') continue
+      if (record.type === 'metadata') return
       raw = record.asn
     } else {
       const semicolon = line.indexOf(';')
       raw = (semicolon < 0 ? line : line.slice(0, semicolon)).trim()
     }
     const value = asnValue(raw)
-    if (value === null) out.reject(i + 1, `not an AS number: ${JSON.stringify(String(raw).slice(0, 80))}`)
-    else out.add('asn', value, i + 1)
-  }
+    if (value === null) out.reject(lineNo, `not an AS number: ${JSON.stringify(String(raw).slice(0, 80))}`)
+    else out.add('asn', value, lineNo)
+  })
   return out.result()
 }

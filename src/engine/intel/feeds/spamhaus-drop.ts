@@ -10,28 +10,24 @@ import { cleanLabel } from './feed-label.ts'
 import { FeedResultBuilder } from './feed-result.ts'
 import { classifyIp } from './ip-literal.ts'
 import { parseJsonLine } from './json-value.ts'
-import { splitLines } from './text-lines.ts'
+import { eachDataLine } from './text-lines.ts'
 
 /** Parses a Spamhaus DROP / EDROP / DROPv6 file (text or JSON lines). */
 export function parseSpamhausDrop (text: string): FeedParseResult {
   const out = new FeedResultBuilder()
-  const lines = splitLines(text)
-  out.lines = lines.length
-  for (let i = 0; i < lines.length; i++) {
-    const line = (lines[i] as string).trim()
-    if (line === '' || line[0] === ';' || line[0] === '#') continue
+  eachDataLine(text, out, ';#', (line, lineNo) => {
     let value: string
     let label: string | undefined
     if (line[0] === '{') {
       const record = parseJsonLine(line)
       if (record === null) {
-        out.reject(i + 1, 'invalid JSON line')
-        continue
+        out.reject(lineNo, 'invalid JSON line')
+        return
       }
-      if (record.type === 'metadata') continue
+      if (record.type === 'metadata') return
       if (typeof record.cidr !== 'string') {
-        out.reject(i + 1, 'JSON line has no "cidr" string')
-        continue
+        out.reject(lineNo, 'JSON line has no "cidr" string')
+        return
       }
       value = record.cidr.trim()
       label = cleanLabel(record.sblid)
@@ -41,8 +37,8 @@ export function parseSpamhausDrop (text: string): FeedParseResult {
       label = semicolon < 0 ? undefined : cleanLabel(line.slice(semicolon + 1))
     }
     const type = classifyIp(value)
-    if (type === null) out.reject(i + 1, `not a CIDR block: ${JSON.stringify(value.slice(0, 80))}`)
-    else out.add(type, value, i + 1, { label })
-  }
+    if (type === null) out.reject(lineNo, `not a CIDR block: ${JSON.stringify(value.slice(0, 80))}`)
+    else out.add(type, value, lineNo, { label })
+  })
   return out.result()
 }

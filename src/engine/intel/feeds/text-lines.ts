@@ -16,6 +16,21 @@ export function splitLines (text: string): string[] {
   return lines
 }
 
+/**
+ * Calls `onLine` with every line of a feed worth reading, trimmed, and its 1-based line number: blank lines and
+ * comments (lines whose first character is one of `comments`) are skipped. Counts every line of the file into
+ * `counter.lines`, so rejected and skipped lines stay part of what the loader examined.
+ */
+export function eachDataLine (text: string, counter: { lines: number }, comments: string, onLine: (line: string, lineNo: number) => void): void {
+  const lines = splitLines(text)
+  counter.lines = lines.length
+  for (let i = 0; i < lines.length; i++) {
+    const line = (lines[i] as string).trim()
+    if (line === '' || comments.includes(line[0] as string)) continue
+    onLine(line, i + 1)
+  }
+}
+
 /** The first whitespace-separated token of an already trimmed line (the rest is an inline comment or extra columns). */
 export function firstToken (line: string): string {
   for (let i = 0; i < line.length; i++) {
