@@ -262,22 +262,6 @@ export class Snapshot {
     return i === -1 ? -1 : this.asn6v[i] as number
   }
 
-  /** The registry range [start, end] (word arrays) holding the address, or null. */
-  asnRangeOf (version: 4 | 6, words: ArrayLike<number>): { start: number[], end: number[] } | null {
-    return this.asnRange(version, words)?.range ?? null
-  }
-
-  /** asnOf and asnRangeOf in one search: the announcing AS and its registry range, or null. */
-  asnRange (version: 4 | 6, words: ArrayLike<number>): { asn: number, range: { start: number[], end: number[] } } | null {
-    const r = version === 4 ? this.asn4 : this.asn6
-    const i = r.find(words)
-    if (i === -1) return null
-    const asn = (version === 4 ? this.asn4v : this.asn6v)[i] as number
-    if (version === 4) return { asn, range: { start: [r.starts[i] as number], end: [r.ends[i] as number] } }
-    const b = i * 4
-    return { asn, range: { start: Array.from(r.starts.subarray(b, b + 4)), end: Array.from(r.ends.subarray(b, b + 4)) } }
-  }
-
   /** The registry facts of the range announcing the address, or null when no range holds it. */
   registryFacts (version: 4 | 6, words: ArrayLike<number>): RegistryFacts | null {
     const r = version === 4 ? this.asn4 : this.asn6
