@@ -195,8 +195,8 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
     const ind = n.indicator
     const { entry, hit } = lookup(ctx, profile.version, ind.type, ind.normalized, ind, profile)
     if (hit) cacheHits++
-    const sent = { type: ind.type, value: value as string, normalized: ind.normalized }
-    const sentJson = JSON.stringify(sent)
+    // The indicator as echoed, as JSON once: the bulk item and the history record both carry it.
+    const sentJson = JSON.stringify({ type: ind.type, value, normalized: ind.normalized })
     if (params.format === 'json') {
       // Piece by piece: the cached tail is written as is, never copied into a concatenated string first.
       sink.write('{"indicator":')
@@ -213,7 +213,7 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
       sink.bytes(clientPackr.pack(item))
     }
     ends[i] = sink.len
-    history.add(ind.type, sent.value, ind.normalized, fragmentOf(sentJson, historyMembers(entry, params.signalDetails), actionTaken, actionSource))
+    history.add(ind.type, value as string, ind.normalized, fragmentOf(sentJson, historyMembers(entry, params.signalDetails), actionTaken, actionSource))
   }
   return { body: sink.take(), ends, history: history.encode(), cacheHits, invalid }
 }
