@@ -124,21 +124,44 @@ function lookup (ctx: ScoringContext, profileKey: string, type: IndicatorType, n
   return { entry, hit: false }
 }
 
+/**
+ * JSON text of frozen values, by identity. What unlisted assessments share (risk, empty scores, actions) the engine
+ * freezes deeply (test/engine/score.test.ts holds it to that), so its text never changes; an unfrozen part is an
+ * assessment's own and is written each time.
+ */
+const kSharedJson = new WeakMap<object, string>()
+
+/** JSON text of part of an assessment, from the memo when the part is shared (frozen). */
+function jsonOf (value: object): string {
+  if (!Object.isFrozen(value)) return JSON.stringify(value)
+  let text = kSharedJson.get(value)
+  if (text === undefined) kSharedJson.set(value, text = JSON.stringify(value))
+  return text
+}
+
 function riskJson (entry: CacheEntry): string {
-  return (entry.riskJson ??= JSON.stringify(entry.a.risk))
+  return (entry.riskJson ??= jsonOf(entry.a.risk))
 }
 
 function scoresJson (entry: CacheEntry): string {
-  return (entry.scoresJson ??= JSON.stringify(entry.a.scores))
+  return (entry.scoresJson ??= jsonOf(entry.a.scores))
 }
 
 function bulkTail (entry: CacheEntry, signalDetails: SignalDetails): string {
   let tail = entry.json[signalDetails]
   if (tail === undefined) {
-    const v = render(entry.a, '', [], { signalDetails, evidenceDetails: 'none' })
-    tail = `"risk":${riskJson(entry)},"signals":${JSON.stringify(v.signals)},"signal_count":${v.signal_count},` +
-      `"scores":${scoresJson(entry)},"threat_context":${JSON.stringify(v.threat_context)},` +
-      `"recommended_actions":${JSON.stringify(v.recommended_actions)}`
+    const a = entry.a
+    // Only signals need rendering, and only when some are asked for: signal_details none is the default.
+    let signals = '[]'
+    let count = 0
+    if (signalDetails !== 'none' && a.signals.length > 0) {
+      const v = render(a, '', [], { signalDetails, evidenceDetails: 'none' })
+      signals = JSON.stringify(v.signals)
+      count = v.signal_count
+    }
+    tail = `"risk":${riskJson(entry)},"signals":${signals},"signal_count":${count},` +
+      `"scores":${scoresJson(entry)},"threat_context":${JSON.stringify(a.threat_context)},` +
+      `"recommended_actions":${jsonOf(a.recommended_actions)}`
     entry.json[signalDetails] = tail
   }
   return tail

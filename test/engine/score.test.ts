@@ -366,6 +366,27 @@ describe('determinism', () => {
     const inSequence = items.map((it) => JSON.stringify(score(it.value, it.type, params(), snap)))
     assert.deepEqual(inSequence, alone)
   })
+
+  test('the parts unlisted assessments share are deeply frozen, so no caller can change another verdict through them', async () => {
+    const snap = await sampleSnapshot()
+    const ind = (value: string, type: string): Parameters<typeof assess>[0] => {
+      const n = normalize(value, type)
+      assert.ok(n.ok)
+      return n.indicator
+    }
+    const deeplyFrozen = (v: unknown): boolean => typeof v !== 'object' || v === null || (Object.isFrozen(v) && Object.values(v).every(deeplyFrozen))
+    const a = assess(ind('unlisted-one.example', 'domain'), DEFAULT_PROFILE, snap)
+    const b = assess(ind('unlisted-two.example', 'domain'), DEFAULT_PROFILE, snap)
+    assert.equal(a.signals.length, 0, 'control: the names are on no list')
+    for (const part of ['risk', 'scores', 'recommended_actions', 'signals', 'flags'] as const) {
+      assert.equal(a[part], b[part], `${part} is shared`)
+      assert.ok(deeplyFrozen(a[part]), `${part} is deeply frozen`)
+    }
+    // A listed indicator's parts are its own.
+    const listed = assess(ind('198.51.100.23', 'ip'), DEFAULT_PROFILE, snap)
+    assert.ok(listed.signals.length > 0)
+    assert.equal(Object.isFrozen(listed.risk), false)
+  })
 })
 
 describe('hostile input', () => {
