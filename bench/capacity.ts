@@ -1,7 +1,8 @@
 /**
  * Capacity bench: drives a listening service (a child process per mode, on 127.0.0.1) with 10,000-indicator
  * bulks at rising concurrency and with single calls, for the scoring pool and for inline mode in the same run,
- * and prints indicators/s and p50/p95/p99 latency. Cold cache: every bulk carries indicators never sent before.
+ * and prints indicators/s and p50/p95/p99 latency, with the median of the answers' meta.took_ms (the server's time
+ * from admission to merge: the scoring phase). Cold cache: every bulk carries indicators never sent before.
  * Each row also gives the CPU time the server process (all its threads: HTTP, scoring workers, history writer,
  * garbage collection) and this client spent per indicator while it ran: with the cores a fleet has, that sizes it.
  *
@@ -98,6 +99,8 @@ interface Row {
   p50: number
   p95: number
   p99: number
+  /** Median meta.took_ms (bulk only): server time from admission to merge; the rest of p50 is HTTP, parsing and sending. */
+  tookP50: number | null
   /** CPU time the server process (every thread: HTTP, scoring, history, GC) and this client spent per indicator. */
   serverCpuUsPerIndicator: number | null
   clientCpuUsPerIndicator: number
@@ -120,6 +123,8 @@ const kClockTicks = 100
 
 async function drive (s: Server, dispatcher: Agent, bodies: Buffer[], concurrency: number, path: string, perRequest: number, mode: string, kind: string): Promise<Row> {
   const lat: number[] = []
+  /** meta.took_ms of each bulk answer: the server's time from admission to the merge, scoring included. */
+  const took: number[] = []
   let next = 0
   let errors = 0
   const statuses = new Map<string, number>()
@@ -138,6 +143,9 @@ async function drive (s: Server, dispatcher: Agent, bodies: Buffer[], concurrenc
         body: bodies[i] as Buffer
       })
       const body = await res.body.arrayBuffer()
+      // meta leads a JSON bulk answer: read took_ms from the head without decoding megabytes of results.
+      const tookMs = /"took_ms":(\d+)/.exec(Buffer.from(body, 0, Math.min(body.byteLength, 4096)).toString('latin1'))?.[1]
+      if (tookMs !== undefined) took.push(Number(tookMs))
       if (res.statusCode !== 200) {
         errors++
         const code = /"code":"([A-Z_]+)"/.exec(Buffer.from(body).toString())?.[1] ?? ''
@@ -150,6 +158,7 @@ async function drive (s: Server, dispatcher: Agent, bodies: Buffer[], concurrenc
   const server1 = processCpuMs(s.proc.pid)
   const client = process.cpuUsage(client0)
   lat.sort((a, b) => a - b)
+  took.sort((a, b) => a - b)
   const round = (x: number): number => Math.round(x * 10) / 10
   return {
     mode,
@@ -162,6 +171,7 @@ async function drive (s: Server, dispatcher: Agent, bodies: Buffer[], concurrenc
     p50: round(pct(lat, 0.5)),
     p95: round(pct(lat, 0.95)),
     p99: round(pct(lat, 0.99)),
+    tookP50: took.length === 0 ? null : pct(took, 0.5),
     serverCpuUsPerIndicator: server0 === null || server1 === null ? null : round((server1 - server0) * 1000 / (bodies.length * perRequest)),
     clientCpuUsPerIndicator: round((client.user + client.system) / (bodies.length * perRequest)),
     errors,
@@ -242,7 +252,8 @@ const bulkRows = (mode: string, round: number): Row[] => rows.filter((r) => r.mo
 const bestOf = (mode: string, round: number): number => Math.max(...bulkRows(mode, round).map((r) => r.indicatorsPerSec))
 const rounds = Array.from({ length: kRounds }, (_, i) => i + 1)
 const ratios = rounds.map((r) => Math.round(bestOf('pool', r) / bestOf('inline', r) * 100) / 100)
-const p50c1 = (mode: string): number => median(rounds.map((r) => bulkRows(mode, r).find((x) => x.concurrency === kLevels[0])?.p50 ?? NaN))
+const atC1 = (mode: string, pick: (r: Row) => number | null): number => median(rounds.map((r) => pick(bulkRows(mode, r).find((x) => x.concurrency === kLevels[0]) as Row) ?? NaN))
+const p50c1 = (mode: string): number => atC1(mode, (r) => r.p50)
 const summary = {
   date: new Date().toISOString(),
   cpus: availableParallelism(),
@@ -253,7 +264,9 @@ const summary = {
   poolOverInlinePerRound: ratios,
   poolOverInline: median(ratios),
   poolBulkP50msAtConcurrency1: p50c1('pool'),
-  inlineBulkP50msAtConcurrency1: p50c1('inline')
+  inlineBulkP50msAtConcurrency1: p50c1('inline'),
+  poolBulkTookP50msAtConcurrency1: atC1('pool', (r) => r.tookP50),
+  inlineBulkTookP50msAtConcurrency1: atC1('inline', (r) => r.tookP50)
 }
 console.log(summary)
 mkdirSync(join(kRoot, 'bench', 'results'), { recursive: true })
