@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { test } from 'node:test'
+import { test, type TestContext } from 'node:test'
 import pg from 'pg'
 import { toRows } from '../../src/store/history-rows.ts'
 import { PostgresStore } from '../../src/store/postgres.ts'
@@ -13,6 +13,31 @@ import { historyRecord } from '../fixtures/history-record.ts'
 
 const kDatabaseUrl = process.env.IOC_TEST_DATABASE_URL
 const kSkip = kDatabaseUrl === undefined || kDatabaseUrl === '' ? 'IOC_TEST_DATABASE_URL not set' : null
+
+/** A test's own schema on the test server: its stores, and an admin client for checks. */
+interface Fresh { schema: string, stores: PostgresStore[], admin: pg.Client }
+
+/**
+ * Opens `count` stores of `max` connections on a new schema; after the test they close and the schema is dropped.
+ * Null (the test is skipped) without IOC_TEST_DATABASE_URL.
+ */
+async function freshSchema (t: TestContext, count: number, max: number): Promise<Fresh | null> {
+  if (kSkip !== null) {
+    t.skip(kSkip)
+    return null
+  }
+  const url = kDatabaseUrl as string
+  const schema = `iocv_test_${randomBytes(6).toString('hex')}`
+  const stores = Array.from({ length: count }, () => new PostgresStore({ url, schema, max }))
+  const admin = new pg.Client({ connectionString: url })
+  await admin.connect()
+  t.after(async () => {
+    for (const s of stores) await s.close()
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+    await admin.end()
+  })
+  return { schema, stores, admin }
+}
 
 /** Every text reachable from an error and its causes. */
 function texts (err: unknown): string[] {
@@ -64,40 +89,18 @@ test('a schema name that is not a plain lowercase identifier is refused with INV
 })
 
 test('PostgreSQL: stores migrating a new schema together apply each migration once', async (t) => {
-  if (kSkip !== null) {
-    t.skip(kSkip)
-    return
-  }
-  const url = kDatabaseUrl as string
-  const schema = `iocv_test_${randomBytes(6).toString('hex')}`
-  const stores = [0, 1, 2].map(() => new PostgresStore({ url, schema, max: 1 }))
-  const admin = new pg.Client({ connectionString: url })
-  await admin.connect()
-  t.after(async () => {
-    for (const s of stores) await s.close()
-    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
-    await admin.end()
-  })
+  const fresh = await freshSchema(t, 3, 1)
+  if (fresh === null) return
+  const { schema, stores, admin } = fresh
   await Promise.all(stores.map((s) => s.migrate()))
   const { rows } = await admin.query(`SELECT version FROM "${schema}".schema_version`)
   assert.deepEqual(rows, [{ version: 1 }])
 })
 
 test('PostgreSQL: concurrent batches over the same counters neither deadlock nor lose counts', async (t) => {
-  if (kSkip !== null) {
-    t.skip(kSkip)
-    return
-  }
-  const url = kDatabaseUrl as string
-  const schema = `iocv_test_${randomBytes(6).toString('hex')}`
-  const store = new PostgresStore({ url, schema, max: 8 })
-  t.after(async () => {
-    await store.close()
-    const admin = new pg.Client({ connectionString: url })
-    await admin.connect()
-    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
-    await admin.end()
-  })
+  const fresh = await freshSchema(t, 1, 8)
+  if (fresh === null) return
+  const store = fresh.stores[0] as PostgresStore
   await store.migrate()
   const keys = ['keyaaaaaaaaa', 'keybbbbbbbbb', 'keycccccccccc']
   const batch = (b: number): HistoryRecord[] => Array.from({ length: 30 }, (_, i) => historyRecord({
@@ -115,20 +118,10 @@ test('PostgreSQL: concurrent batches over the same counters neither deadlock nor
 })
 
 test('PostgreSQL: a continuation right after its last item extends the request row, a later one gets its own row', async (t) => {
-  if (kSkip !== null) {
-    t.skip(kSkip)
-    return
-  }
-  const url = kDatabaseUrl as string
-  const schema = `iocv_test_${randomBytes(6).toString('hex')}`
-  const store = new PostgresStore({ url, schema, max: 2 })
-  const admin = new pg.Client({ connectionString: url })
-  await admin.connect()
-  t.after(async () => {
-    await store.close()
-    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
-    await admin.end()
-  })
+  const fresh = await freshSchema(t, 1, 2)
+  if (fresh === null) return
+  const { schema, admin } = fresh
+  const store = fresh.stores[0] as PostgresStore
   await store.migrate()
   const rows = (n: number, uid: string, request: string): ReturnType<typeof toRows> => toRows(Array.from({ length: n }, (_, i) => ({
     date: '2024-01-01T00:00:00.000Z',
