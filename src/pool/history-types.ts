@@ -1,6 +1,6 @@
 /**
  * What the request path hands to the history writer: one envelope per request (fields shared by its records)
- * plus the msgpack-encoded per-indicator parts the scoring workers produced.
+ * plus the per-indicator parts the scoring workers encoded (history-codec.ts).
  */
 import type { HistoryRecord } from '../store/index.ts'
 

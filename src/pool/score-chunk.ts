@@ -21,7 +21,7 @@ export interface ChunkParams {
   evidenceDetails: EvidenceDetails
 }
 
-/** Bulk output: item fragments back to back, with end offsets, and msgpack-encoded history records. */
+/** Bulk output: item fragments back to back, with end offsets, and the encoded history records (history-codec.ts). */
 export interface BulkChunkOutput {
   body: Uint8Array
   ends: Uint32Array
