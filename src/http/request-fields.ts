@@ -22,9 +22,12 @@ export function normalizeActionSource (raw: string | null | undefined, where: st
   if (raw === undefined || raw === null) return null
   const v = raw.trim().toLowerCase()
   if (v === '') return null
-  // Length in characters (code points), as a user counts them.
-  const n = [...v].length
-  if (n > kMaxActionSource) throw new InvalidActionSourceError(`${where}action_source is ${n} characters after trimming and lowercasing; the limit is ${kMaxActionSource}`)
+  // Length in characters (code points), as a user counts them. It is never more than the UTF-16 length, so it is
+  // counted only when that is over the limit.
+  if (v.length > kMaxActionSource) {
+    const n = [...v].length
+    if (n > kMaxActionSource) throw new InvalidActionSourceError(`${where}action_source is ${n} characters after trimming and lowercasing; the limit is ${kMaxActionSource}`)
+  }
   return v
 }
 

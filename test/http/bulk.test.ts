@@ -267,6 +267,13 @@ test('an invalid action_source anywhere in the batch rejects the whole batch wit
   assert.equal(await svc.quota.used(keyId(key), utcDayOf(Date.now())), 0)
   indicators[4_321] = { value: '10.9.9.9', action_taken: 'block', action_source: `  ${'Z'.repeat(64)}  ` }
   assert.equal((await bulk({ indicators }, key)).status, 200, '64 characters after trimming are accepted')
+  // Characters are code points: 64 outside the BMP (128 UTF-16 units) pass, 65 do not.
+  indicators[4_321] = { value: '10.9.9.9', action_source: '\u{1F6E1}'.repeat(64) }
+  assert.equal((await bulk({ indicators }, key)).status, 200, '64 astral characters are accepted')
+  indicators[4_321] = { value: '10.9.9.9', action_source: '\u{1F6E1}'.repeat(65) }
+  const astral = await bulk({ indicators }, key)
+  assert.equal(astral.status, 400)
+  assert.match(astral.body.message, /indicators\[4321\]\.action_source is 65 characters/)
 })
 
 test('an empty indicators list gives 200 with record_count 0, no results and a warning', async () => {
