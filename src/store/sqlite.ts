@@ -27,6 +27,12 @@ export interface SqliteStoreOptions {
 
 const kDefaultBusyTimeoutMs = 5000 // 5 s: longer than any history batch transaction
 const kPurgeBatch = 5000 // items per purge transaction, so the history writer can interleave during a long purge
+/**
+ * Item ids per segment of the indicator_value index, as a shift: 65,536 items. Small enough that a batch's index
+ * inserts share pages (the segment's part of the index stays in the page cache), large enough that a value search
+ * over a year of history reads a few thousand ranges at most. Part of the schema (migration 2).
+ */
+const kSegmentShift = 16
 const kMaxKeyIdAttempts = 3 // 60-bit ids collide with negligible probability; retrying is cheaper than reasoning
 
 // Each entry upgrades the schema by one version; never edit a released entry, append a new one.
@@ -99,6 +105,23 @@ const kMigrations: readonly string[] = [
     PRIMARY KEY (tenant, day, key_id)
   ) STRICT, WITHOUT ROWID;
   CREATE INDEX usage_key_day ON usage (key_id, day);
+  `,
+  // 2: the indicator_value index is clustered by segment of item ids (docs/OPERATIONS.md, "History store"). Keyed by
+  // value alone, every insert landed on a random leaf page: a batch dirtied about one page per row, and SQLite's WAL
+  // writes whole pages, so ingest slowed as the table grew. Keyed by (tenant, segment, value), a batch writes into
+  // the newest segment's small, hot part of the index. A value search reads one range per segment (newest first,
+  // see searchBySegment) with the segment's date bounds from history_segments.
+  `
+  DROP INDEX history_tenant_ivalue;
+  CREATE INDEX history_tenant_seg_ivalue ON history (tenant, id >> ${kSegmentShift}, substr(indicator_value, 1, ${MAX_INDEXED_CHARS}), ts, id);
+  -- Date bounds of each segment's items: ts of every item in the segment lies in [min_ts, max_ts]. Writers widen
+  -- them; purge only deletes the rows of segments left empty, so bounds may be wider than the items, never narrower.
+  CREATE TABLE history_segments (
+    seg INTEGER PRIMARY KEY,               -- history.id >> ${kSegmentShift}
+    min_ts INTEGER NOT NULL,
+    max_ts INTEGER NOT NULL
+  ) STRICT;
+  INSERT INTO history_segments (seg, min_ts, max_ts) SELECT id >> ${kSegmentShift}, min(ts), max(ts) FROM history GROUP BY 1;
   `
 ]
 
@@ -125,6 +148,9 @@ interface Statements {
   insertRequest: Database.Statement
   insertItem: Database.Statement
   upsertUsage: Database.Statement
+  widenSegment: Database.Statement
+  segmentsFor: Database.Statement
+  pruneSegments: Database.Statement
   usageTenant: Database.Statement
   usageTenantKey: Database.Statement
   usageForKey: Database.Statement
@@ -136,6 +162,25 @@ interface Statements {
 
 const kRequestInsert = 'INSERT INTO history_requests (uid, ts, tenant, request_id, bulk_request_id, http_status, auth_type, apikey, ' +
   'user_id, envelope, first_item, last_item) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)'
+
+/** Date bounds of the segments a batch writes into (history_segments). */
+class SegmentBounds {
+  readonly bounds = new Map<number, { min: number, max: number }>()
+  #seg = -1
+  #b: { min: number, max: number } | undefined
+
+  widen (id: number, ts: number): void {
+    const seg = Math.floor(id / 2 ** kSegmentShift)
+    if (seg !== this.#seg) {
+      this.#seg = seg
+      this.#b = this.bounds.get(seg)
+      if (this.#b === undefined) this.bounds.set(seg, this.#b = { min: ts, max: ts })
+    }
+    const b = this.#b as { min: number, max: number }
+    if (ts < b.min) b.min = ts
+    if (ts > b.max) b.max = ts
+  }
+}
 
 function toKeyRecord (row: KeyRow): ApiKeyRecord {
   return {
@@ -167,9 +212,10 @@ function wrap (err: unknown): StoreError {
  * Index priority as before the split: indicator_value > user_id > apikey > indicator_type > exclude_bulk_requests >
  * date only; every index ends with (ts, id), so a date range narrows each one.
  */
-function buildSearch (tenant: string, f: ValidFilters, cursor: Cursor | null, limit: number): { sql: string, params: unknown[] } {
+function buildSearch (tenant: string, f: ValidFilters, cursor: Cursor | null, limit: number): SearchPlan {
   const where: string[] = []
   const params: unknown[] = []
+  let segParam: number | null = null
   const add = (clause: string, ...values: unknown[]): void => { where.push(clause); params.push(...values) }
   const requestFilters = (): void => {
     if (f.userId !== null) add('r.user_id = ?', f.userId)
@@ -179,9 +225,11 @@ function buildSearch (tenant: string, f: ValidFilters, cursor: Cursor | null, li
   }
   let sql: string
   if (f.indicatorValue !== null || (f.indicatorType !== null && f.userId === null && f.apikey === null)) {
-    const index = f.indicatorValue !== null ? 'history_tenant_ivalue' : 'history_tenant_itype'
+    const index = f.indicatorValue !== null ? 'history_tenant_seg_ivalue' : 'history_tenant_itype'
     add('h.tenant = ?', tenant)
     if (f.indicatorValue !== null) {
+      segParam = params.length
+      add(`h.id >> ${kSegmentShift} = ?`, 0) // the segment, set per range read (searchBySegment)
       const { full, prefix } = columnFilter(f.indicatorValue)
       add(`substr(h.indicator_value, 1, ${MAX_INDEXED_CHARS}) = ?`, prefix)
       add('h.indicator_value = ?', full)
@@ -217,7 +265,32 @@ function buildSearch (tenant: string, f: ValidFilters, cursor: Cursor | null, li
       `CROSS JOIN history AS h WHERE ${where.join(' AND ')} ORDER BY r.ts DESC, r.id DESC, h.id DESC LIMIT ?`
   }
   params.push(limit)
-  return { sql, params }
+  return { sql, params, segParam }
+}
+
+/** A search statement's SQL and parameters; segParam is where the segment goes in a value search, else null. */
+interface SearchPlan {
+  sql: string
+  params: unknown[]
+  segParam: number | null
+}
+
+interface FoundRow { id: number, ts: number, envelope: string, item: string }
+
+/** A search ready to run: its statement and parameters, with what a value search needs to read segment by segment. */
+interface PreparedSearch {
+  stmt: Database.Statement
+  params: unknown[]
+  segParam: number | null
+  filters: ValidFilters
+  cursor: Cursor | null
+  /** Rows to read: one more than the page, to know whether another page exists. */
+  limit: number
+}
+
+/** (ts, id) descending, the order of every search. */
+function newestFirst (a: FoundRow, b: FoundRow): number {
+  return b.ts - a.ts || b.id - a.id
 }
 
 /**
@@ -288,6 +361,15 @@ export class SqliteStore implements Store {
         upsertUsage: db.prepare(
           'INSERT INTO usage (tenant, day, key_id, count) VALUES (?, ?, ?, ?) ' +
           'ON CONFLICT (tenant, day, key_id) DO UPDATE SET count = count + excluded.count'),
+        widenSegment: db.prepare(
+          'INSERT INTO history_segments (seg, min_ts, max_ts) VALUES (?, ?, ?) ' +
+          'ON CONFLICT (seg) DO UPDATE SET min_ts = min(min_ts, excluded.min_ts), max_ts = max(max_ts, excluded.max_ts)'),
+        // Segments that may hold items in [gte, lt) below the cursor's ts, newest first (searchBySegment).
+        segmentsFor: db.prepare('SELECT seg, max_ts FROM history_segments WHERE max_ts >= ? AND min_ts < ? AND min_ts <= ? ' +
+          'ORDER BY max_ts DESC, seg DESC'),
+        // One rowid range probe per segment: the segments table holds a few thousand rows at most.
+        pruneSegments: db.prepare(`DELETE FROM history_segments WHERE NOT EXISTS (SELECT 1 FROM history WHERE id >= (seg << ${kSegmentShift}) ` +
+          `AND id < ((seg + 1) << ${kSegmentShift}))`),
         usageTenant: db.prepare('SELECT key_id, count FROM usage WHERE tenant = ? AND day = ? ORDER BY key_id'),
         usageTenantKey: db.prepare('SELECT key_id, count FROM usage WHERE tenant = ? AND day = ? AND key_id = ?'),
         usageForKey: db.prepare('SELECT coalesce(sum(count), 0) FROM usage WHERE key_id = ? AND day = ?').pluck(),
@@ -339,6 +421,7 @@ export class SqliteStore implements Store {
     if (rows.length === 0) return
     const deltas = usageDeltas(rows)
     const runs = requestRuns(rows)
+    const segments = new SegmentBounds()
     try {
       this.#db.transaction(() => {
         // The write lock is held: no other connection can take ids until the commit.
@@ -368,6 +451,7 @@ export class SqliteStore implements Store {
           for (let i = run.start; i < run.end; i++) {
             const r = rows[i] as HistoryRow
             id = s.insertItem.run(req, r.ts, r.tenant, r.indicatorType, r.indicatorValue, r.indicatorNormalized, r.item).lastInsertRowid
+            segments.widen(first + i - run.start, r.ts)
           }
           // Cannot differ while this transaction holds the write lock; if it ever did, roll back rather than
           // store a wrong range.
@@ -375,6 +459,7 @@ export class SqliteStore implements Store {
           next = last + 1
         }
         for (const d of deltas) s.upsertUsage.run(d.tenant, d.day, d.keyId, d.count)
+        for (const [seg, b] of segments.bounds) s.widenSegment.run(seg, b.min, b.max)
       }).immediate()
     } catch (err) {
       throw wrap(err)
@@ -461,14 +546,14 @@ export class SqliteStore implements Store {
     this.writeHistoryRowsSync(rows)
   }
 
-  #search (tenant: string, filters: SearchFilters, limit: number, cursor: string | null): { stmt: Database.Statement, params: unknown[] } {
+  #search (tenant: string, filters: SearchFilters, limit: number, cursor: string | null): PreparedSearch {
     this.#statements()
     if (typeof tenant !== 'string' || tenant === '') throw new StoreError('INVALID_REQUEST', 'tenant is required')
     const f = validateFilters(filters)
     const n = validateLimit(limit)
     const c = decodeCursor(cursor)
     // One row more than asked tells whether another page exists, so the last page has next_cursor null.
-    const { sql, params } = buildSearch(tenant, f, c, n + 1)
+    const { sql, params, segParam } = buildSearch(tenant, f, c, n + 1)
     let stmt = this.#searchCache.get(sql)
     if (stmt === undefined) {
       try {
@@ -478,15 +563,38 @@ export class SqliteStore implements Store {
       }
       this.#searchCache.set(sql, stmt) // bounded: one statement per combination of filters present
     }
-    return { stmt, params }
+    return { stmt, params, segParam, filters: f, cursor: c, limit: n + 1 }
+  }
+
+  /**
+   * A value search: one index range per segment of item ids, read newest segment first (by its latest date), each
+   * ordered by (ts, id) and limited. Segments' dates overlap only where writes came out of date order, so reading
+   * stops at the first segment whose latest date is older than the last row a full page would keep.
+   */
+  #searchBySegment (stmt: Database.Statement, params: unknown[], segParam: number, f: ValidFilters, cursor: Cursor | null, limit: number): FoundRow[] {
+    const s = this.#statements()
+    const segments = s.segmentsFor.all(
+      f.gteMs ?? Number.MIN_SAFE_INTEGER, f.ltMs ?? Number.MAX_SAFE_INTEGER, cursor?.ts ?? Number.MAX_SAFE_INTEGER
+    ) as Array<{ seg: number, max_ts: number }>
+    let found: FoundRow[] = []
+    for (const { seg, max_ts: maxTs } of segments) {
+      if (found.length >= limit && maxTs < (found[limit - 1] as FoundRow).ts) break
+      params[segParam] = seg
+      const rows = stmt.all(...params) as FoundRow[]
+      if (rows.length === 0) continue
+      found = found.length === 0 ? rows : found.concat(rows).sort(newestFirst).slice(0, limit)
+    }
+    return found
   }
 
   /** One page of a tenant's history, newest first. */
   async searchHistory (tenant: string, filters: SearchFilters, limit: number, cursor: string | null): Promise<SearchPage> {
-    const { stmt, params } = this.#search(tenant, filters, limit, cursor)
-    let rows: Array<{ id: number, ts: number, envelope: string, item: string }>
+    const q = this.#search(tenant, filters, limit, cursor)
+    let rows: FoundRow[]
     try {
-      rows = stmt.all(...params) as Array<{ id: number, ts: number, envelope: string, item: string }>
+      rows = q.segParam === null
+        ? q.stmt.all(...q.params) as FoundRow[]
+        : this.#searchBySegment(q.stmt, q.params, q.segParam, q.filters, q.cursor, q.limit)
     } catch (err) {
       throw wrap(err)
     }
@@ -564,6 +672,7 @@ export class SqliteStore implements Store {
       while (purgeSome.immediate()) {
         await new Promise<void>((resolve) => setImmediate(resolve)) // let queued work run between batches
       }
+      s.pruneSegments.run()
       return total
     } catch (err) {
       throw wrap(err)

@@ -40,7 +40,7 @@ test('a file store runs in WAL mode and two stores migrating the same new file a
   const raw = new Database(path, { readonly: true })
   try {
     assert.equal(raw.pragma('journal_mode', { simple: true }), 'wal')
-    assert.deepEqual(raw.prepare('SELECT version FROM schema_version').pluck().all(), [1])
+    assert.deepEqual(raw.prepare('SELECT version FROM schema_version').pluck().all(), [1, 2])
   } finally {
     raw.close()
   }
@@ -108,4 +108,95 @@ test('one request row per request: a continuation right after its last item exte
   assert.equal('indicator' in envelope, false)
   assert.match(raw.prepare('SELECT item FROM history WHERE id = 6').pluck().get() as string, /^"indicator":\{"type":"ip"/)
   assert.equal((await store.searchHistory('layout', {}, 100, null)).results.length, 10)
+})
+
+/** Items per segment of the indicator_value index (the schema's shift of 16). */
+const kSegment = 65_536
+
+/** Records of one request at `date`: `n` filler indicators, `value` at the given positions. */
+function valueRecords (n: number, date: string, request: string, value: string, at: number[]): HistoryRecord[] {
+  return Array.from({ length: n }, (_, i) => historyRecord({
+    tenant: 'seg',
+    date,
+    request_id: request,
+    indicator: at.includes(i) ? { type: 'domain', value, normalized: value } : { type: 'ip', value: `10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`, normalized: null }
+  }))
+}
+
+test('a value search reads the index segment by segment and still returns every match once, newest first', async (t) => {
+  const path = join(tempDir(t), 's.db')
+  const store = new SqliteStore({ path })
+  t.after(() => store.close())
+  store.migrateSync()
+  const at = (hour: number): string => `2024-05-01T${String(hour).padStart(2, '0')}:00:00.000Z`
+  // Segment 0 (ids 1..65535) holds two matches at 12:00 and, last, one at 13:00. Segment 1 then gets three at 12:00,
+  // which rank before segment 0's 12:00 items (same date, higher ids), and, as a spool replay would, three at 11:00:
+  // a newer segment whose latest date is older than an older segment's.
+  await store.writeHistory(valueRecords(kSegment - 3, at(12), 'r12', 'evil.example', [10, 20]))
+  await store.writeHistory(valueRecords(2, at(13), 'r13', 'evil.example', [0]))
+  await store.writeHistory(valueRecords(3, at(12), 'r12b', 'evil.example', [0, 1, 2]))
+  await store.writeHistory(valueRecords(3, at(11), 'r11', 'evil.example', [0, 1, 2]))
+  const raw = new Database(path, { readonly: true })
+  t.after(() => raw.close())
+  assert.deepEqual(raw.prepare('SELECT seg, min_ts, max_ts FROM history_segments ORDER BY seg').all(), [
+    { seg: 0, min_ts: Date.parse(at(12)), max_ts: Date.parse(at(13)) },
+    { seg: 1, min_ts: Date.parse(at(11)), max_ts: Date.parse(at(12)) }
+  ])
+  const expected = ['r13', 'r12b', 'r12b', 'r12b', 'r12', 'r12', 'r11', 'r11', 'r11']
+  for (const limit of [1, 2, 3, 100]) {
+    const seen: string[] = []
+    let cursor: string | null = null
+    do {
+      const page = await store.searchHistory('seg', { indicator_value: 'evil.example' }, limit, cursor)
+      assert.ok(page.results.length <= limit)
+      seen.push(...page.results.map((r) => r.request_id))
+      cursor = page.next_cursor
+    } while (cursor !== null)
+    assert.deepEqual(seen, expected, `limit ${limit}`)
+  }
+  // Date filters pick segments by their bounds, then rows by their own dates.
+  const window = await store.searchHistory('seg', { indicator_value: 'evil.example', date_gte: at(11), date_lt: at(12) }, 10, null)
+  assert.deepEqual(window.results.map((r) => r.request_id), ['r11', 'r11', 'r11'])
+  const late = await store.searchHistory('seg', { indicator_value: 'evil.example', date_gte: at(13) }, 10, null)
+  assert.deepEqual(late.results.map((r) => r.request_id), ['r13'])
+  assert.deepEqual((await store.searchHistory('seg', { indicator_value: 'absent.example' }, 10, null)).results, [])
+  assert.deepEqual((await store.searchHistory('other', { indicator_value: 'evil.example' }, 10, null)).results, [])
+  // Purge drops the segments it empties and keeps the bounds of those that still hold items.
+  await store.purgeHistory(new Date(at(12)))
+  assert.deepEqual(raw.prepare('SELECT seg FROM history_segments ORDER BY seg').pluck().all(), [0, 1])
+  assert.deepEqual((await store.searchHistory('seg', { indicator_value: 'evil.example' }, 10, null)).results.map((r) => r.request_id), expected.slice(0, 6))
+  await store.purgeHistory(new Date(at(13)))
+  assert.deepEqual(raw.prepare('SELECT seg FROM history_segments ORDER BY seg').pluck().all(), [0])
+  assert.deepEqual((await store.searchHistory('seg', { indicator_value: 'evil.example' }, 10, null)).results.map((r) => r.request_id), ['r13'])
+  await store.purgeHistory(new Date(at(14)))
+  assert.deepEqual(raw.prepare('SELECT count(*) FROM history_segments').pluck().get(), 0)
+  assert.deepEqual((await store.searchHistory('seg', { indicator_value: 'evil.example' }, 10, null)).results, [])
+})
+
+test('a database of schema version 1 is upgraded: its items get segment bounds and value searches find them', async (t) => {
+  const path = join(tempDir(t), 'v1.db')
+  const old = new SqliteStore({ path })
+  old.migrateSync()
+  await old.writeHistory([
+    ...valueRecords(3, '2024-05-01T10:00:00.000Z', 'old-a', 'evil.example', [1]),
+    ...valueRecords(2, '2024-05-01T11:00:00.000Z', 'old-b', 'evil.example', [0, 1])
+  ])
+  await old.close()
+  // Back to what migration 1 left: the value index on (tenant, value prefix, ts, id) and no segments table.
+  const raw = new Database(path)
+  raw.exec(`DROP INDEX history_tenant_seg_ivalue; DROP TABLE history_segments; DELETE FROM schema_version WHERE version = 2;
+    CREATE INDEX history_tenant_ivalue ON history (tenant, substr(indicator_value, 1, 512), ts, id);`)
+  raw.close()
+  const store = new SqliteStore({ path })
+  t.after(() => store.close())
+  await store.migrate()
+  const check = new Database(path, { readonly: true })
+  t.after(() => check.close())
+  assert.deepEqual(check.prepare('SELECT version FROM schema_version ORDER BY version').pluck().all(), [1, 2])
+  assert.deepEqual(check.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'history_tenant_%ivalue'").pluck().all(), ['history_tenant_seg_ivalue'])
+  assert.deepEqual(check.prepare('SELECT seg, min_ts, max_ts FROM history_segments').all(), [
+    { seg: 0, min_ts: Date.parse('2024-05-01T10:00:00.000Z'), max_ts: Date.parse('2024-05-01T11:00:00.000Z') }
+  ])
+  const found = await store.searchHistory('seg', { indicator_value: 'evil.example' }, 10, null)
+  assert.deepEqual(found.results.map((r) => r.request_id), ['old-b', 'old-b', 'old-a'])
 })
