@@ -6,6 +6,7 @@
  * parses and re-serializes records on the way to the store.
  */
 import { randomUUID } from 'node:crypto'
+import { ByteSink } from './byte-sink.ts'
 import { column, optionalColumn, utcDayOf, type HistoryRow } from '../store/index.ts'
 import type { HistoryEnvelope } from './history-types.ts'
 
@@ -16,40 +17,59 @@ const kNull = 0xffffffff
 
 /** Collects one chunk's history items (worker side). */
 export class HistoryItems {
-  private readonly flat: Array<string | null> = []
+  /** Every string so far, as UTF-8, back to back: written as each arrives, so none of them outlives its item. */
+  private readonly text: ByteSink
+  /** End offset of each string in UTF-16 code units (kNull for null). */
+  private ends: Uint32Array
+  private n = 0
+  private end = 0
+
+  /** `expected`: items the chunk will add, to size the buffers once (they grow past it). */
+  constructor (expected = 1) {
+    this.text = new ByteSink(expected * 384)
+    this.ends = new Uint32Array(Math.max(1, expected) * kStride)
+  }
 
   /**
    * Adds one record. `fragment` is the JSON members `"indicator":...,"risk":...,"scores":...,"labels":...,
    * "label_count":...,"action_taken":...,"action_source":...` without braces.
    */
   add (type: string | null, value: string, normalized: string | null, fragment: string): void {
-    this.flat.push(type, value, normalized, fragment)
+    if (this.n + kStride > this.ends.length) {
+      const next = new Uint32Array(this.ends.length * 2)
+      next.set(this.ends)
+      this.ends = next
+    }
+    this.push(type)
+    this.push(value)
+    this.push(normalized)
+    this.push(fragment)
+  }
+
+  private push (str: string | null): void {
+    if (str === null) {
+      this.ends[this.n++] = kNull
+      return
+    }
+    this.end += str.length
+    this.ends[this.n++] = this.end
+    if (str.length > 0) this.text.write(str)
   }
 
   /**
    * The encoded items, in an owned buffer that can be transferred. Layout: uint32 string count n, n uint32 end
    * offsets in UTF-16 code units into the joined text (0xffffffff for null), then the joined text as UTF-8.
-   * One native write here and one native read on the writer's side, however many strings: offsets count code
-   * units, so the reader slices the decoded text instead of decoding each string.
+   * The reader decodes the text with one native call and slices it by the offsets: counting code units, the offsets
+   * hold even where UTF-8 replaced a lone surrogate (one unit either way).
    */
   encode (): Uint8Array<ArrayBuffer> {
-    const n = this.flat.length
+    const n = this.n
     const head = 4 + 4 * n
-    const text = this.flat.join('') // a null joins as ''
-    const out = Buffer.allocUnsafeSlow(head + Buffer.byteLength(text))
+    const out = Buffer.allocUnsafeSlow(head + this.text.len)
     out.writeUInt32LE(n, 0)
-    let end = 0
-    for (let i = 0; i < n; i++) {
-      const str = this.flat[i] as string | null
-      if (str === null) {
-        out.writeUInt32LE(kNull, 4 + 4 * i)
-        continue
-      }
-      end += str.length
-      out.writeUInt32LE(end, 4 + 4 * i)
-    }
-    const written = out.write(text, head, 'utf8')
-    return new Uint8Array(out.buffer, 0, head + written) as Uint8Array<ArrayBuffer>
+    for (let i = 0; i < n; i++) out.writeUInt32LE(this.ends[i] as number, 4 + 4 * i)
+    this.text.buf.copy(out, head, 0, this.text.len)
+    return new Uint8Array(out.buffer, 0, head + this.text.len) as Uint8Array<ArrayBuffer>
   }
 }
 

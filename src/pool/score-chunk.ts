@@ -7,6 +7,7 @@ import { LRUCache } from 'lru-cache'
 import { Packr } from 'msgpackr'
 import { assess, normalize, render, selectProfile, type Assessment, type Snapshot } from '../engine/index.ts'
 import type { EvidenceDetails, IndicatorType, SignalDetails } from '../engine/types.ts'
+import { ByteSink } from './byte-sink.ts'
 import { fragmentOf, HistoryItems, itemFragment, kInvalidVerdictMembers } from './history-codec.ts'
 
 /** One indicator as the main thread forwards it: [type, value, action_taken, action_source (normalized)]. */
@@ -39,13 +40,19 @@ export interface SingleChunkOutput {
   history: Uint8Array
 }
 
-/** What a cache shard holds per indicator: the assessment and its rendered bulk tails. */
+/**
+ * What a cache shard holds per indicator: the assessment and, once the verdict has been asked for again, its rendered
+ * bulk tails. A first lookup keeps no text: most indicators of a bulk feed are never asked for twice, and every byte an
+ * entry holds is copied by the garbage collector's young-generation passes before the entry settles in the old one.
+ */
 export interface CacheEntry {
   a: Assessment
-  /** JSON text of the bulk item members after `indicator`, per signal detail level. */
-  json: Partial<Record<SignalDetails, string>>
+  /** True once a lookup has found the entry: from then on its rendered text is kept. */
+  hit: boolean
+  /** JSON text of the bulk item members after `indicator`, per signal detail level (created when first kept). */
+  json: Partial<Record<SignalDetails, string>> | null
   /** JSON text of the history record's verdict members (risk, scores, labels, label_count), per signal detail level. */
-  hist: Partial<Record<SignalDetails, string>>
+  hist: Partial<Record<SignalDetails, string>> | null
   /** JSON text of risk and scores, shared by the bulk item and the history record. */
   riskJson?: string
   scoresJson?: string
@@ -76,39 +83,6 @@ function labelsOf (a: Assessment | null, signalDetails: SignalDetails): Array<Re
   return picked.map((s) => ({ signal_id: s.signal_id, direction: s.direction, signal_group: s.signal_group, signal_subgroup: s.signal_subgroup, signal_name: s.signal_name, contribution: s.contribution }))
 }
 
-/** A growable byte sink for fragments. */
-class Sink {
-  buf = Buffer.allocUnsafe(64 * 1024)
-  len = 0
-
-  private grow (need: number): void {
-    if (this.len + need <= this.buf.length) return
-    let size = this.buf.length * 2
-    while (size < this.len + need) size *= 2
-    const next = Buffer.allocUnsafe(size)
-    this.buf.copy(next, 0, 0, this.len)
-    this.buf = next
-  }
-
-  write (s: string): void {
-    this.grow(s.length * 3)
-    this.len += this.buf.write(s, this.len, 'utf8')
-  }
-
-  bytes (b: Uint8Array): void {
-    this.grow(b.length)
-    this.buf.set(b, this.len)
-    this.len += b.length
-  }
-
-  /** A fresh, exactly sized copy (its own ArrayBuffer, so it can be transferred). */
-  take (): Uint8Array {
-    const out = new Uint8Array(this.len)
-    out.set(this.buf.subarray(0, this.len))
-    return out
-  }
-}
-
 /** Scoring context of one thread: the snapshot it maps and its cache shard. */
 export interface ScoringContext {
   snapshot: Snapshot
@@ -118,8 +92,11 @@ export interface ScoringContext {
 function lookup (ctx: ScoringContext, profileKey: string, type: IndicatorType, normalized: string, ind: Parameters<typeof assess>[0], profile: Parameters<typeof assess>[1]): { entry: CacheEntry, hit: boolean } {
   const key = `${ctx.snapshot.version}|${profileKey}|${type}|${normalized}`
   const cached = ctx.cache?.get(key)
-  if (cached !== undefined) return { entry: cached, hit: true }
-  const entry: CacheEntry = { a: assess(ind, profile, ctx.snapshot), json: {}, hist: {} }
+  if (cached !== undefined) {
+    cached.hit = true
+    return { entry: cached, hit: true }
+  }
+  const entry: CacheEntry = { a: assess(ind, profile, ctx.snapshot), hit: false, json: null, hist: null }
   ctx.cache?.set(key, entry)
   return { entry, hit: false }
 }
@@ -148,7 +125,7 @@ function scoresJson (entry: CacheEntry): string {
 }
 
 function bulkTail (entry: CacheEntry, signalDetails: SignalDetails): string {
-  let tail = entry.json[signalDetails]
+  let tail = entry.json?.[signalDetails]
   if (tail === undefined) {
     const a = entry.a
     // Only signals need rendering, and only when some are asked for: signal_details none is the default.
@@ -162,18 +139,18 @@ function bulkTail (entry: CacheEntry, signalDetails: SignalDetails): string {
     tail = `"risk":${riskJson(entry)},"signals":${signals},"signal_count":${count},` +
       `"scores":${scoresJson(entry)},"threat_context":${JSON.stringify(a.threat_context)},` +
       `"recommended_actions":${jsonOf(a.recommended_actions)}`
-    entry.json[signalDetails] = tail
+    if (entry.hit) (entry.json ??= {})[signalDetails] = tail
   }
   return tail
 }
 
 function historyMembers (entry: CacheEntry, signalDetails: SignalDetails): string {
-  let members = entry.hist[signalDetails]
+  let members = entry.hist?.[signalDetails]
   if (members === undefined) {
     const labels = labelsOf(entry.a, signalDetails)
     members = `"risk":${riskJson(entry)},"scores":${scoresJson(entry)},` +
       `"labels":${JSON.stringify(labels)},"label_count":${labels.length}`
-    entry.hist[signalDetails] = members
+    if (entry.hit) (entry.hist ??= {})[signalDetails] = members
   }
   return members
 }
@@ -188,9 +165,9 @@ const kEmptyScores = { signal_groups: {}, signal_subgroups: {} }
 /** Scores a bulk chunk. Items answer in chunk order; `ends[i]` is the end offset of item i in `body`. */
 export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: ScoringContext): BulkChunkOutput {
   const { profile } = selectProfile(params.scoringVersion)
-  const sink = new Sink()
+  const sink = new ByteSink()
   const ends = new Uint32Array(items.length)
-  const history = new HistoryItems()
+  const history = new HistoryItems(items.length)
   let cacheHits = 0
   let invalid = 0
   for (let i = 0; i < items.length; i++) {

@@ -72,3 +72,12 @@ test('a lone surrogate in one string leaves the strings after it intact', () => 
   assert.deepEqual(second.indicator, { type: 'domain', value: 'c', normalized: null })
   assert.equal(second.action_taken, 'allow')
 })
+
+test('halves of a surrogate pair split across two strings are each replaced, never joined into one character', () => {
+  const items = new HistoryItems()
+  items.add('domain', 'a\ud83d', '\ude00b', itemFragment({ type: 'domain', value: 'v', normalized: null }, kInvalidVerdictMembers, null, null))
+  const rows: HistoryRow[] = []
+  historyRows(kEnvelope, [items.encode()], rows)
+  assert.equal(rows[0]?.indicatorValue, 'a\uFFFD')
+  assert.equal(rows[0]?.indicatorNormalized, '\uFFFDb')
+})

@@ -310,6 +310,36 @@ test('log-only fields change neither the bulk verdicts nor the cache key', async
   assert.equal(single.json().meta.cache_hit, true, 'the bulk call filled the cache the single call hits')
 })
 
+test('verdicts answered from the cache are identical to the first answer, at every detail level and in history', async () => {
+  // A first lookup caches the assessment only; the first hit renders and keeps the text, later hits reuse it.
+  const key = await svc.makeKey(['verdict_bulk'], { tenant: 'bulk-cache-text' })
+  const values = ['cache-text-1.example', '192.0.2.201', 'AS64497', '198.51.100.0/28', 'a'.repeat(64), 'cache-text-1.example']
+  const body = (signalDetails: string): unknown => ({ indicators: values.map((value) => ({ value })), signal_details: signalDetails })
+  const results = (raw: string): string => raw.slice(raw.indexOf('"results":'))
+  const calls: Array<{ level: string, raw: string }> = []
+  for (const level of ['none', 'none', 'none', 'top', 'top', 'all', 'all', 'none']) {
+    const res = await bulk(body(level), key)
+    assert.equal(res.status, 200)
+    calls.push({ level, raw: results(res.raw) })
+  }
+  for (const level of ['none', 'top', 'all']) {
+    const same = calls.filter((c) => c.level === level)
+    for (const c of same.slice(1)) assert.equal(c.raw, (same[0] as { raw: string }).raw, `signal_details ${level}`)
+  }
+  const rec = await recorded('bulk-cache-text')
+  assert.equal(rec.history.length, values.length * calls.length)
+  // One indicator's verdict members in history, per detail level: the same on every call.
+  const members = (h: Json): string => JSON.stringify([h.risk, h.scores, h.labels, h.label_count, h.label_details])
+  const byValue = new Map<string, Set<string>>()
+  for (const h of rec.history) {
+    const k = `${h.indicator.value as string}|${h.label_details as string}`
+    const set = byValue.get(k) ?? new Set<string>()
+    set.add(members(h))
+    byValue.set(k, set)
+  }
+  for (const [k, set] of byValue) assert.equal(set.size, 1, `${k} recorded the same verdict each time`)
+})
+
 test('x-request-id is returned on bulk responses and bulk_request_id is fresh per call', async () => {
   const res = await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict/bulk', headers: { 'x-api-key': svc.key, 'x-request-id': 'bulk-trace-7' }, payload: { indicators: [{ value: '192.0.2.5' }] } })
   assert.equal(res.headers['x-request-id'], 'bulk-trace-7')
