@@ -7,10 +7,14 @@
  * garbage collection) and this client spent per indicator while it ran: with the cores a fleet has, that sizes it.
  *
  *   node --import tsx bench/capacity.ts [--bulks 24] [--concurrency 1,2,4] [--singles 2000] [--pool 2] [--cache-size N] [--rounds 3]
+ *     [--isolated 8]
  *
  * Both servers run at once and the two modes take turns on idle servers, level by level, for --rounds rounds; the
  * summary gives medians over rounds, and the pool/inline ratio per round (both measured minutes apart at most).
  * --cache-size sets IOC_CACHE_SIZE (verdicts per shard) for both servers; the default is the service's own.
+ * --isolated N sends N more bulks per mode one at a time, each only once both servers are idle (the history of the
+ * bulk before written): the latency of one bulk on an idle server, next to the back-to-back rows where each bulk
+ * shares the cores with the history write of the one before.
  *
  * Results are printed and written to bench/results/capacity.json.
  */
@@ -33,7 +37,8 @@ const { values } = parseArgs({
     pool: { type: 'string', default: String(availableParallelism()) },
     size: { type: 'string', default: '10000' },
     'cache-size': { type: 'string' },
-    rounds: { type: 'string', default: '3' }
+    rounds: { type: 'string', default: '3' },
+    isolated: { type: 'string', default: '8' }
   }
 })
 const kBulks = Number(values.bulks)
@@ -41,6 +46,7 @@ const kLevels = values.concurrency.split(',').map(Number)
 const kSingles = Number(values.singles)
 const kSize = Number(values.size)
 const kRounds = Number(values.rounds)
+const kIsolated = Number(values.isolated)
 
 interface Server { proc: ChildProcess, base: string, key: string, dir: string }
 
@@ -233,6 +239,34 @@ try {
     }
   }
   for (const [mode] of modes) {
+    if (kIsolated <= 0) break
+    const { server, dispatcher } = servers.get(mode) as { server: Server, dispatcher: Agent }
+    const one: Row[] = []
+    for (const body of bulkBodies(kIsolated)) {
+      for (const other of servers.values()) await quiet(other.server)
+      one.push(await drive(server, dispatcher, [body], 1, '/api/v2/ioc/verdict/bulk', kSize, mode, 'isolated'))
+    }
+    const lat = one.map((r) => r.p50).sort((a, b) => a - b)
+    const row = {
+      ...(one[0] as Row),
+      round: 1,
+      requests: one.length,
+      indicators: one.length * kSize,
+      seconds: Math.round(one.reduce((sum, r) => sum + r.seconds, 0) * 10) / 10,
+      indicatorsPerSec: Math.round(one.length * kSize / one.reduce((sum, r) => sum + r.seconds, 0)),
+      p50: Math.round(median(lat) * 10) / 10,
+      p95: pct(lat, 0.95),
+      p99: pct(lat, 0.99),
+      tookP50: median(one.map((r) => r.tookP50 ?? NaN)),
+      serverCpuUsPerIndicator: median(one.map((r) => r.serverCpuUsPerIndicator ?? NaN)),
+      clientCpuUsPerIndicator: median(one.map((r) => r.clientCpuUsPerIndicator)),
+      errors: one.reduce((sum, r) => sum + r.errors, 0),
+      errorStatuses: one.map((r) => r.errorStatuses).filter((e) => e !== '').join(', ')
+    }
+    rows.push(row)
+    process.stderr.write(`${JSON.stringify(row)}\n`)
+  }
+  for (const [mode] of modes) {
     const { server, dispatcher } = servers.get(mode) as { server: Server, dispatcher: Agent }
     const bodies = singleBodies(kSingles)
     for (const other of servers.values()) await quiet(other.server)
@@ -266,7 +300,10 @@ const summary = {
   poolBulkP50msAtConcurrency1: p50c1('pool'),
   inlineBulkP50msAtConcurrency1: p50c1('inline'),
   poolBulkTookP50msAtConcurrency1: atC1('pool', (r) => r.tookP50),
-  inlineBulkTookP50msAtConcurrency1: atC1('inline', (r) => r.tookP50)
+  inlineBulkTookP50msAtConcurrency1: atC1('inline', (r) => r.tookP50),
+  poolIsolatedBulkP50ms: rows.find((r) => r.mode === 'pool' && r.kind === 'isolated')?.p50 ?? null,
+  poolIsolatedBulkTookP50ms: rows.find((r) => r.mode === 'pool' && r.kind === 'isolated')?.tookP50 ?? null,
+  inlineIsolatedBulkP50ms: rows.find((r) => r.mode === 'inline' && r.kind === 'isolated')?.p50 ?? null
 }
 console.log(summary)
 mkdirSync(join(kRoot, 'bench', 'results'), { recursive: true })
