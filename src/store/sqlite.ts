@@ -30,7 +30,7 @@ const kPurgeBatch = 5000 // items per purge transaction, so the history writer c
 /**
  * Item ids per segment of the indicator_value index, as a shift: 65,536 items. Small enough that a batch's index
  * inserts share pages (the segment's part of the index stays in the page cache), large enough that a value search
- * over a year of history reads a few thousand ranges at most. Part of the schema (migration 2).
+ * reads few ranges: one per 65,536 records kept at most. Part of the schema (migration 2).
  */
 const kSegmentShift = 16
 const kMaxKeyIdAttempts = 3 // 60-bit ids collide with negligible probability; retrying is cheaper than reasoning
@@ -106,7 +106,7 @@ const kMigrations: readonly string[] = [
   ) STRICT, WITHOUT ROWID;
   CREATE INDEX usage_key_day ON usage (key_id, day);
   `,
-  // 2: the indicator_value index is clustered by segment of item ids (docs/OPERATIONS.md, "History store"). Keyed by
+  // 2: the indicator_value index is clustered by segment of item ids (docs/OPERATIONS.md, "Durability of history"). Keyed by
   // value alone, every insert landed on a random leaf page: a batch dirtied about one page per row, and SQLite's WAL
   // writes whole pages, so ingest slowed as the table grew. Keyed by (tenant, segment, value), a batch writes into
   // the newest segment's small, hot part of the index. A value search reads one range per segment (newest first,
@@ -607,7 +607,10 @@ export class SqliteStore implements Store {
     }
   }
 
-  /** EXPLAIN QUERY PLAN lines of the query searchHistory would run (diagnostics and tests). */
+  /**
+   * EXPLAIN QUERY PLAN lines of the query searchHistory would run (diagnostics and tests); for a value search, the
+   * range read it runs once per segment.
+   */
   async explainSearch (tenant: string, filters: SearchFilters, cursor: string | null = null): Promise<string[]> {
     const { stmt, params } = this.#search(tenant, filters, 10, cursor)
     try {
