@@ -26,8 +26,7 @@ export function chunkIndicators (indicators: BulkBody['indicators'], shards: num
   const pos = new Uint32Array(indicators.length)
   for (let i = 0; i < indicators.length; i++) {
     const ind = indicators[i] as BulkBody['indicators'][number]
-    // The error prefix is built only for an item that has an action_source.
-    const actionSource = ind.action_source === undefined || ind.action_source === null ? null : normalizeActionSource(ind.action_source, `indicators[${i}].`)
+    const actionSource = normalizeActionSource(ind.action_source, i)
     const s = shardOf(ind.value, shards)
     const list = items[s] as ChunkItem[]
     shard[i] = s

@@ -17,8 +17,12 @@ export function engineVersion (profileVersion: string): string {
   return `${kPackageVersion}/${profileVersion}`
 }
 
-/** Trimmed, lowercased action_source, or null when empty; throws INVALID_ACTION_SOURCE past 64 characters. */
-export function normalizeActionSource (raw: string | null | undefined, where: string): string | null {
+/**
+ * Trimmed, lowercased action_source, or null when empty; throws INVALID_ACTION_SOURCE past 64 characters. `where`
+ * prefixes the field's name in the error: a string, or a bulk item's index (`indicators[i].`), whose prefix is built
+ * only when there is an error to name.
+ */
+export function normalizeActionSource (raw: string | null | undefined, where: string | number): string | null {
   if (raw === undefined || raw === null) return null
   const v = raw.trim().toLowerCase()
   if (v === '') return null
@@ -26,7 +30,7 @@ export function normalizeActionSource (raw: string | null | undefined, where: st
   // counted only when that is over the limit.
   if (v.length > kMaxActionSource) {
     const n = [...v].length
-    if (n > kMaxActionSource) throw new InvalidActionSourceError(`${where}action_source is ${n} characters after trimming and lowercasing; the limit is ${kMaxActionSource}`)
+    if (n > kMaxActionSource) throw new InvalidActionSourceError(`${typeof where === 'number' ? `indicators[${where}].` : where}action_source is ${n} characters after trimming and lowercasing; the limit is ${kMaxActionSource}`)
   }
   return v
 }
