@@ -157,9 +157,9 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
       const pending = chunks.items.map(async (items, s): Promise<BulkChunkOutput> => items.length === 0
         ? { body: new Uint8Array(0), ends: new Uint32Array(0), history: new Uint8Array(0), cacheHits: 0, invalid: 0 }
         : await pool.runBulk(s, items, params))
-      // The workers have their copies (or inline mode has scored them): ten thousand parsed objects that stayed
-      // reachable for the whole scoring phase would be copied by the young-generation collector and promoted,
-      // growing the old generation by megabytes per bulk and bringing a full collection every bulk or two.
+      // The workers have their copies (or inline mode has scored them): the parsed body, up to ten thousand objects,
+      // is not kept reachable through the scoring phase, where the young-generation collector would copy and promote
+      // it, and concurrent bulks would each hold theirs.
       body = null
       req.body = null
       chunks.items = []

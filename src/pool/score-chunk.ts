@@ -42,8 +42,9 @@ export interface SingleChunkOutput {
 
 /**
  * What a cache shard holds per indicator: the assessment and, once the verdict has been asked for again, its rendered
- * bulk tails. A first lookup keeps no text: most indicators of a bulk feed are never asked for twice, and every byte an
- * entry holds is copied by the garbage collector's young-generation passes before the entry settles in the old one.
+ * bulk tails. A first lookup keeps no tails: most indicators of a bulk feed are never asked for twice, and every byte
+ * an entry holds is copied by the garbage collector's young-generation passes before the entry settles in the old one.
+ * (riskJson and scoresJson are kept from the first lookup: for an unlisted assessment they are the shared memo's text.)
  */
 export interface CacheEntry {
   a: Assessment

@@ -571,7 +571,7 @@ export class SqliteStore implements Store {
    * ordered by (ts, id) and limited. Segments' dates overlap only where writes came out of date order, so reading
    * stops at the first segment whose latest date is older than the last row a full page would keep.
    */
-  #searchBySegment (stmt: Database.Statement, params: unknown[], segParam: number, f: ValidFilters, cursor: Cursor | null, limit: number): FoundRow[] {
+  #searchBySegment ({ stmt, params, segParam, filters: f, cursor, limit }: PreparedSearch & { segParam: number }): FoundRow[] {
     const s = this.#statements()
     const segments = s.segmentsFor.all(
       f.gteMs ?? Number.MIN_SAFE_INTEGER, f.ltMs ?? Number.MAX_SAFE_INTEGER, cursor?.ts ?? Number.MAX_SAFE_INTEGER
@@ -592,9 +592,7 @@ export class SqliteStore implements Store {
     const q = this.#search(tenant, filters, limit, cursor)
     let rows: FoundRow[]
     try {
-      rows = q.segParam === null
-        ? q.stmt.all(...q.params) as FoundRow[]
-        : this.#searchBySegment(q.stmt, q.params, q.segParam, q.filters, q.cursor, q.limit)
+      rows = q.segParam === null ? q.stmt.all(...q.params) as FoundRow[] : this.#searchBySegment({ ...q, segParam: q.segParam })
     } catch (err) {
       throw wrap(err)
     }
