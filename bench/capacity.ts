@@ -127,7 +127,11 @@ function processCpuMs (pid: number | undefined): number | null {
 /** USER_HZ: 100 on every Linux architecture Node supports. */
 const kClockTicks = 100
 
-async function drive (s: Server, dispatcher: Agent, bodies: Buffer[], concurrency: number, path: string, perRequest: number, mode: string, kind: string): Promise<Row> {
+/**
+ * Sends `bodies` over `concurrency` connections and measures them. `before`, when given, is awaited before each request
+ * (its time is left out of `seconds`; the server's CPU during it, such as the last request's history write, is not).
+ */
+async function drive (s: Server, dispatcher: Agent, bodies: Buffer[], concurrency: number, path: string, perRequest: number, mode: string, kind: string, before?: () => Promise<void>): Promise<Row> {
   const lat: number[] = []
   /** meta.took_ms of each bulk answer: the server's time from admission to the merge, scoring included. */
   const took: number[] = []
@@ -137,10 +141,16 @@ async function drive (s: Server, dispatcher: Agent, bodies: Buffer[], concurrenc
   const server0 = processCpuMs(s.proc.pid)
   const client0 = process.cpuUsage()
   const t0 = performance.now()
+  let waited = 0
   await Promise.all(Array.from({ length: concurrency }, async () => {
     for (;;) {
       const i = next++
       if (i >= bodies.length) return
+      if (before !== undefined) {
+        const w = performance.now()
+        await before()
+        waited += performance.now() - w
+      }
       const start = performance.now()
       const res = await request(`${s.base}${path}`, {
         method: 'POST',
@@ -160,7 +170,7 @@ async function drive (s: Server, dispatcher: Agent, bodies: Buffer[], concurrenc
       lat.push(performance.now() - start)
     }
   }))
-  const seconds = (performance.now() - t0) / 1000
+  const seconds = (performance.now() - t0 - waited) / 1000
   const server1 = processCpuMs(s.proc.pid)
   const client = process.cpuUsage(client0)
   lat.sort((a, b) => a - b)
@@ -241,28 +251,8 @@ try {
   for (const [mode] of modes) {
     if (kIsolated <= 0) break
     const { server, dispatcher } = servers.get(mode) as { server: Server, dispatcher: Agent }
-    const one: Row[] = []
-    for (const body of bulkBodies(kIsolated)) {
-      for (const other of servers.values()) await quiet(other.server)
-      one.push(await drive(server, dispatcher, [body], 1, '/api/v2/ioc/verdict/bulk', kSize, mode, 'isolated'))
-    }
-    const lat = one.map((r) => r.p50).sort((a, b) => a - b)
-    const row = {
-      ...(one[0] as Row),
-      round: 1,
-      requests: one.length,
-      indicators: one.length * kSize,
-      seconds: Math.round(one.reduce((sum, r) => sum + r.seconds, 0) * 10) / 10,
-      indicatorsPerSec: Math.round(one.length * kSize / one.reduce((sum, r) => sum + r.seconds, 0)),
-      p50: Math.round(median(lat) * 10) / 10,
-      p95: pct(lat, 0.95),
-      p99: pct(lat, 0.99),
-      tookP50: median(one.map((r) => r.tookP50 ?? NaN)),
-      serverCpuUsPerIndicator: median(one.map((r) => r.serverCpuUsPerIndicator ?? NaN)),
-      clientCpuUsPerIndicator: median(one.map((r) => r.clientCpuUsPerIndicator)),
-      errors: one.reduce((sum, r) => sum + r.errors, 0),
-      errorStatuses: one.map((r) => r.errorStatuses).filter((e) => e !== '').join(', ')
-    }
+    const idle = async (): Promise<void> => { for (const other of servers.values()) await quiet(other.server) }
+    const row = { round: 1, ...await drive(server, dispatcher, bulkBodies(kIsolated), 1, '/api/v2/ioc/verdict/bulk', kSize, mode, 'isolated', idle) }
     rows.push(row)
     process.stderr.write(`${JSON.stringify(row)}\n`)
   }
