@@ -31,6 +31,12 @@ export class ByteSink {
     this.len += b.length
   }
 
+  /** Appends bytes `start` to `end` of `from` (one native copy, no view allocated). */
+  copy (from: Buffer, start: number, end: number): void {
+    this.grow(end - start)
+    this.len += from.copy(this.buf, this.len, start, end)
+  }
+
   /** A fresh, exactly sized copy (its own ArrayBuffer, so it can be transferred). */
   take (): Uint8Array {
     const out = new Uint8Array(this.len)

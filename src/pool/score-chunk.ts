@@ -3,12 +3,12 @@
  * main thread needs as bytes: each result item in the response format, and each item's history record.
  * Scoring workers call it on decoded chunks; inline mode calls it directly on the main thread.
  */
-import { LRUCache } from 'lru-cache'
 import { Packr } from 'msgpackr'
-import { assess, normalize, render, selectProfile, type Assessment, type Snapshot } from '../engine/index.ts'
-import type { EvidenceDetails, IndicatorType, SignalDetails } from '../engine/types.ts'
+import { assess, normalize, render, selectProfile, type Assessment, type ScoringProfile, type Snapshot } from '../engine/index.ts'
+import type { EvidenceDetails, IndicatorType, NormalizedIndicator, SignalDetails } from '../engine/types.ts'
 import { ByteSink } from './byte-sink.ts'
 import { fragmentOf, HistoryItems, itemFragment, kInvalidVerdictMembers } from './history-codec.ts'
+import { VerdictCache, type VerdictTexts } from './verdict-cache.ts'
 
 /** One indicator as the main thread forwards it: [type, value, action_taken, action_source (normalized)]. */
 export type ChunkItem = [unknown, unknown, string | null, string | null]
@@ -40,31 +40,12 @@ export interface SingleChunkOutput {
   history: Uint8Array
 }
 
-/**
- * What a cache shard holds per indicator: the assessment and, once the verdict has been asked for again, its rendered
- * bulk tails. A first lookup keeps no tails: most indicators of a bulk feed are never asked for twice, and every byte
- * an entry holds is copied by the garbage collector's young-generation passes before the entry settles in the old one.
- * (riskJson and scoresJson are kept from the first lookup: for an unlisted assessment they are the shared memo's text.)
- */
-export interface CacheEntry {
-  a: Assessment
-  /** True once a lookup has found the entry: from then on its rendered text is kept. */
-  hit: boolean
-  /** JSON text of the bulk item members after `indicator`, per signal detail level (created when first kept). */
-  json: Partial<Record<SignalDetails, string>> | null
-  /** JSON text of the history record's verdict members (risk, scores, labels, label_count), per signal detail level. */
-  hist: Partial<Record<SignalDetails, string>> | null
-  /** JSON text of risk and scores, shared by the bulk item and the history record. */
-  riskJson?: string
-  scoresJson?: string
-}
-
-/** A shard cache, keyed by snapshot version, profile version, type and normalized value. */
-export type ShardCache = LRUCache<string, CacheEntry>
+/** A shard cache: verdicts keyed by snapshot version, profile version, type and normalized value, off the heap. */
+export type ShardCache = VerdictCache
 
 /** Creates a cache shard holding up to `max` verdicts (0 disables caching). */
 export function createShardCache (max: number): ShardCache | null {
-  return max > 0 ? new LRUCache<string, CacheEntry>({ max }) : null
+  return max > 0 ? new VerdictCache(max) : null
 }
 
 /** msgpack for clients: standard maps, no record extension (API.md). */
@@ -90,16 +71,18 @@ export interface ScoringContext {
   cache: ShardCache | null
 }
 
-function lookup (ctx: ScoringContext, profileKey: string, type: IndicatorType, normalized: string, ind: Parameters<typeof assess>[0], profile: Parameters<typeof assess>[1]): { entry: CacheEntry, hit: boolean } {
-  const key = `${ctx.snapshot.version}|${profileKey}|${type}|${normalized}`
+function cacheKey (ctx: ScoringContext, profileKey: string, type: IndicatorType, normalized: string): string {
+  return `${ctx.snapshot.version}|${profileKey}|${type}|${normalized}`
+}
+
+/** The assessment of an indicator, from the cache or assessed now (and then cached). */
+function lookup (ctx: ScoringContext, profile: ScoringProfile, ind: NormalizedIndicator): { a: Assessment, hit: boolean } {
+  const key = cacheKey(ctx, profile.version, ind.type, ind.normalized)
   const cached = ctx.cache?.get(key)
-  if (cached !== undefined) {
-    cached.hit = true
-    return { entry: cached, hit: true }
-  }
-  const entry: CacheEntry = { a: assess(ind, profile, ctx.snapshot), hit: false, json: null, hist: null }
-  ctx.cache?.set(key, entry)
-  return { entry, hit: false }
+  if (cached !== undefined) return { a: cached.assessment(), hit: true }
+  const a = assess(ind, profile, ctx.snapshot)
+  ctx.cache?.set(key, textsOf(a))
+  return { a, hit: false }
 }
 
 /**
@@ -117,44 +100,64 @@ function jsonOf (value: object): string {
   return text
 }
 
-function riskJson (entry: CacheEntry): string {
-  return (entry.riskJson ??= jsonOf(entry.a.risk))
-}
-
-function scoresJson (entry: CacheEntry): string {
-  return (entry.scoresJson ??= jsonOf(entry.a.scores))
-}
-
-function bulkTail (entry: CacheEntry, signalDetails: SignalDetails): string {
-  let tail = entry.json?.[signalDetails]
-  if (tail === undefined) {
-    const a = entry.a
-    // Only signals need rendering, and only when some are asked for: signal_details none is the default.
-    let signals = '[]'
-    let count = 0
-    if (signalDetails !== 'none' && a.signals.length > 0) {
-      const v = render(a, '', [], { signalDetails, evidenceDetails: 'none' })
-      signals = JSON.stringify(v.signals)
-      count = v.signal_count
-    }
-    tail = `"risk":${riskJson(entry)},"signals":${signals},"signal_count":${count},` +
-      `"scores":${scoresJson(entry)},"threat_context":${JSON.stringify(a.threat_context)},` +
-      `"recommended_actions":${jsonOf(a.recommended_actions)}`
-    if (entry.hit) (entry.json ??= {})[signalDetails] = tail
+/** The texts a verdict is cached as (verdict-cache.ts): the bulk tail at signal_details none is one run of them. */
+function textsOf (a: Assessment): VerdictTexts {
+  return {
+    head: `{"type":"${a.type}","normalized":${JSON.stringify(a.normalized)},"flags":${jsonOf(a.flags)},"all_signals":${jsonOf(a.signals)},`,
+    risk: jsonOf(a.risk),
+    scores: jsonOf(a.scores),
+    rest: `,"threat_context":${JSON.stringify(a.threat_context)},"recommended_actions":${jsonOf(a.recommended_actions)}`
   }
-  return tail
 }
 
-function historyMembers (entry: CacheEntry, signalDetails: SignalDetails): string {
-  let members = entry.hist?.[signalDetails]
-  if (members === undefined) {
-    const labels = labelsOf(entry.a, signalDetails)
-    members = `"risk":${riskJson(entry)},"scores":${scoresJson(entry)},` +
-      `"labels":${JSON.stringify(labels)},"label_count":${labels.length}`
-    if (entry.hit) (entry.hist ??= {})[signalDetails] = members
+const kTailSignalsNone = ',"signals":[],"signal_count":0,"scores":'
+
+/** The bulk item members after `indicator` at a signal detail level other than none. */
+function bulkTail (a: Assessment, signalDetails: SignalDetails): string {
+  let signals = '[]'
+  let count = 0
+  if (a.signals.length > 0) {
+    const v = render(a, '', [], { signalDetails, evidenceDetails: 'none' })
+    signals = JSON.stringify(v.signals)
+    count = v.signal_count
   }
-  return members
+  return `"risk":${jsonOf(a.risk)},"signals":${signals},"signal_count":${count},` +
+    `"scores":${jsonOf(a.scores)},"threat_context":${JSON.stringify(a.threat_context)},` +
+    `"recommended_actions":${jsonOf(a.recommended_actions)}`
 }
+
+/** The history record's verdict members. */
+function historyMembers (riskJson: string, scoresJson: string, labels: Array<Record<string, unknown>>): string {
+  return `"risk":${riskJson},"scores":${scoresJson},"labels":${labels.length === 0 ? '[]' : JSON.stringify(labels)},"label_count":${labels.length}`
+}
+
+function historyMembersOf (a: Assessment, signalDetails: SignalDetails): string {
+  return historyMembers(jsonOf(a.risk), jsonOf(a.scores), labelsOf(a, signalDetails))
+}
+
+/**
+ * Writes the bulk item members after `indicator` at signal_details none, and returns the history record's verdict
+ * members: from the cache's bytes on a hit (no parsing), else assessed and cached. The only path a cold bulk takes.
+ */
+function writeNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: NormalizedIndicator, sink: ByteSink): { members: string, hit: boolean } {
+  const key = cacheKey(ctx, profile.version, ind.type, ind.normalized)
+  const cache = ctx.cache
+  const cached = cache?.get(key)
+  if (cached !== undefined) {
+    sink.copy(cached.ring, cached.tailStart, cached.tailEnd)
+    return { members: historyMembers(cached.riskJson(), cached.scoresJson(), kNoLabels), hit: true }
+  }
+  const t = textsOf(assess(ind, profile, ctx.snapshot))
+  const stored = cache?.set(key, t) ?? null
+  if (stored !== null) {
+    sink.copy(stored.ring, stored.tailStart, stored.tailEnd)
+  } else {
+    sink.write(`"risk":${t.risk}${kTailSignalsNone}${t.scores}${t.rest}`)
+  }
+  return { members: historyMembers(t.risk, t.scores, kNoLabels), hit: false }
+}
+
+const kNoLabels: Array<Record<string, unknown>> = []
 
 /** History needs a string value: a non-string is recorded as its JSON text, a missing one as ''. */
 function valueAsText (value: unknown): string {
@@ -194,19 +197,26 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
       continue
     }
     const ind = n.indicator
-    const { entry, hit } = lookup(ctx, profile.version, ind.type, ind.normalized, ind, profile)
-    if (hit) cacheHits++
     // The indicator as echoed, as JSON once: the bulk item and the history record both carry it.
     const sentJson = JSON.stringify({ type: ind.type, value, normalized: ind.normalized })
-    if (params.format === 'json') {
-      // Piece by piece: the cached tail is written as is, never copied into a concatenated string first.
-      sink.write('{"indicator":')
-      sink.write(sentJson)
-      sink.write(',')
-      sink.write(bulkTail(entry, params.signalDetails))
+    let members: string
+    if (params.format === 'json' && params.signalDetails === 'none') {
+      sink.write(`{"indicator":${sentJson},`)
+      const out = writeNoneTail(ctx, profile, ind, sink)
+      if (out.hit) cacheHits++
+      members = out.members
       sink.write(ind.warnings.length > 0 ? `,"warnings":${JSON.stringify(ind.warnings)}}` : '}')
+    } else if (params.format === 'json') {
+      const { a, hit } = lookup(ctx, profile, ind)
+      if (hit) cacheHits++
+      members = historyMembersOf(a, params.signalDetails)
+      sink.write(`{"indicator":${sentJson},${bulkTail(a, params.signalDetails)}` +
+        (ind.warnings.length > 0 ? `,"warnings":${JSON.stringify(ind.warnings)}}` : '}'))
     } else {
-      const v = render(entry.a, value as string, ind.warnings, { signalDetails: params.signalDetails, evidenceDetails: 'none' })
+      const { a, hit } = lookup(ctx, profile, ind)
+      if (hit) cacheHits++
+      members = historyMembersOf(a, params.signalDetails)
+      const v = render(a, value as string, ind.warnings, { signalDetails: params.signalDetails, evidenceDetails: 'none' })
       const item: Record<string, unknown> = {
         indicator: v.indicator, risk: v.risk, signals: v.signals, signal_count: v.signal_count, scores: v.scores, threat_context: v.threat_context, recommended_actions: v.recommended_actions
       }
@@ -214,7 +224,7 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
       sink.bytes(clientPackr.pack(item))
     }
     ends[i] = sink.len
-    history.add(ind.type, value as string, ind.normalized, fragmentOf(sentJson, historyMembers(entry, params.signalDetails), actionTaken, actionSource))
+    history.add(ind.type, value as string, ind.normalized, fragmentOf(sentJson, members, actionTaken, actionSource))
   }
   return { body: sink.take(), ends, history: history.encode(), cacheHits, invalid }
 }
@@ -232,9 +242,9 @@ export function scoreSingle (item: ChunkItem, params: ChunkParams, ctx: ScoringC
     return { verdict: null, errors: n.errors, warnings: n.warnings, cacheHit: false, history: history.encode() }
   }
   const ind = n.indicator
-  const { entry, hit } = lookup(ctx, profile.version, ind.type, ind.normalized, ind, profile)
-  const v = render(entry.a, value as string, ind.warnings, { signalDetails: params.signalDetails, evidenceDetails: params.evidenceDetails })
-  history.add(ind.type, v.indicator.value, ind.normalized, itemFragment(v.indicator, historyMembers(entry, params.signalDetails), actionTaken, actionSource))
+  const { a, hit } = lookup(ctx, profile, ind)
+  const v = render(a, value as string, ind.warnings, { signalDetails: params.signalDetails, evidenceDetails: params.evidenceDetails })
+  history.add(ind.type, v.indicator.value, ind.normalized, itemFragment(v.indicator, historyMembersOf(a, params.signalDetails), actionTaken, actionSource))
   const verdict: Record<string, unknown> = {
     indicator: v.indicator,
     risk: v.risk,

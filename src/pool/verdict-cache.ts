@@ -1,0 +1,220 @@
+/**
+ * A scoring thread's verdict cache shard, kept off the JavaScript heap.
+ *
+ * Each verdict is stored once as bytes in a ring buffer: a small header, the cache key, and the assessment as JSON
+ * text, laid out so that the bulk item's members after `indicator` at `signal_details` none (the bulk default) are one
+ * contiguous run of those bytes. A bulk hit at that level copies the run into the response with no parsing; any other
+ * use (single calls, other detail levels, msgpack) parses the JSON back into the assessment.
+ *
+ * The index is an `lru-cache` of small integers (a 30-bit hash of the key -> the entry's offset in the ring), so
+ * neither the index nor the entries hold JavaScript objects that the garbage collector must copy or trace: holding
+ * 100,000 assessment object graphs per thread cost about a quarter of a cold bulk's CPU (docs/OPERATIONS.md).
+ *
+ * Bounds: at most `max` verdicts (least recently used evicted) and `max * kBytesPerVerdict` bytes of ring (oldest
+ * bytes overwritten first; a hit on an entry in the older half of the ring copies it to the head). An entry is read
+ * only after its stored key matches the key asked for, so a hash collision or an overwritten entry is a miss, never a
+ * wrong verdict.
+ */
+import { LRUCache } from 'lru-cache'
+import type { Assessment } from '../engine/index.ts'
+
+/** Ring bytes reserved per verdict of capacity: a typical entry (header, key, assessment JSON) is 450-700 bytes. */
+export const kBytesPerVerdict = 768
+const kMinRingBytes = 1 << 20
+/**
+ * Header: uint32 entry length, key bytes, then tail start, tail end, risk end, scores end (relative to the entry), and
+ * the float64 logical position the entry was written at (bytes written before it), which tells whether it is whole.
+ */
+const kHeader = 32
+/** Entries larger than this share of the ring are not cached (they would evict too much at once). */
+const kMaxEntryShare = 16
+
+/** The texts of one verdict, as the chunk scorer has them on a miss. */
+export interface VerdictTexts {
+  /** JSON text `{"type":..,"normalized":..,"flags":..,"all_signals":..,` (the part before the bulk tail). */
+  head: string
+  risk: string
+  scores: string
+  /** The members of the bulk tail after scores: `,"threat_context":...,"recommended_actions":...`. */
+  rest: string
+}
+
+/** FNV-1a of a string's UTF-16 units, cut to 30 bits (a small integer in V8, so the index allocates nothing). */
+function hash30 (s: string): number {
+  let h = 0x811c9dc5
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193)
+  return (h >>> 2) & 0x3fffffff
+}
+
+const kWhole = 0
+const kOtherKey = 1
+const kOverwritten = 2
+
+const kTailSignals = ',"signals":[],"signal_count":0,"scores":'
+
+/** A stored verdict: offsets into the ring, valid until the cache's next set or get. */
+export class CachedVerdict {
+  readonly ring: Buffer
+  readonly off: number
+
+  constructor (ring: Buffer, off: number) {
+    this.ring = ring
+    this.off = off
+  }
+
+  private u32 (at: number): number {
+    return this.ring.readUInt32LE(this.off + at)
+  }
+
+  /** Start of the bulk tail (the members after `indicator` at signal_details none) in `ring`. */
+  get tailStart (): number {
+    return this.off + this.u32(8)
+  }
+
+  /** End of the bulk tail in `ring`. */
+  get tailEnd (): number {
+    return this.off + this.u32(12)
+  }
+
+  /** JSON text of the assessment's risk. */
+  riskJson (): string {
+    return this.ring.toString('utf8', this.off + this.u32(8) + 7, this.off + this.u32(16))
+  }
+
+  /** JSON text of the assessment's scores. */
+  scoresJson (): string {
+    return this.ring.toString('utf8', this.off + this.u32(16) + kTailSignals.length, this.off + this.u32(20))
+  }
+
+  /** The assessment, parsed from the stored JSON. */
+  assessment (): Assessment {
+    const s = JSON.parse(this.ring.toString('utf8', this.off + kHeader + this.u32(4), this.off + this.u32(0))) as StoredAssessment
+    return {
+      type: s.type,
+      normalized: s.normalized,
+      risk: s.risk,
+      signals: s.all_signals,
+      scores: s.scores,
+      threat_context: s.threat_context,
+      flags: s.flags,
+      recommended_actions: s.recommended_actions
+    }
+  }
+}
+
+/** One verdict cache shard. */
+export class VerdictCache {
+  readonly max: number
+  readonly ring: Buffer
+  private readonly index: LRUCache<number, number>
+  /** Logical write position: bytes written so far (skipped ring ends included); the physical offset is head % size. */
+  private head = 0
+  private readonly size: number
+
+  constructor (max: number) {
+    this.max = max
+    this.size = Math.max(kMinRingBytes, Math.min(max * kBytesPerVerdict, 2 ** 29))
+    this.ring = Buffer.alloc(this.size)
+    this.index = new LRUCache<number, number>({ max })
+  }
+
+  /** Number of indexed verdicts (some may since have been overwritten in the ring; those miss on lookup). */
+  get entries (): number {
+    return this.index.size
+  }
+
+  /** The verdict stored under `key`, or undefined. */
+  get (key: string): CachedVerdict | undefined {
+    const h = hash30(key)
+    const off = this.index.get(h)
+    if (off === undefined) return undefined
+    const state = this.check(off, key)
+    if (state !== kWhole) {
+      // An overwritten entry leaves the index; one of another key with the same hash stays (this key simply misses).
+      if (state === kOverwritten) this.index.delete(h)
+      return undefined
+    }
+    // A hit in the older half of the ring is copied to the head, so that new entries do not overwrite it soon.
+    if (this.head - this.ring.readDoubleLE(off + 24) > this.size / 2) {
+      const len = this.ring.readUInt32LE(off)
+      const moved = this.reserve(len)
+      this.ring.copy(this.ring, moved, off, off + len)
+      this.ring.writeDoubleLE(this.head - len, moved + 24)
+      this.index.set(h, moved)
+      return new CachedVerdict(this.ring, moved)
+    }
+    return new CachedVerdict(this.ring, off)
+  }
+
+  /** Stores the verdict of `key` (replacing any entry with the same hash); null when it is too large to keep. */
+  set (key: string, v: VerdictTexts): CachedVerdict | null {
+    // Reserve the most UTF-8 can take, write, then give back what was not used (nothing is written after it).
+    const most = kHeader + 3 * (key.length + v.head.length + v.risk.length + v.scores.length + v.rest.length) + 8 + kTailSignals.length
+    if (most > this.size / kMaxEntryShare) return null
+    const off = this.reserve(most)
+    const stamp = this.head - most
+    const r = this.ring
+    let p = off + kHeader
+    const keyBytes = r.write(key, p, 'utf8')
+    p += keyBytes
+    p += r.write(v.head, p, 'utf8')
+    const tailStart = p
+    p += r.write('"risk":' + v.risk, p, 'utf8')
+    const riskEnd = p
+    p += r.write(kTailSignals + v.scores, p, 'utf8')
+    const scoresEnd = p
+    p += r.write(v.rest, p, 'utf8')
+    const tailEnd = p
+    r[p++] = 0x7d // }
+    const len = p - off
+    this.head -= most - len
+    r.writeUInt32LE(len, off)
+    r.writeUInt32LE(keyBytes, off + 4)
+    r.writeUInt32LE(tailStart - off, off + 8)
+    r.writeUInt32LE(tailEnd - off, off + 12)
+    r.writeUInt32LE(riskEnd - off, off + 16)
+    r.writeUInt32LE(scoresEnd - off, off + 20)
+    r.writeDoubleLE(stamp, off + 24)
+    this.index.set(hash30(key), off)
+    return new CachedVerdict(r, off)
+  }
+
+  /**
+   * Whether the entry at offset `off` is whole (its header is sane and at most a ring's size of bytes were written
+   * since its own position, so nothing has overwritten it) and stored under `key` (compared in full).
+   */
+  private check (off: number, key: string): number {
+    const r = this.ring
+    if (off + kHeader > this.size) return kOverwritten
+    const len = r.readUInt32LE(off)
+    const keyBytes = r.readUInt32LE(off + 4)
+    const stamp = r.readDoubleLE(off + 24)
+    if (len < kHeader + keyBytes || off + len > this.size || stamp % this.size !== off) return kOverwritten
+    const age = this.head - stamp
+    if (age < len || age > this.size) return kOverwritten
+    return r.toString('utf8', off + kHeader, off + kHeader + keyBytes) === key ? kWhole : kOtherKey
+  }
+
+  /** Claims `len` contiguous bytes at the head (wrapping to the start when the end is too short); returns the offset. */
+  private reserve (len: number): number {
+    let off = this.head % this.size
+    if (off + len > this.size) {
+      // The end of the ring is skipped: the skipped bytes count as written, so entries there age out.
+      this.head += this.size - off
+      off = 0
+    }
+    this.head += len
+    return off
+  }
+}
+
+interface StoredAssessment {
+  type: Assessment['type']
+  normalized: string
+  flags: string[]
+  all_signals: Assessment['signals']
+  risk: Assessment['risk']
+  scores: Assessment['scores']
+  threat_context: Assessment['threat_context']
+  recommended_actions: Assessment['recommended_actions']
+}

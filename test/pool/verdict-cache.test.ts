@@ -1,0 +1,202 @@
+/**
+ * The off-heap verdict cache: a cached verdict answers exactly as a fresh one (every format, detail level and the
+ * history record, on the first lookup and on hits), eviction and hash collisions give misses and never another
+ * indicator's verdict, and the bounds hold.
+ */
+import assert from 'node:assert/strict'
+import { readFileSync, readdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { test } from 'node:test'
+import { mixedCorpus } from '../../bench/corpus.ts'
+import type { EvidenceDetails, SignalDetails } from '../../src/engine/types.ts'
+import { createShardCache, scoreBulkChunk, scoreSingle, type ChunkItem, type ChunkParams, type ScoringContext } from '../../src/pool/score-chunk.ts'
+import { VerdictCache, type VerdictTexts } from '../../src/pool/verdict-cache.ts'
+import { sampleSnapshot } from '../helper.ts'
+
+/** Every IP, domain and SHA-256 named in the shipped sample feeds (listed indicators, with evidence), plus a mixed corpus. */
+function corpus (): ChunkItem[] {
+  const dir = join(import.meta.dirname, '..', '..', 'data', 'feeds')
+  const values = new Set<string>()
+  for (const f of readdirSync(dir)) {
+    if (!/\.(csv|txt|json|netset)$/.test(f)) continue
+    const text = readFileSync(join(dir, f), 'utf8')
+    for (const m of text.matchAll(/\b(?:\d{1,3}\.){3}\d{1,3}\b|\b[a-f0-9]{64}\b|\b[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,}\b/gi)) values.add(m[0])
+  }
+  const items: ChunkItem[] = [...values].map((v) => [undefined, v, null, null])
+  for (const x of mixedCorpus(2000, 91)) items.push([x.type, x.value, 'block', 'edr'])
+  items.push(['ip', 'not an ip', null, null], [undefined, '1.2.3[.]4', null, null], ['domain', 'BÜCHER.de.', null, null])
+  return items
+}
+
+const kLevels: SignalDetails[] = ['none', 'top', 'all']
+const kEvidence: EvidenceDetails[] = ['none', 'summary', 'full']
+
+/** Asserts equal bytes, naming the first difference (a plain assert.equal would diff megabytes). */
+function sameBytes (got: Uint8Array, want: Uint8Array, what: string): void {
+  const a = Buffer.from(got)
+  const b = Buffer.from(want)
+  if (a.equals(b)) return
+  let i = 0
+  while (i < a.length && a[i] === b[i]) i++
+  assert.fail(`${what}: bytes differ at ${i}: got ${JSON.stringify(a.subarray(Math.max(0, i - 80), i + 80).toString('latin1'))}, want ${JSON.stringify(b.subarray(Math.max(0, i - 80), i + 80).toString('latin1'))}`)
+}
+
+test('bulk chunks answer byte for byte as without a cache, on the miss and on the hits, in JSON and msgpack', async () => {
+  const snapshot = await sampleSnapshot()
+  const items = corpus()
+  assert.ok(items.length > 2000, `${items.length} items`)
+  const fresh: ScoringContext = { snapshot, cache: null }
+  const cached: ScoringContext = { snapshot, cache: createShardCache(100_000) }
+  for (const format of ['json', 'msgpack'] as const) {
+    for (const signalDetails of kLevels) {
+      const params: ChunkParams = { mode: 'bulk', format, scoringVersion: null, signalDetails, evidenceDetails: 'none' }
+      const want = scoreBulkChunk(items, params, fresh)
+      if (format === 'json' && signalDetails === 'all') {
+        // The corpus holds listed indicators: signals with evidence go through the cache too.
+        const listed = Buffer.from(want.body).toString().match(/"signal_count":[1-9]/g)?.length ?? 0
+        assert.ok(listed > 20, `${listed} indicators with signals`)
+      }
+      for (let round = 0; round < 2; round++) {
+        const got = scoreBulkChunk(items, params, cached)
+        sameBytes(got.body, want.body, `${format} ${signalDetails} round ${round}`)
+        assert.ok(Buffer.from(got.ends.buffer, got.ends.byteOffset, got.ends.byteLength).equals(Buffer.from(want.ends.buffer, want.ends.byteOffset, want.ends.byteLength)), 'item ends')
+        sameBytes(got.history, want.history, `history ${format} ${signalDetails} round ${round}`)
+        assert.equal(got.invalid, want.invalid)
+      }
+    }
+  }
+  // Everything valid was a hit after the first pass (format and level are not part of the key).
+  const again = scoreBulkChunk(items, { mode: 'bulk', format: 'json', scoringVersion: null, signalDetails: 'none', evidenceDetails: 'none' }, cached)
+  assert.equal(again.cacheHits, items.length - again.invalid)
+})
+
+test('single calls answer exactly as without a cache, and report the hit, at every detail level', async () => {
+  const snapshot = await sampleSnapshot()
+  const items = corpus().slice(0, 400)
+  const fresh: ScoringContext = { snapshot, cache: null }
+  const cached: ScoringContext = { snapshot, cache: createShardCache(1000) }
+  for (const signalDetails of kLevels) {
+    for (const evidenceDetails of kEvidence) {
+      const params: ChunkParams = { mode: 'single', format: 'json', scoringVersion: null, signalDetails, evidenceDetails }
+      for (const item of items) {
+        const want = scoreSingle(item, params, fresh)
+        const got = scoreSingle(item, params, cached)
+        assert.deepEqual(got.verdict, want.verdict, `${String(item[1])} ${signalDetails}/${evidenceDetails}`)
+        assert.equal(JSON.stringify(got.verdict), JSON.stringify(want.verdict))
+        sameBytes(got.history, want.history, `history of ${String(item[1])}`)
+        assert.equal(got.cacheHit, want.verdict !== null && (signalDetails !== 'none' || evidenceDetails !== 'none'))
+      }
+    }
+  }
+})
+
+function texts (n: number, pad = 0): VerdictTexts {
+  return {
+    head: `{"type":"ip","normalized":"10.0.${n >> 8 & 255}.${n & 255}","flags":[],"all_signals":[],`,
+    risk: `{"score":${n % 101},"strength":"weak","category":"c${n}","evidence_saturation":"none"}`,
+    scores: `{"signal_groups":{"g":{"n":${n}}},"signal_subgroups":{}}`,
+    rest: `,"threat_context":{"n":${n},"pad":"${'x'.repeat(pad)}","name":"Telefónica ${n}"},"recommended_actions":[]`
+  }
+}
+
+function expectVerdict (c: VerdictCache, key: string, n: number): boolean {
+  const v = c.get(key)
+  if (v === undefined) return false
+  const t = texts(n, 0)
+  assert.equal(v.riskJson(), t.risk)
+  assert.equal(v.scoresJson(), t.scores)
+  const tail = v.ring.toString('utf8', v.tailStart, v.tailEnd)
+  assert.equal(tail.startsWith(`"risk":${t.risk},"signals":[],"signal_count":0,"scores":${t.scores},"threat_context":{"n":${n},`), true, tail)
+  assert.equal(v.assessment().threat_context.n, n)
+  return true
+}
+
+test('a full cache drops the oldest entries: they miss, and no lookup returns another key\'s verdict', () => {
+  // Room for everything: 20,000 entries of ~300 bytes in a 100,000-verdict cache all hit, bar hash collisions.
+  const large = new VerdictCache(100_000)
+  for (let n = 0; n < 20_000; n++) large.set(`k|${n}`, texts(n))
+  let hits = 0
+  for (let n = 0; n < 20_000; n++) if (expectVerdict(large, `k|${n}`, n)) hits++
+  assert.ok(hits > 19_990, `${hits} hits`)
+  // 1,000 verdicts (LRU bound) in the 1 MiB minimum ring: only the newest stay.
+  const small = new VerdictCache(1000)
+  for (let n = 0; n < 20_000; n++) small.set(`k|${n}`, texts(n))
+  hits = 0
+  for (let n = 0; n < 20_000; n++) if (expectVerdict(small, `k|${n}`, n)) hits++
+  assert.ok(hits > 900 && hits <= 1000, `${hits} hits`)
+  assert.equal(expectVerdict(small, 'k|19999', 19999), true)
+  assert.equal(small.get('k|0'), undefined)
+  assert.ok(small.entries <= 1000, `${small.entries} entries`)
+  // A 1 MiB ring with room in the index for 100,000: the ring's byte bound decides (~3,000 of these entries).
+  const ring = new VerdictCache(1365)
+  for (let n = 0; n < 20_000; n++) ring.set(`k|${n}`, texts(n, 600))
+  hits = 0
+  for (let n = 0; n < 20_000; n++) if (expectVerdict(ring, `k|${n}`, n)) hits++
+  assert.ok(hits > 500 && hits < 1365, `${hits} hits`)
+})
+
+test('entries of varied sizes wrapping the ring never read torn or foreign bytes (against a reference map)', () => {
+  const c = new VerdictCache(500) // 1 MiB ring
+  const stored = new Map<string, number>()
+  let seed = 7
+  const rnd = (): number => { seed = (seed * 1103515245 + 12345) & 0x7fffffff; return seed / 0x7fffffff }
+  for (let i = 0; i < 30_000; i++) {
+    const n = Math.floor(rnd() * 3000)
+    const key = `k|${n}`
+    if (rnd() < 0.5) {
+      c.set(key, texts(n, Math.floor(rnd() * 4000)))
+      stored.set(key, n)
+    } else {
+      const v = c.get(key)
+      if (v !== undefined) {
+        assert.equal(stored.get(key), n)
+        assert.equal(v.assessment().threat_context.n, n)
+        assert.equal(v.riskJson(), texts(n).risk)
+      }
+    }
+  }
+})
+
+test('two keys with the same index hash: the later replaces the earlier, which then misses', () => {
+  // Find two keys whose 30-bit hashes collide, through the cache itself: after setting key b, key a must miss when
+  // they collide, and must hit otherwise.
+  const hash30 = (s: string): number => {
+    let h = 0x811c9dc5
+    for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193)
+    return (h >>> 2) & 0x3fffffff
+  }
+  const seen = new Map<number, string>()
+  let a = ''
+  let b = ''
+  for (let i = 0; a === ''; i++) {
+    const k = `v|2026-11|domain|host${i}.example`
+    const h = hash30(k)
+    const other = seen.get(h)
+    if (other !== undefined) { a = other; b = k } else seen.set(h, k)
+  }
+  const c = new VerdictCache(1000)
+  c.set(a, texts(1))
+  assert.equal(expectVerdict(c, a, 1), true)
+  c.set(b, texts(2))
+  assert.equal(c.get(a), undefined, 'the replaced key misses')
+  assert.equal(expectVerdict(c, b, 2), true, 'a lookup of the replaced key leaves the other in place')
+  assert.equal(c.entries, 1)
+})
+
+test('a verdict that keeps being hit survives writes of many times the ring, and the LRU bound evicts the idle', () => {
+  const c = new VerdictCache(100) // 1 MiB ring, 100 verdicts
+  c.set('hot', texts(5))
+  for (let n = 0; n < 50_000; n++) {
+    c.set(`cold|${n}`, texts(n, 200))
+    if (n % 50 === 0) assert.equal(expectVerdict(c, 'hot', 5), true, `hot entry lost after ${n} writes`)
+  }
+  assert.ok(c.entries <= 100, `${c.entries} entries`)
+  assert.equal(c.get('cold|0'), undefined)
+})
+
+test('an entry too large for the ring is not cached, and the chunk scorer still answers it', () => {
+  const c = new VerdictCache(10)
+  assert.equal(c.set('big', texts(1, 200_000)), null)
+  assert.equal(c.get('big'), undefined)
+  assert.equal(c.entries, 0)
+})
