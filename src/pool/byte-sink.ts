@@ -31,6 +31,12 @@ export class ByteSink {
     this.len += b.length
   }
 
+  /** Appends one byte. */
+  byte (c: number): void {
+    this.grow(1)
+    this.buf[this.len++] = c
+  }
+
   /** Appends bytes `start` to `end` of `from` (one native copy, no view allocated). */
   copy (from: Buffer, start: number, end: number): void {
     this.grow(end - start)

@@ -44,6 +44,13 @@ export class HistoryItems {
     this.push(value)
     this.push(normalized)
     this.push(fragment)
+    // One native write for the four: offsets count UTF-16 units, so they hold for the joined text. Not where a string
+    // ends in a high surrogate: joined, it could pair with the next string's low one (each half alone is replaced).
+    if (endsHigh(type) || endsHigh(value) || endsHigh(normalized)) {
+      for (const str of [type, value, normalized, fragment]) if (str !== null && str.length > 0) this.text.write(str)
+    } else {
+      this.text.write((type ?? '') + value + (normalized ?? '') + fragment)
+    }
   }
 
   private push (str: string | null): void {
@@ -53,7 +60,6 @@ export class HistoryItems {
     }
     this.end += str.length
     this.ends[this.n++] = this.end
-    if (str.length > 0) this.text.write(str)
   }
 
   /**
@@ -71,6 +77,12 @@ export class HistoryItems {
     this.text.buf.copy(out, head, 0, this.text.len)
     return new Uint8Array(out.buffer, 0, head + this.text.len) as Uint8Array<ArrayBuffer>
   }
+}
+
+function endsHigh (s: string | null): boolean {
+  if (s === null || s.length === 0) return false
+  const c = s.charCodeAt(s.length - 1)
+  return c >= 0xd800 && c <= 0xdbff
 }
 
 /** Decodes what HistoryItems.encode produced. */

@@ -205,7 +205,8 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
       const out = writeNoneTail(ctx, profile, ind, sink)
       if (out.hit) cacheHits++
       members = out.members
-      sink.write(ind.warnings.length > 0 ? `,"warnings":${JSON.stringify(ind.warnings)}}` : '}')
+      if (ind.warnings.length > 0) sink.write(`,"warnings":${JSON.stringify(ind.warnings)}}`)
+      else sink.byte(0x7d) // }
     } else if (params.format === 'json') {
       const { a, hit } = lookup(ctx, profile, ind)
       if (hit) cacheHits++

@@ -155,15 +155,18 @@ export class VerdictCache {
     const stamp = this.head - most
     const r = this.ring
     let p = off + kHeader
-    const keyBytes = r.write(key, p, 'utf8')
-    p += keyBytes
-    p += r.write(v.head, p, 'utf8')
+    // Two native writes: key and head, then the tail. Where a write is all ASCII (bytes = UTF-16 units, as keys,
+    // risk and scores are in practice) the offsets inside it follow from string lengths; else from byte lengths.
+    const keyHead = r.write(key + v.head, p, 'utf8')
+    const keyBytes = keyHead === key.length + v.head.length ? key.length : Buffer.byteLength(key)
+    p += keyHead
     const tailStart = p
-    p += r.write('"risk":' + v.risk, p, 'utf8')
-    const riskEnd = p
-    p += r.write(kTailSignals + v.scores, p, 'utf8')
-    const scoresEnd = p
-    p += r.write(v.rest, p, 'utf8')
+    const tail = '"risk":' + v.risk + kTailSignals + v.scores + v.rest
+    const tailBytes = r.write(tail, p, 'utf8')
+    const ascii = tailBytes === tail.length
+    const riskEnd = p + 7 + (ascii ? v.risk.length : Buffer.byteLength(v.risk))
+    const scoresEnd = riskEnd + kTailSignals.length + (ascii ? v.scores.length : Buffer.byteLength(v.scores))
+    p += tailBytes
     const tailEnd = p
     r[p++] = 0x7d // }
     const len = p - off

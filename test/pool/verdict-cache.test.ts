@@ -200,3 +200,16 @@ test('an entry too large for the ring is not cached, and the chunk scorer still 
   assert.equal(c.get('big'), undefined)
   assert.equal(c.entries, 0)
 })
+
+test('keys and texts outside ASCII are stored and compared by their UTF-8 bytes', () => {
+  const c = new VerdictCache(10)
+  const t = texts(3)
+  c.set('ключ|bücher', { ...t, risk: t.risk.replace('"c3"', '"ç3"'), scores: t.scores.replace('"g"', '"ğ"') })
+  assert.equal(c.get('ключ|bucher'), undefined)
+  const v = c.get('ключ|bücher')
+  assert.ok(v !== undefined, 'stored under its own key')
+  assert.equal(v.riskJson(), t.risk.replace('"c3"', '"ç3"'))
+  assert.equal(v.scoresJson(), t.scores.replace('"g"', '"ğ"'))
+  assert.equal(v.assessment().normalized, '10.0.0.3')
+  assert.deepEqual(v.assessment().risk, { score: 3, strength: 'weak', category: 'ç3', evidence_saturation: 'none' })
+})
