@@ -1,7 +1,7 @@
 import neostandard from 'neostandard'
 
 export default [
-  ...neostandard({ ts: true, ignores: ['node_modules/**', 'dist/**', 'data/run/**', 'bench/results/**'] }),
+  ...neostandard({ ts: true, ignores: ['node_modules/**', 'dist/**', 'data/run/**', 'bench/results/**', '.scratch/**'] }),
   {
     rules: {
       // `void promise` marks a deliberately unawaited call (timers, message handlers); keep it legal as a statement.
