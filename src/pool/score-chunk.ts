@@ -8,7 +8,7 @@ import { assess, normalize, render, selectProfile, type Assessment, type Scoring
 import type { EvidenceDetails, IndicatorType, NormalizedIndicator, SignalDetails } from '../engine/types.ts'
 import { ByteSink } from './byte-sink.ts'
 import { fragmentOf, HistoryItems, itemFragment, kInvalidVerdictMembers } from './history-codec.ts'
-import { VerdictCache, type VerdictTexts } from './verdict-cache.ts'
+import { kTailSignals, VerdictCache, type VerdictTexts } from './verdict-cache.ts'
 
 /** One indicator as the main thread forwards it: [type, value, action_taken, action_source (normalized)]. */
 export type ChunkItem = [unknown, unknown, string | null, string | null]
@@ -110,8 +110,6 @@ function textsOf (a: Assessment): VerdictTexts {
   }
 }
 
-const kTailSignalsNone = ',"signals":[],"signal_count":0,"scores":'
-
 /** The bulk item members after `indicator` at a signal detail level other than none. */
 function bulkTail (a: Assessment, signalDetails: SignalDetails): string {
   let signals = '[]'
@@ -152,7 +150,7 @@ function writeNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: Norma
   if (stored !== null) {
     sink.copy(stored.ring, stored.tailStart, stored.tailEnd)
   } else {
-    sink.write(`"risk":${t.risk}${kTailSignalsNone}${t.scores}${t.rest}`)
+    sink.write(`"risk":${t.risk}${kTailSignals}${t.scores}${t.rest}`)
   }
   return { members: historyMembers(t.risk, t.scores, kNoLabels), hit: false }
 }

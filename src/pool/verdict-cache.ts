@@ -50,7 +50,8 @@ const kWhole = 0
 const kOtherKey = 1
 const kOverwritten = 2
 
-const kTailSignals = ',"signals":[],"signal_count":0,"scores":'
+/** What stands between risk and scores in a bulk item at signal_details none. */
+export const kTailSignals = ',"signals":[],"signal_count":0,"scores":'
 
 /** A stored verdict: offsets into the ring, valid until the cache's next set or get. */
 export class CachedVerdict {
