@@ -16,6 +16,11 @@
  * bulk before written): the latency of one bulk on an idle server, next to the back-to-back rows where each bulk
  * shares the cores with the history write of the one before.
  *
+ * After each bulk row the bench polls the health route until the server's history backlog is empty: the row's
+ * historyDrainMs, and sustainedIndicatorsPerSec = indicators / (seconds + drain), which counts the history write that
+ * a short run leaves behind. Size a fleet on the sustained figure: past IOC_HISTORY_MAX_BACKLOG, an overload that the
+ * history writer cannot follow gets 503 OVERLOADED.
+ *
  * Results are printed and written to bench/results/capacity.json.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
@@ -112,6 +117,10 @@ interface Row {
   clientCpuUsPerIndicator: number
   errors: number
   errorStatuses: string
+  /** Bulk rows: ms from the last answer until the server's history backlog was empty (health `checks.history.pending`). */
+  historyDrainMs?: number
+  /** Bulk rows: indicators answered and written to history per second (the drain counted): what a fleet sustains. */
+  sustainedIndicatorsPerSec?: number
 }
 
 /** User + system CPU ms of a process, all threads (Linux /proc; null elsewhere). */
@@ -203,6 +212,18 @@ function singleBodies (n: number): Buffer[] {
   return mixedCorpus(n, seed++).map((ind) => Buffer.from(JSON.stringify({ indicator: ind })))
 }
 
+/** Ms until the server's history backlog is empty (polled on the health route), at most 120 s. */
+async function drained (server: Server): Promise<number> {
+  const t0 = performance.now()
+  while (performance.now() - t0 < 120_000) {
+    const res = await request(`${server.base}/api/v2/ioc/health`)
+    const health = await res.body.json() as { checks?: { history?: { pending?: number } } }
+    if (health.checks?.history?.pending === 0) break
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+  return performance.now() - t0
+}
+
 /** Waits until the server is idle (its history writer has drained): under 5% of a core for 300 ms, at most 60 s. */
 async function quiet (server: Server): Promise<void> {
   const until = Date.now() + 60_000
@@ -243,6 +264,8 @@ try {
         const bodies = bulkBodies(kBulks)
         for (const other of servers.values()) await quiet(other.server)
         const row = { round, ...await drive(server, dispatcher, bodies, c, '/api/v2/ioc/verdict/bulk', kSize, mode, 'bulk') }
+        row.historyDrainMs = Math.round(await drained(server))
+        row.sustainedIndicatorsPerSec = Math.round(row.indicators / (row.indicators / row.indicatorsPerSec + row.historyDrainMs / 1000))
         rows.push(row)
         process.stderr.write(`${JSON.stringify(row)}\n`)
       }
@@ -276,6 +299,8 @@ const bulkRows = (mode: string, round: number): Row[] => rows.filter((r) => r.mo
 const bestOf = (mode: string, round: number): number => Math.max(...bulkRows(mode, round).map((r) => r.indicatorsPerSec))
 const rounds = Array.from({ length: kRounds }, (_, i) => i + 1)
 const ratios = rounds.map((r) => Math.round(bestOf('pool', r) / bestOf('inline', r) * 100) / 100)
+const bestSustained = (mode: string, round: number): number => Math.max(...bulkRows(mode, round).map((r) => r.sustainedIndicatorsPerSec ?? NaN))
+const sustainedRatios = rounds.map((r) => Math.round(bestSustained('pool', r) / bestSustained('inline', r) * 100) / 100)
 const atC1 = (mode: string, pick: (r: Row) => number | null): number => median(rounds.map((r) => pick(bulkRows(mode, r).find((x) => x.concurrency === kLevels[0]) as Row) ?? NaN))
 const p50c1 = (mode: string): number => atC1(mode, (r) => r.p50)
 const summary = {
@@ -287,6 +312,9 @@ const summary = {
   inlineBestIndicatorsPerSec: median(rounds.map((r) => bestOf('inline', r))),
   poolOverInlinePerRound: ratios,
   poolOverInline: median(ratios),
+  poolBestSustainedIndicatorsPerSec: median(rounds.map((r) => bestSustained('pool', r))),
+  inlineBestSustainedIndicatorsPerSec: median(rounds.map((r) => bestSustained('inline', r))),
+  poolOverInlineSustainedPerRound: sustainedRatios,
   poolBulkP50msAtConcurrency1: p50c1('pool'),
   inlineBulkP50msAtConcurrency1: p50c1('inline'),
   poolBulkTookP50msAtConcurrency1: atC1('pool', (r) => r.tookP50),
