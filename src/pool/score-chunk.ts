@@ -8,7 +8,7 @@ import { assess, normalize, render, selectProfile, type Assessment, type Scoring
 import type { EvidenceDetails, IndicatorType, NormalizedIndicator, SignalDetails } from '../engine/types.ts'
 import { ByteSink } from './byte-sink.ts'
 import { fragmentOf, HistoryItems, itemFragment, kInvalidVerdictMembers } from './history-codec.ts'
-import { kTailSignals, VerdictCache, type VerdictTexts } from './verdict-cache.ts'
+import { noneTail, VerdictCache, type VerdictTexts } from './verdict-cache.ts'
 
 /** One indicator as the main thread forwards it: [type, value, action_taken, action_source (normalized)]. */
 export type ChunkItem = [unknown, unknown, string | null, string | null]
@@ -124,6 +124,8 @@ function bulkTail (a: Assessment, signalDetails: SignalDetails): string {
     `"recommended_actions":${jsonOf(a.recommended_actions)}`
 }
 
+const kNoLabels: Array<Record<string, unknown>> = []
+
 /** The history record's verdict members. */
 function historyMembers (riskJson: string, scoresJson: string, labels: Array<Record<string, unknown>>): string {
   return `"risk":${riskJson},"scores":${scoresJson},"labels":${labels.length === 0 ? '[]' : JSON.stringify(labels)},"label_count":${labels.length}`
@@ -150,12 +152,10 @@ function writeNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: Norma
   if (stored !== null) {
     sink.copy(stored.ring, stored.tailStart, stored.tailEnd)
   } else {
-    sink.write(`"risk":${t.risk}${kTailSignals}${t.scores}${t.rest}`)
+    sink.write(noneTail(t))
   }
   return { members: historyMembers(t.risk, t.scores, kNoLabels), hit: false }
 }
-
-const kNoLabels: Array<Record<string, unknown>> = []
 
 /** History needs a string value: a non-string is recorded as its JSON text, a missing one as ''. */
 function valueAsText (value: unknown): string {

@@ -43,7 +43,7 @@ export interface VerdictTexts {
 }
 
 /** FNV-1a of a string's UTF-16 units, cut to 30 bits (a small integer in V8, so the index allocates nothing). */
-function hash30 (s: string): number {
+export function hash30 (s: string): number {
   let h = 0x811c9dc5
   for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193)
   return (h >>> 2) & 0x3fffffff
@@ -53,8 +53,14 @@ const kWhole = 0
 const kOtherKey = 1
 const kOverwritten = 2
 
+const kRisk = '"risk":'
 /** What stands between risk and scores in a bulk item at signal_details none. */
-export const kTailSignals = ',"signals":[],"signal_count":0,"scores":'
+const kTailSignals = ',"signals":[],"signal_count":0,"scores":'
+
+/** The bulk item's members after `indicator` at signal_details none, as the cache stores them. */
+export function noneTail (v: VerdictTexts): string {
+  return kRisk + v.risk + kTailSignals + v.scores + v.rest
+}
 
 /** A stored verdict: offsets into the ring, valid until the cache's next set or get. */
 export class CachedVerdict {
@@ -82,7 +88,7 @@ export class CachedVerdict {
 
   /** JSON text of the assessment's risk. */
   riskJson (): string {
-    return this.ring.toString('utf8', this.off + this.u32(8) + 7, this.off + this.u32(16))
+    return this.ring.toString('utf8', this.off + this.u32(8) + kRisk.length, this.off + this.u32(16))
   }
 
   /** JSON text of the assessment's scores. */
@@ -153,7 +159,7 @@ export class VerdictCache {
   /** Stores the verdict of `key` (replacing any entry with the same hash); null when it is too large to keep. */
   set (key: string, v: VerdictTexts): CachedVerdict | null {
     // Reserve the most UTF-8 can take, write, then give back what was not used (nothing is written after it).
-    const most = kHeader + 3 * (key.length + v.head.length + v.risk.length + v.scores.length + v.rest.length) + 8 + kTailSignals.length
+    const most = kHeader + 3 * (key.length + v.head.length + v.risk.length + v.scores.length + v.rest.length) + kRisk.length + kTailSignals.length + 1
     if (most > this.size / kMaxEntryShare) return null
     const off = this.reserve(most)
     const stamp = this.head - most
@@ -165,10 +171,10 @@ export class VerdictCache {
     const keyBytes = keyHead === key.length + v.head.length ? key.length : Buffer.byteLength(key)
     p += keyHead
     const tailStart = p
-    const tail = '"risk":' + v.risk + kTailSignals + v.scores + v.rest
+    const tail = noneTail(v)
     const tailBytes = r.write(tail, p, 'utf8')
     const ascii = tailBytes === tail.length
-    const riskEnd = p + 7 + (ascii ? v.risk.length : Buffer.byteLength(v.risk))
+    const riskEnd = p + kRisk.length + (ascii ? v.risk.length : Buffer.byteLength(v.risk))
     const scoresEnd = riskEnd + kTailSignals.length + (ascii ? v.scores.length : Buffer.byteLength(v.scores))
     p += tailBytes
     const tailEnd = p
@@ -206,7 +212,7 @@ export class VerdictCache {
   private reserve (len: number): number {
     let off = this.head % this.size
     if (off + len > this.size) {
-      // The end of the ring is skipped: the skipped bytes count as written, so entries there age out.
+      // The end of the ring is skipped; counting the skipped bytes as written keeps head % size the physical offset.
       this.head += this.size - off
       off = 0
     }

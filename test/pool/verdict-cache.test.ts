@@ -10,7 +10,7 @@ import { test } from 'node:test'
 import { mixedCorpus } from '../../bench/corpus.ts'
 import type { EvidenceDetails, SignalDetails } from '../../src/engine/types.ts'
 import { createShardCache, scoreBulkChunk, scoreSingle, type ChunkItem, type ChunkParams, type ScoringContext } from '../../src/pool/score-chunk.ts'
-import { VerdictCache, type VerdictTexts } from '../../src/pool/verdict-cache.ts'
+import { hash30, VerdictCache, type VerdictTexts } from '../../src/pool/verdict-cache.ts'
 import { sampleSnapshot } from '../helper.ts'
 
 /** Every IP, domain and SHA-256 named in the shipped sample feeds (listed indicators, with evidence), plus a mixed corpus. */
@@ -127,7 +127,7 @@ test('a full cache drops the oldest entries: they miss, and no lookup returns an
   assert.equal(expectVerdict(small, 'k|19999', 19999), true)
   assert.equal(small.get('k|0'), undefined)
   assert.ok(small.entries <= 1000, `${small.entries} entries`)
-  // A 1 MiB ring with room in the index for 100,000: the ring's byte bound decides (~3,000 of these entries).
+  // 1,365 verdicts of index in the 1 MiB minimum ring, with entries of ~900 bytes: the ring's byte bound decides.
   const ring = new VerdictCache(1365)
   for (let n = 0; n < 20_000; n++) ring.set(`k|${n}`, texts(n, 600))
   hits = 0
@@ -158,13 +158,7 @@ test('entries of varied sizes wrapping the ring never read torn or foreign bytes
 })
 
 test('two keys with the same index hash: the later replaces the earlier, which then misses', () => {
-  // Find two keys whose 30-bit hashes collide, through the cache itself: after setting key b, key a must miss when
-  // they collide, and must hit otherwise.
-  const hash30 = (s: string): number => {
-    let h = 0x811c9dc5
-    for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193)
-    return (h >>> 2) & 0x3fffffff
-  }
+  // Two keys of the cache's key shape whose 30-bit index hashes collide.
   const seen = new Map<number, string>()
   let a = ''
   let b = ''
