@@ -5,12 +5,12 @@
  *   node --import tsx bench/history.bench.ts [--seconds 10] [--concurrency 2] [--max-backlog 200000] [--batch N] [--pool N]
  *
  * Phase 1 (no HTTP): envelopes with pre-encoded parts, made exactly as the scoring workers make them
- *   (scoreBulkChunk -> threadPackr.pack of per-item partial records, 2 parts of 5,000 per 10,000-record envelope),
+ *   (scoreBulkChunk -> encoded history items, 2 parts of 5,000 per 10,000-record envelope),
  *   submitted as fast as the writer accepts them (closed loop: a new envelope whenever the backlog is under
  *   --max-backlog) for --seconds; the backlog (history.state().pending) is sampled every 250 ms. --batch overrides
  *   the rows per store transaction for this phase (default: the configured IOC_HISTORY_BATCH).
- * Breakdown: per-record cost of each ingest step on one thread (msgpack decode, record build, JSON doc + row
- *   validation, SQLite insert + usage upsert), to show where the time goes.
+ * Breakdown: per-record cost of each ingest step on one thread (envelope and store parts, SQLite block and request
+ *   inserts + usage upsert), to show where the time goes.
  * Phase 2 (HTTP): an in-process service (startService + listen on 127.0.0.1:0, scoring pool at its default size
  *   or --pool)
  *   driven at full speed with 10,000-indicator bulks of fresh random indicators over undici for --seconds; prints
@@ -29,9 +29,9 @@ import { loadConfig } from '../src/config.ts'
 import { loadManifest, loadSnapshot, Snapshot } from '../src/engine/index.ts'
 import { startHistory, type HistoryClient } from '../src/pool/history-client.ts'
 import type { HistoryEnvelope } from '../src/pool/history-types.ts'
-import { historyRows } from '../src/pool/history-codec.ts'
+import { historyParts } from '../src/pool/history-codec.ts'
 import { scoreBulkChunk, type ChunkItem } from '../src/pool/score-chunk.ts'
-import { SqliteStore, type HistoryRow } from '../src/store/index.ts'
+import { SqliteStore, type HistoryPart } from '../src/store/index.ts'
 import { startService } from '../src/service.ts'
 
 const kRoot = join(import.meta.dirname, '..')
@@ -215,19 +215,19 @@ const dirB = mkdtempSync(join(tmpdir(), 'ioc-verdict-bench-history-'))
 const breakdownN = kDistinctParts * kPart
 let t = performance.now()
 const env = envelope(breakdownN)
-const rows: HistoryRow[] = []
-historyRows(env, parts, rows)
+const storeParts: HistoryPart[] = []
+historyParts(env, parts, storeParts)
 const expandUs = (performance.now() - t) * 1000 / breakdownN
 const store = new SqliteStore({ path: join(dirB, 'b.db') })
 store.migrateSync()
 t = performance.now()
-for (let i = 0; i < rows.length; i += kPart) store.writeHistoryRowsSync(rows.slice(i, i + kPart))
+for (const p of storeParts) store.writeHistoryPartsSync([p])
 const writeUs = (performance.now() - t) * 1000 / breakdownN
 await store.close()
 rmSync(dirB, { recursive: true, force: true })
 const breakdown = {
   records: breakdownN,
-  decodeAndBuildRowUsPerRecord: round(expandUs, 2),
+  envelopeAndPartsUsPerRecord: round(expandUs, 2),
   sqliteInsertUsPerRecord: round(writeUs, 2),
   singleThreadCeilingRecordsPerSec: Math.round(1e6 / (expandUs + writeUs))
 }

@@ -5,8 +5,8 @@
  * while a backlog exists, new batches queue behind it so order is kept.
  */
 import { parentPort, workerData } from 'node:worker_threads'
-import { openStore, type HistoryRow, type Store, type StoreOptions } from '../src/store/index.ts'
-import { historyRows } from '../src/pool/history-codec.ts'
+import { openStore, partRows, type HistoryPart, type HistoryRow, type Store, type StoreOptions } from '../src/store/index.ts'
+import { historyParts } from '../src/pool/history-codec.ts'
 import type { HistoryEnvelope } from '../src/pool/history-types.ts'
 import { Spool } from '../src/pool/spool.ts'
 
@@ -39,7 +39,9 @@ const kRetryMaxMs = 5_000
 const kPurgeEveryMs = 3_600_000
 
 let store: Store | null = null
-let pending: HistoryRow[] = []
+/** Parts waiting for the store, in arrival order, and the records they hold. */
+let pending: HistoryPart[] = []
+let pendingRecords = 0
 /** Rows the store refused as invalid: set aside in the spool folder instead of blocking everything behind them. */
 let rejected = 0
 let written = 0
@@ -56,14 +58,33 @@ function status (): void {
     written,
     received,
     rejected,
-    pending: pending.length,
+    pending: pendingRecords,
     spoolBytes: spool.backlog,
     reason: spool.backlog > 0 ? `history store unavailable, spooling to disk${lastError === null ? '' : `: ${lastError}`}` : null
   })
 }
 
 function expand (envelope: HistoryEnvelope, parts: Uint8Array[]): void {
-  historyRows(envelope, parts, pending)
+  const at = pending.length
+  historyParts(envelope, parts, pending)
+  for (let i = at; i < pending.length; i++) pendingRecords += (pending[i] as HistoryPart).count
+}
+
+/** Takes the oldest parts holding about `records` records (whole parts) off the pending list. */
+function takePending (records: number): HistoryPart[] {
+  let n = 0
+  let k = 0
+  while (k < pending.length && n < records) n += (pending[k++] as HistoryPart).count
+  const batch = k === pending.length ? pending : pending.slice(0, k)
+  pending = k === pending.length ? [] : pending.slice(k)
+  pendingRecords -= n
+  return batch
+}
+
+function countOf (batch: readonly HistoryPart[]): number {
+  let n = 0
+  for (const p of batch) n += p.count
+  return n
 }
 
 /** A store error that retrying cannot fix (the rows themselves are refused). */
@@ -71,19 +92,19 @@ function isPoison (err: unknown): boolean {
   return (err as { code?: string }).code === 'INVALID_RECORD'
 }
 
-async function writeOrSpool (batch: HistoryRow[]): Promise<boolean> {
+async function writeOrSpool (batch: HistoryPart[]): Promise<boolean> {
   if (store === null) throw new Error('store is not open')
   try {
-    await store.writeHistoryRows(batch)
-    written += batch.length
+    await store.writeHistoryParts(batch)
+    written += countOf(batch)
     return true
   } catch (err) {
     if (isPoison(err)) {
-      setAside(batch)
+      setAside(partRows(batch))
       return true
     }
     lastError = (err as { code?: string }).code ?? 'write failed'
-    spool.append(batch)
+    spool.append(partRows(batch))
     return false
   }
 }
@@ -95,9 +116,7 @@ function setAside (batch: readonly HistoryRow[]): void {
 
 /** Moves every pending record to the spool, in order, in batch-sized frames. */
 function spillPending (): void {
-  const all = pending
-  pending = []
-  for (let i = 0; i < all.length; i += cfg.batch) spool.append(all.slice(i, i + cfg.batch))
+  while (pending.length > 0) spool.append(partRows(takePending(cfg.batch)))
 }
 
 /** Writes the spool backlog, then pending batches; on a failure everything pending goes to the spool. */
@@ -135,8 +154,7 @@ async function pumpOnce (): Promise<void> {
   lastError = spool.backlog > 0 ? lastError : null
   retryMs = kRetryMinMs
   while (pending.length > 0) {
-    const batch = pending.length <= cfg.batch ? pending : pending.slice(0, cfg.batch)
-    pending = pending.length <= cfg.batch ? [] : pending.slice(cfg.batch)
+    const batch = takePending(cfg.batch)
     if (!await writeOrSpool(batch)) {
       spillPending()
       scheduleRetry()
@@ -184,13 +202,19 @@ port.on('message', (msg: HistoryMessage) => {
     case 'records':
       received += msg.envelope.count
       expand(msg.envelope, msg.parts)
-      if (pending.length > kMaxInMemory) {
+      if (pendingRecords > kMaxInMemory) {
         // The store is slower than ingest: keep memory bounded by moving the oldest batches to disk, in order.
-        const keep = pending.splice(pending.length - cfg.batch)
+        let keep = 0
+        let k = pending.length
+        while (k > 0 && keep < cfg.batch) keep += (pending[--k] as HistoryPart).count
+        const newest = pending.slice(k)
+        pending = pending.slice(0, k)
+        pendingRecords -= keep
         spillPending()
-        pending = keep
+        pending = newest
+        pendingRecords = keep
         void pump()
-      } else if (pending.length >= cfg.batch && spool.backlog === 0) {
+      } else if (pendingRecords >= cfg.batch && spool.backlog === 0) {
         void pump()
       } else {
         scheduleFlush()
@@ -203,10 +227,7 @@ port.on('message', (msg: HistoryMessage) => {
       void (async () => {
         await pump()
         // What could not be written is on disk and replays at the next start.
-        if (pending.length > 0) {
-          spool.append(pending)
-          pending = []
-        }
+        if (pending.length > 0) spool.append(partRows(takePending(Number.POSITIVE_INFINITY)))
         if (timer !== null) clearTimeout(timer)
         await store?.close()
         status()

@@ -218,17 +218,26 @@ export function continuationUid (uid: string, firstItem: number): string {
   return `${uid}:${firstItem}`
 }
 
+/** What usageDeltas counts: a row (one record) or a part of `count` records. */
+export interface Countable {
+  tenant: string
+  apikey: string
+  day: string
+  count?: number
+}
+
 /**
  * One delta per (tenant, key, day), sorted: PostgreSQL transactions that upsert several counters then always
  * lock them in the same order, so two concurrent batches cannot deadlock.
  */
-export function usageDeltas (rows: readonly HistoryRow[]): UsageDelta[] {
+export function usageDeltas (rows: readonly Countable[]): UsageDelta[] {
   const byKey = new Map<string, UsageDelta>()
   let d: UsageDelta | undefined
   for (const row of rows) {
+    const n = row.count ?? 1
     // Rows of one request are consecutive and share the three: count them without building a key.
     if (d !== undefined && d.tenant === row.tenant && d.keyId === row.apikey && d.day === row.day) {
-      d.count++
+      d.count += n
       continue
     }
     const k = `${row.tenant}\u0000${row.apikey}\u0000${row.day}`
@@ -237,7 +246,7 @@ export function usageDeltas (rows: readonly HistoryRow[]): UsageDelta[] {
       d = { tenant: row.tenant, keyId: row.apikey, day: row.day, count: 0 }
       byKey.set(k, d)
     }
-    d.count++
+    d.count += n
   }
   return [...byKey.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map((e) => e[1])
 }

@@ -9,6 +9,7 @@ import type { Store } from './types.ts'
 
 export { PERMISSIONS, type Permission } from './api-keys.ts'
 export { DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, column, optionalColumn, type HistoryRow } from './history-rows.ts'
+export { HistoryItems, partRows, type HistoryPart } from './history-block.ts'
 export { PostgresStore, type PostgresStoreOptions } from './postgres.ts'
 export { MemoryQuota, RedisQuota } from './quota.ts'
 export type { QuotaCounter, ReserveResult, UsageSource, MemoryQuotaOptions, RedisQuotaOptions } from './quota.ts'

@@ -8,6 +8,7 @@
  */
 import pg from 'pg'
 import { generateKey, isKeyId, parseKey, secretMatches, validateKeyOptions } from './api-keys.ts'
+import { partRows, type HistoryPart } from './history-block.ts'
 import {
   columnFilter, continuationUid, decodeCursor, encodeCursor, MAX_INDEXED_CHARS, recordJson, requestRuns, toRows, usageDeltas,
   validateFilters, validateLimit, type Cursor, type HistoryRow, type ValidFilters
@@ -380,6 +381,11 @@ export class PostgresStore implements Store {
   /** Validates records, then writes them as writeHistoryRows does. */
   async writeHistory (records: HistoryRecord[]): Promise<void> {
     await this.writeHistoryRows(toRows(records)) // validates everything before the transaction starts
+  }
+
+  /** Expands encoded parts into rows (this store keeps a row per item) and writes them as writeHistoryRows does. */
+  async writeHistoryParts (parts: readonly HistoryPart[]): Promise<void> {
+    await this.writeHistoryRows(partRows(parts))
   }
 
   /**

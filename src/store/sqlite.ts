@@ -7,10 +7,15 @@
  */
 import Database from 'better-sqlite3'
 import { generateKey, isKeyId, parseKey, secretMatches, validateKeyOptions } from './api-keys.ts'
+import { HistoryItems, type HistoryPart } from './history-block.ts'
 import {
-  columnFilter, continuationUid, decodeCursor, encodeCursor, MAX_INDEXED_CHARS, recordJson, requestRuns, toRows, usageDeltas,
-  validateFilters, validateLimit, type Cursor, type HistoryRow, type ValidFilters
+  continuationUid, decodeCursor, encodeCursor, MAX_INDEXED_CHARS, recordJson, requestRuns, toRows, usageDeltas,
+  validateFilters, validateLimit, type HistoryRow
 } from './history-rows.ts'
+import {
+  BlockBuilder, blockScanSql, kBlockItems, kBlockStatementSql, migrateRowsToBlocks, readsBlocks,
+  requestWalkSql, scanBlocks, walkRequests, type BlockStatements, type FoundItem
+} from './sqlite-history.ts'
 import { StoreError } from './store-error.ts'
 import { assertUtcDay } from './utc-day.ts'
 import type {
@@ -26,7 +31,7 @@ export interface SqliteStoreOptions {
 }
 
 const kDefaultBusyTimeoutMs = 5000 // 5 s: longer than any history batch transaction
-const kPurgeBatch = 5000 // items per purge transaction, so the history writer can interleave during a long purge
+const kPurgeBatch = 1000 // requests (and blocks) per purge transaction, so the history writer can interleave during a long purge
 /**
  * Item ids per segment of the indicator_value index, as a shift: 65,536 items. Small enough that a batch's index
  * inserts share pages (the segment's part of the index stays in the page cache), large enough that a value search
@@ -36,7 +41,7 @@ const kSegmentShift = 16
 const kMaxKeyIdAttempts = 3 // 60-bit ids collide with negligible probability; retrying is cheaper than reasoning
 
 // Each entry upgrades the schema by one version; never edit a released entry, append a new one.
-const kMigrations: readonly string[] = [
+const kMigrations: ReadonlyArray<string | ((db: Database.Database) => void)> = [
   `
   CREATE TABLE api_keys (
     id TEXT PRIMARY KEY,
@@ -122,7 +127,10 @@ const kMigrations: readonly string[] = [
     max_ts INTEGER NOT NULL
   ) STRICT;
   INSERT INTO history_segments (seg, min_ts, max_ts) SELECT id >> ${kSegmentShift}, min(ts), max(ts) FROM history GROUP BY 1;
-  `
+  `,
+  // 3: items are kept in blocks (sqlite-history.ts): the history table and its two indexes cost the writer a row and two
+  // index entries per indicator, which capped sustained bulk throughput. Existing rows move into blocks, ids unchanged.
+  migrateRowsToBlocks
 ]
 
 interface KeyRow {
@@ -135,7 +143,7 @@ interface KeyRow {
   revoked_at: string | null
 }
 
-interface Statements {
+interface Statements extends BlockStatements {
   insertKey: Database.Statement
   listKeys: Database.Statement
   keyById: Database.Statement
@@ -146,41 +154,18 @@ interface Statements {
   requestByUid: Database.Statement
   extendRequest: Database.Statement
   insertRequest: Database.Statement
-  insertItem: Database.Statement
+  insertBlock: Database.Statement
   upsertUsage: Database.Statement
-  widenSegment: Database.Statement
-  segmentsFor: Database.Statement
-  pruneSegments: Database.Statement
   usageTenant: Database.Statement
   usageTenantKey: Database.Statement
   usageForKey: Database.Statement
   purgeRequests: Database.Statement
-  purgeItems: Database.Statement
   purgeRequest: Database.Statement
-  shrinkRequest: Database.Statement
+  purgeBlocks: Database.Statement
 }
 
 const kRequestInsert = 'INSERT INTO history_requests (uid, ts, tenant, request_id, bulk_request_id, http_status, auth_type, apikey, ' +
   'user_id, envelope, first_item, last_item) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)'
-
-/** Date bounds of the segments a batch writes into (history_segments). */
-class SegmentBounds {
-  readonly bounds = new Map<number, { min: number, max: number }>()
-  #seg = -1
-  #b: { min: number, max: number } | undefined
-
-  widen (id: number, ts: number): void {
-    const seg = Math.floor(id / 2 ** kSegmentShift)
-    if (seg !== this.#seg) {
-      this.#seg = seg
-      this.#b = this.bounds.get(seg)
-      if (this.#b === undefined) this.bounds.set(seg, this.#b = { min: ts, max: ts })
-    }
-    const b = this.#b as { min: number, max: number }
-    if (ts < b.min) b.min = ts
-    if (ts > b.max) b.max = ts
-  }
-}
 
 function toKeyRecord (row: KeyRow): ApiKeyRecord {
   return {
@@ -203,94 +188,38 @@ function wrap (err: unknown): StoreError {
   return new StoreError('STORE_ERROR', `SQLite store error${typeof code === 'string' ? ` (${code})` : ''}`, { cause: err })
 }
 
-/**
- * Plans a search. Indicator filters (indicator_value, or indicator_type when neither user_id nor apikey is given)
- * read an item index and fetch each item's request by primary key for the request-level filters. Everything else
- * reads a request index newest first and expands each request's item range backwards: within one ts, request ids
- * and item ids are both insertion order, so (ts DESC, request id DESC, item id DESC) is (ts DESC, item id DESC),
- * the order of the item path, and the same (ts, item id) cursor serves both.
- * Index priority as before the split: indicator_value > user_id > apikey > indicator_type > exclude_bulk_requests >
- * date only; every index ends with (ts, id), so a date range narrows each one.
- */
-function buildSearch (tenant: string, f: ValidFilters, cursor: Cursor | null, limit: number): SearchPlan {
-  const where: string[] = []
-  const params: unknown[] = []
-  let segParam: number | null = null
-  const add = (clause: string, ...values: unknown[]): void => { where.push(clause); params.push(...values) }
-  const requestFilters = (): void => {
-    if (f.userId !== null) add('r.user_id = ?', f.userId)
-    if (f.apikey !== null) add('r.apikey = ?', f.apikey)
-    if (f.excludeBulk) add('r.bulk_request_id IS NULL')
-    if (f.authType !== null) add('r.auth_type = ?', f.authType)
-  }
-  let sql: string
-  if (f.indicatorValue !== null || (f.indicatorType !== null && f.userId === null && f.apikey === null)) {
-    const index = f.indicatorValue !== null ? 'history_tenant_seg_ivalue' : 'history_tenant_itype'
-    add('h.tenant = ?', tenant)
-    if (f.indicatorValue !== null) {
-      segParam = params.length
-      add(`h.id >> ${kSegmentShift} = ?`, 0) // the segment, set per range read (searchBySegment)
-      const { full, prefix } = columnFilter(f.indicatorValue)
-      add(`substr(h.indicator_value, 1, ${MAX_INDEXED_CHARS}) = ?`, prefix)
-      add('h.indicator_value = ?', full)
+/** The parts of rows (writeHistoryRows): one per run of rows of one request, at most kBlockItems items each. */
+function rowParts (rows: readonly HistoryRow[]): HistoryPart[] {
+  const parts: HistoryPart[] = []
+  for (const run of requestRuns(rows)) {
+    for (let start = run.start; start < run.end; start += kBlockItems) {
+      const end = Math.min(run.end, start + kBlockItems)
+      const items = new HistoryItems(end - start)
+      for (let i = start; i < end; i++) {
+        const r = rows[i] as HistoryRow
+        items.add(r.indicatorType, r.indicatorValue, r.indicatorNormalized, r.item)
+      }
+      const r0 = rows[start] as HistoryRow
+      parts.push({
+        // A uid seen earlier in the batch is filed as a request of its own by #writeParts.
+        uid: r0.uid,
+        ts: r0.ts,
+        date: r0.date,
+        day: r0.day,
+        tenant: r0.tenant,
+        requestId: r0.requestId,
+        bulkRequestId: r0.bulkRequestId,
+        httpStatus: r0.httpStatus,
+        authType: r0.authType,
+        apikey: r0.apikey,
+        userId: r0.userId,
+        envelope: r0.envelope,
+        count: end - start,
+        part: items.encode()
+      })
     }
-    if (f.indicatorType !== null) add('h.indicator_type = ?', f.indicatorType)
-    if (f.gteMs !== null) add('h.ts >= ?', f.gteMs)
-    if (f.ltMs !== null) add('h.ts < ?', f.ltMs)
-    if (cursor !== null) add('(h.ts, h.id) < (?, ?)', cursor.ts, cursor.id)
-    add('r.id = h.req')
-    requestFilters()
-    // CROSS JOIN fixes the loop order: the item index outside, the request by primary key inside.
-    sql = `SELECT h.id AS id, h.ts AS ts, r.envelope AS envelope, h.item AS item FROM history AS h INDEXED BY ${index} ` +
-      `CROSS JOIN history_requests AS r WHERE ${where.join(' AND ')} ORDER BY h.ts DESC, h.id DESC LIMIT ?`
-  } else {
-    const index = f.userId !== null
-      ? 'history_requests_tenant_user'
-      : f.apikey !== null
-        ? 'history_requests_tenant_apikey'
-        : f.excludeBulk ? 'history_requests_tenant_bulk' : 'history_requests_tenant_date'
-    add('r.tenant = ?', tenant)
-    requestFilters()
-    if (f.gteMs !== null) add('r.ts >= ?', f.gteMs)
-    if (f.ltMs !== null) add('r.ts < ?', f.ltMs)
-    if (cursor !== null) add('r.ts <= ?', cursor.ts)
-    add('h.id >= r.first_item')
-    // On the cursor's ts, only items below the cursor: a bound of the range scan, so a page does not re-read the
-    // part of a large request that earlier pages returned.
-    if (cursor !== null) add('h.id <= (CASE WHEN r.ts < ? THEN r.last_item ELSE min(r.last_item, ?) END)', cursor.ts, cursor.id - 1)
-    else add('h.id <= r.last_item')
-    add('h.req = r.id')
-    if (f.indicatorType !== null) add('h.indicator_type = ?', f.indicatorType)
-    sql = `SELECT h.id AS id, r.ts AS ts, r.envelope AS envelope, h.item AS item FROM history_requests AS r INDEXED BY ${index} ` +
-      `CROSS JOIN history AS h WHERE ${where.join(' AND ')} ORDER BY r.ts DESC, r.id DESC, h.id DESC LIMIT ?`
   }
-  params.push(limit)
-  return { sql, params, segParam }
-}
-
-/** A search statement's SQL and parameters; segParam is where the segment goes in a value search, else null. */
-interface SearchPlan {
-  sql: string
-  params: unknown[]
-  segParam: number | null
-}
-
-interface FoundRow { id: number, ts: number, envelope: string, item: string }
-
-/** A search ready to run: its statement and parameters, with what a value search needs to read segment by segment. */
-interface PreparedSearch {
-  stmt: Database.Statement
-  params: unknown[]
-  segParam: number | null
-  filters: ValidFilters
-  cursor: Cursor | null
-  /** Rows to read: one more than the page, to know whether another page exists. */
-  limit: number
-}
-
-/** (ts, id) descending, the order of every search. */
-function newestFirst (a: FoundRow, b: FoundRow): number {
-  return b.ts - a.ts || b.id - a.id
+  return parts
 }
 
 /**
@@ -346,38 +275,30 @@ export class SqliteStore implements Store {
         keyById: db.prepare('SELECT * FROM api_keys WHERE id = ?'),
         revokeKey: db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL'),
         countKeys: db.prepare('SELECT count(*) AS n FROM api_keys').pluck(),
-        // The id SQLite gives the next item (max + 1, see the schema): the request row is written first, with the
-        // range its items will get, and the insert of a run's last item checks it.
-        nextItemId: db.prepare('SELECT coalesce(max(id), 0) + 1 FROM history').pluck(),
+        // The next item id: one above the highest block's last item. It can only reuse ids of blocks purged from the
+        // top, whose requests are purged with them; ids still increase with insertion among what exists.
+        nextItemId: db.prepare('SELECT coalesce((SELECT id + n FROM history_blocks ORDER BY id DESC LIMIT 1), 1)').pluck(),
         // Inserts nothing when the uid exists (the run continues a request of an earlier batch, or is a replay).
         // Not an UPSERT ... RETURNING: measured several µs slower per request, which single calls pay per indicator.
         insertNewRequest: db.prepare(`${kRequestInsert} ON CONFLICT (uid) DO NOTHING`),
         requestByUid: db.prepare('SELECT id, last_item FROM history_requests WHERE uid = ?'),
         extendRequest: db.prepare('UPDATE history_requests SET last_item = ? WHERE id = ?'),
         insertRequest: db.prepare(kRequestInsert),
-        // One row per statement: measured faster here than multi-row VALUES, which SQLite runs as a co-routine.
-        insertItem: db.prepare('INSERT INTO history (req, ts, tenant, indicator_type, indicator_value, indicator_normalized, item) ' +
-          'VALUES (?, ?, ?, ?, ?, ?, ?)'),
+        insertBlock: db.prepare('INSERT INTO history_blocks (id, n, tenant, min_ts, max_ts, types, runs, filter, items) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)'),
         upsertUsage: db.prepare(
           'INSERT INTO usage (tenant, day, key_id, count) VALUES (?, ?, ?, ?) ' +
           'ON CONFLICT (tenant, day, key_id) DO UPDATE SET count = count + excluded.count'),
-        widenSegment: db.prepare(
-          'INSERT INTO history_segments (seg, min_ts, max_ts) VALUES (?, ?, ?) ' +
-          'ON CONFLICT (seg) DO UPDATE SET min_ts = min(min_ts, excluded.min_ts), max_ts = max(max_ts, excluded.max_ts)'),
-        // Segments that may hold items in [gte, lt) below the cursor's ts, newest first (searchBySegment).
-        segmentsFor: db.prepare('SELECT seg, max_ts FROM history_segments WHERE max_ts >= ? AND min_ts < ? AND min_ts <= ? ' +
-          'ORDER BY max_ts DESC, seg DESC'),
-        // One rowid range probe per segment: the segments table holds a few thousand rows at most.
-        pruneSegments: db.prepare(`DELETE FROM history_segments WHERE NOT EXISTS (SELECT 1 FROM history WHERE id >= (seg << ${kSegmentShift}) ` +
-          `AND id < ((seg + 1) << ${kSegmentShift}))`),
+        requestById: db.prepare(kBlockStatementSql.requestById),
+        blockItems: db.prepare(kBlockStatementSql.blockItems).pluck(),
+        blockAt: db.prepare(kBlockStatementSql.blockAt),
         usageTenant: db.prepare('SELECT key_id, count FROM usage WHERE tenant = ? AND day = ? ORDER BY key_id'),
         usageTenantKey: db.prepare('SELECT key_id, count FROM usage WHERE tenant = ? AND day = ? AND key_id = ?'),
         usageForKey: db.prepare('SELECT coalesce(sum(count), 0) FROM usage WHERE key_id = ? AND day = ?').pluck(),
         purgeRequests: db.prepare('SELECT id, first_item, last_item FROM history_requests INDEXED BY history_requests_date ' +
           `WHERE ts < ? LIMIT ${kPurgeBatch}`),
-        purgeItems: db.prepare('DELETE FROM history WHERE id >= ? AND id <= ? AND req = ?'),
         purgeRequest: db.prepare('DELETE FROM history_requests WHERE id = ?'),
-        shrinkRequest: db.prepare('UPDATE history_requests SET first_item = ? WHERE id = ?')
+        purgeBlocks: db.prepare('DELETE FROM history_blocks WHERE id IN (SELECT id FROM history_blocks INDEXED BY history_blocks_date ' +
+          `WHERE max_ts < ? LIMIT ${kPurgeBatch})`)
       }
     } catch (err) {
       throw wrap(err)
@@ -385,8 +306,8 @@ export class SqliteStore implements Store {
     return this.#stmts
   }
 
-  /** Synchronous migrate, for a worker thread that opens its own connection. */
-  migrateSync (): void {
+  /** Synchronous migrate, for a worker thread that opens its own connection; `version` stops earlier (tests). */
+  migrateSync (version = kMigrations.length): void {
     const db = this.#open()
     try {
       db.exec('CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)')
@@ -394,8 +315,10 @@ export class SqliteStore implements Store {
       // cannot both apply the same migration.
       db.transaction(() => {
         const current = (db.prepare('SELECT max(version) FROM schema_version').pluck().get() as number | null) ?? 0
-        for (let v = current; v < kMigrations.length; v++) {
-          db.exec(kMigrations[v] as string)
+        for (let v = current; v < Math.min(version, kMigrations.length); v++) {
+          const step = kMigrations[v] as string | ((db: Database.Database) => void)
+          if (typeof step === 'string') db.exec(step)
+          else step(db)
           db.prepare('INSERT INTO schema_version (version) VALUES (?)').run(v + 1)
         }
       }).immediate()
@@ -412,58 +335,84 @@ export class SqliteStore implements Store {
     this.writeHistoryRowsSync(toRows(records)) // validates everything before the transaction starts
   }
 
-  /**
-   * Synchronous writeHistoryRows: one IMMEDIATE transaction for the rows and their usage counters. Each run of
-   * rows with one uid becomes (or extends) one request row, then its items are inserted with consecutive ids.
-   */
+  /** Synchronous writeHistoryRows: the rows are encoded into parts (one per request run) and written as such. */
   writeHistoryRowsSync (rows: readonly HistoryRow[]): void {
-    const s = this.#statements()
     if (rows.length === 0) return
-    const deltas = usageDeltas(rows)
-    const runs = requestRuns(rows)
-    const segments = new SegmentBounds()
+    this.writeHistoryPartsSync(rowParts(rows))
+  }
+
+  /**
+   * Synchronous writeHistoryParts: one IMMEDIATE transaction for the parts and their usage counters. A tenant's
+   * parts in the batch get consecutive item ids and go into blocks of up to kBlockItems items; each run of parts
+   * with one uid becomes (or extends) one request row.
+   */
+  writeHistoryPartsSync (parts: readonly HistoryPart[]): void {
+    const s = this.#statements()
+    const byTenant = new Map<string, HistoryPart[]>()
+    for (const p of parts) {
+      if (p.count <= 0) continue
+      const list = byTenant.get(p.tenant)
+      if (list === undefined) byTenant.set(p.tenant, [p])
+      else list.push(p)
+    }
+    if (byTenant.size === 0) return
+    const deltas = usageDeltas(parts.filter((p) => p.count > 0))
     try {
       this.#db.transaction(() => {
         // The write lock is held: no other connection can take ids until the commit.
         let next = s.nextItemId.get() as number
-        for (const run of runs) {
-          const r0 = rows[run.start] as HistoryRow
-          const first = next
-          const last = next + run.end - run.start - 1
-          const cols = [r0.ts, r0.tenant, r0.requestId, r0.bulkRequestId, r0.httpStatus, r0.authType, r0.apikey, r0.userId, r0.envelope, first, last]
-          let req: number | undefined
-          if (run.uid !== null) {
-            const inserted = s.insertNewRequest.run(run.uid, ...cols)
-            if (inserted.changes === 1) {
-              req = Number(inserted.lastInsertRowid)
-            } else {
-              // The uid exists: its range is extended when this run's items follow on directly (the writer cut the
-              // request across two batches), else the run gets a request row of its own (continuationUid).
-              const prior = s.requestByUid.get(run.uid) as { id: number, last_item: number } | undefined
-              if (prior !== undefined && prior.last_item === first - 1) {
-                s.extendRequest.run(last, prior.id)
-                req = prior.id
-              }
+        /** uids whose run ended earlier in this batch: meeting one again files the run as a request of its own. */
+        const ended = new Set<string>()
+        for (const [tenant, list] of byTenant) {
+          let block = new BlockBuilder(next, tenant)
+          let run: { uid: string, req: number, last: number, stored: number } | null = null
+          const endRun = (): void => {
+            if (run === null) return
+            if (run.last !== run.stored) s.extendRequest.run(run.last, run.req)
+            ended.add(run.uid)
+            run = null
+          }
+          for (const p of list) {
+            if (block.n > 0 && block.n + p.count > kBlockItems) {
+              s.insertBlock.run(...block.row())
+              block = new BlockBuilder(next, tenant)
             }
+            const first = next
+            const last = next + p.count - 1
+            if (run !== null && run.uid === p.uid) {
+              run.last = last
+            } else {
+              endRun()
+              run = this.#startRun(s, p, first, last, ended.has(p.uid))
+            }
+            block.add(p.part, p.count, run.req, p.ts)
+            next = last + 1
           }
-          req ??= Number(s.insertRequest.run(continuationUid(r0.uid, first), ...cols).lastInsertRowid)
-          let id: number | bigint = 0
-          for (let i = run.start; i < run.end; i++) {
-            const r = rows[i] as HistoryRow
-            id = s.insertItem.run(req, r.ts, r.tenant, r.indicatorType, r.indicatorValue, r.indicatorNormalized, r.item).lastInsertRowid
-            segments.widen(first + i - run.start, r.ts)
-          }
-          // Cannot differ while this transaction holds the write lock; if it ever did, roll back rather than
-          // store a wrong range.
-          if (Number(id) !== last) throw new StoreError('STORE_ERROR', 'history item ids are not the range recorded for their request')
-          next = last + 1
+          endRun()
+          s.insertBlock.run(...block.row())
         }
         for (const d of deltas) s.upsertUsage.run(d.tenant, d.day, d.keyId, d.count)
-        for (const [seg, b] of segments.bounds) s.widenSegment.run(seg, b.min, b.max)
       }).immediate()
     } catch (err) {
       throw wrap(err)
     }
+  }
+
+  /**
+   * The request row of a run of items [first, last]: a new row, or the row of its uid when the run follows that
+   * row's items directly (the writer cut the request across two batches); any other continuation, or a uid met
+   * again in the same batch, gets a row of its own (continuationUid).
+   */
+  #startRun (s: Statements, p: HistoryPart, first: number, last: number, seen: boolean): { uid: string, req: number, last: number, stored: number } {
+    const cols = [p.ts, p.tenant, p.requestId, p.bulkRequestId, p.httpStatus, p.authType, p.apikey, p.userId, p.envelope, first, last]
+    if (!seen) {
+      const inserted = s.insertNewRequest.run(p.uid, ...cols)
+      if (inserted.changes === 1) return { uid: p.uid, req: Number(inserted.lastInsertRowid), last, stored: last }
+      const prior = s.requestByUid.get(p.uid) as { id: number, last_item: number } | undefined
+      if (prior !== undefined && prior.last_item === first - 1) return { uid: p.uid, req: prior.id, last, stored: first - 1 }
+    }
+    const req = Number(s.insertRequest.run(continuationUid(p.uid, first), ...cols).lastInsertRowid)
+    return { uid: p.uid, req, last, stored: last }
   }
 
   /** Creates or upgrades the schema. */
@@ -546,14 +495,12 @@ export class SqliteStore implements Store {
     this.writeHistoryRowsSync(rows)
   }
 
-  #search (tenant: string, filters: SearchFilters, limit: number, cursor: string | null): PreparedSearch {
-    this.#statements()
-    if (typeof tenant !== 'string' || tenant === '') throw new StoreError('INVALID_REQUEST', 'tenant is required')
-    const f = validateFilters(filters)
-    const n = validateLimit(limit)
-    const c = decodeCursor(cursor)
-    // One row more than asked tells whether another page exists, so the last page has next_cursor null.
-    const { sql, params, segParam } = buildSearch(tenant, f, c, n + 1)
+  /** Inserts encoded parts with their usage counters, in one transaction. */
+  async writeHistoryParts (parts: readonly HistoryPart[]): Promise<void> {
+    this.writeHistoryPartsSync(parts)
+  }
+
+  #prepared (sql: string): Database.Statement {
     let stmt = this.#searchCache.get(sql)
     if (stmt === undefined) {
       try {
@@ -563,40 +510,26 @@ export class SqliteStore implements Store {
       }
       this.#searchCache.set(sql, stmt) // bounded: one statement per combination of filters present
     }
-    return { stmt, params, segParam, filters: f, cursor: c, limit: n + 1 }
-  }
-
-  /**
-   * A value search: one index range per segment of item ids, read newest segment first (by its latest date), each
-   * ordered by (ts, id) and limited. Segments' dates overlap only where writes came out of date order, so reading
-   * stops at the first segment whose latest date is older than the last row a full page would keep.
-   */
-  #searchBySegment ({ stmt, params, segParam, filters: f, cursor, limit }: PreparedSearch & { segParam: number }): FoundRow[] {
-    const s = this.#statements()
-    const segments = s.segmentsFor.all(
-      f.gteMs ?? Number.MIN_SAFE_INTEGER, f.ltMs ?? Number.MAX_SAFE_INTEGER, cursor?.ts ?? Number.MAX_SAFE_INTEGER
-    ) as Array<{ seg: number, max_ts: number }>
-    let found: FoundRow[] = []
-    for (const { seg, max_ts: maxTs } of segments) {
-      if (found.length >= limit && maxTs < (found[limit - 1] as FoundRow).ts) break
-      params[segParam] = seg
-      const rows = stmt.all(...params) as FoundRow[]
-      if (rows.length === 0) continue
-      found = found.length === 0 ? rows : found.concat(rows).sort(newestFirst).slice(0, limit)
-    }
-    return found
+    return stmt
   }
 
   /** One page of a tenant's history, newest first. */
   async searchHistory (tenant: string, filters: SearchFilters, limit: number, cursor: string | null): Promise<SearchPage> {
-    const q = this.#search(tenant, filters, limit, cursor)
-    let rows: FoundRow[]
+    const s = this.#statements()
+    if (typeof tenant !== 'string' || tenant === '') throw new StoreError('INVALID_REQUEST', 'tenant is required')
+    const f = validateFilters(filters)
+    const n = validateLimit(limit)
+    const c = decodeCursor(cursor)
+    let rows: FoundItem[]
     try {
-      rows = q.segParam === null ? q.stmt.all(...q.params) as FoundRow[] : this.#searchBySegment({ ...q, segParam: q.segParam })
+      // One row more than asked tells whether another page exists, so the last page has next_cursor null.
+      rows = readsBlocks(f)
+        ? scanBlocks(this.#prepared(blockScanSql(f.indicatorType !== null)), s, tenant, f, c, n + 1)
+        : walkRequests(this.#prepared(requestWalkSql(f).sql), s, tenant, f, c, n + 1)
     } catch (err) {
       throw wrap(err)
     }
-    const more = rows.length > limit
+    const more = rows.length > n
     if (more) rows.pop()
     const last = rows[rows.length - 1]
     return {
@@ -606,14 +539,24 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * EXPLAIN QUERY PLAN lines of the query searchHistory would run (diagnostics and tests); for a value search, the
-   * range read it runs once per segment.
+   * EXPLAIN QUERY PLAN lines of the statements searchHistory would run (diagnostics and tests): the tenant's blocks
+   * or requests newest first, then what each of them reads by primary key.
    */
   async explainSearch (tenant: string, filters: SearchFilters, cursor: string | null = null): Promise<string[]> {
-    const { stmt, params } = this.#search(tenant, filters, 10, cursor)
+    this.#statements()
+    const f = validateFilters(filters)
+    decodeCursor(cursor)
+    const [outer, inner] = readsBlocks(f)
+      ? [blockScanSql(f.indicatorType !== null), kBlockStatementSql.requestById]
+      : [requestWalkSql(f).sql, kBlockStatementSql.blockAt]
+    // Plans do not depend on parameter values here: bind placeholders of the right count.
+    const plan = (sql: string): string[] => {
+      const params = new Array((sql.match(/\?/g) ?? []).length).fill(0)
+      params[0] = tenant
+      return (this.#db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as Array<{ detail: string }>).map((p) => p.detail)
+    }
     try {
-      const plan = this.#db.prepare(`EXPLAIN QUERY PLAN ${stmt.source}`).all(...params) as Array<{ detail: string }>
-      return plan.map((p) => p.detail)
+      return [...plan(outer), ...plan(inner)]
     } catch (err) {
       throw wrap(err)
     }
@@ -645,35 +588,29 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * Deletes history older than `before`: requests dated before it and their item ranges, about kPurgeBatch items
-   * per transaction (a larger request is cut from its first item on), so writers interleave. Returns the number of
-   * items (records) deleted. Usage counters are billing records with their own retention: they are not decremented.
+   * Deletes history older than `before`: requests dated before it, kPurgeBatch per transaction so writers interleave,
+   * and the blocks whose newest item is older. Returns the number of items (records) deleted. An old request's items
+   * in a block that also holds newer ones are no longer history (no search returns them) and their bytes go with
+   * the block. Usage counters are billing records with their own retention: they are not decremented.
    */
   async purgeHistory (before: Date): Promise<number> {
     const s = this.#statements()
     const ms = before instanceof Date ? before.getTime() : Number.NaN
     if (!Number.isFinite(ms)) throw new StoreError('INVALID_REQUEST', 'before must be a valid Date')
     let total = 0
-    // Selected inside the transaction: a writer extending one of these requests cannot slip in between.
     const purgeSome = this.#db.transaction((): boolean => {
       const requests = s.purgeRequests.all(ms) as Array<{ id: number, first_item: number, last_item: number }>
-      let budget = kPurgeBatch
       for (const q of requests) {
-        if (budget <= 0) break
-        const upto = Math.min(q.last_item, q.first_item + budget - 1)
-        const n = s.purgeItems.run(q.first_item, upto, q.id).changes
-        total += n
-        budget -= Math.max(n, 1)
-        if (upto === q.last_item) s.purgeRequest.run(q.id)
-        else s.shrinkRequest.run(upto + 1, q.id)
+        s.purgeRequest.run(q.id)
+        total += q.last_item - q.first_item + 1
       }
-      return requests.length > 0
+      const blocks = s.purgeBlocks.run(ms).changes
+      return requests.length > 0 || blocks > 0
     })
     try {
       while (purgeSome.immediate()) {
         await new Promise<void>((resolve) => setImmediate(resolve)) // let queued work run between batches
       }
-      s.pruneSegments.run()
       return total
     } catch (err) {
       throw wrap(err)

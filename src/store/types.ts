@@ -119,6 +119,7 @@ export interface UsageReport {
 }
 
 import type { HistoryRow } from './history-rows.ts'
+import type { HistoryPart } from './history-block.ts'
 
 /** Persistence of keys, history and usage counters. */
 export interface Store {
@@ -141,6 +142,11 @@ export interface Store {
    * the history writer uses it to skip per-record validation and re-serialization on its hot path.
    */
   writeHistoryRows (rows: readonly HistoryRow[]): Promise<void>
+  /**
+   * The same for items as the scoring workers encoded them (history-block.ts): the history writer's hot path. SQLite
+   * stores the parts as they are; PostgreSQL expands them into its rows.
+   */
+  writeHistoryParts (parts: readonly HistoryPart[]): Promise<void>
   /**
    * One page of a tenant's history, newest first by (date, id); throws INVALID_REQUEST for a bad cursor, date or
    * limit. Only rows of `tenant` are read, whatever the filters or cursor. `indicator_value` matches the value

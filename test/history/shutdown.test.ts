@@ -14,11 +14,10 @@ import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test, type TestContext } from 'node:test'
-import Database from 'better-sqlite3'
 import { Agent, request } from 'undici'
 import { openStore } from '../../src/store/index.ts'
 import { kTestIntelCache } from '../helper.ts'
-import { dbPathOf, today } from '../fixtures/read-history.ts'
+import { dbPathOf, readHistory, today } from '../fixtures/read-history.ts'
 
 const kRoot = join(import.meta.dirname, '..', '..')
 const kStreams = 6
@@ -129,13 +128,13 @@ async function sigtermUnderLoad (t: TestContext, options: RunOptions): Promise<v
   // Only 200s and the refusals of a closing server (503 or a closed connection) were seen.
   for (const status of outcomes.keys()) assert.ok(['200', '503', '-1'].includes(status), `unexpected status ${status}`)
 
-  const raw = new Database(dbPathOf(dir), { readonly: true })
-  t.after(() => raw.close())
-  const perBulk = new Map((raw.prepare('SELECT r.bulk_request_id AS id, count(*) AS n FROM history h JOIN history_requests r ON r.id = h.req GROUP BY r.bulk_request_id').all() as Array<{ id: string, n: number }>).map((r) => [r.id, r.n]))
+  const stored = readHistory(dir)
+  const perBulk = new Map<string | null, number>()
+  for (const { record } of stored) perBulk.set(record.bulk_request_id, (perBulk.get(record.bulk_request_id) ?? 0) + 1)
   for (const [id, n] of acknowledged) assert.equal(perBulk.get(id), n, `bulk ${id}: every indicator of an acknowledged bulk is in history`)
   // Nothing was written that the clients were not told about either.
   assert.deepEqual([...perBulk.keys()].sort(), [...acknowledged.keys()].sort())
-  const rows = raw.prepare('SELECT count(*) FROM history').pluck().get() as number
+  const rows = stored.length
   assert.equal(rows, acknowledged.size * kBulkSize)
 
   const store = await openStore({ kind: 'sqlite', path: dbPathOf(dir) })
@@ -169,7 +168,5 @@ test('a bulk acknowledged more than one flush interval before a SIGKILL is in hi
   await new Promise((resolve) => setTimeout(resolve, 1_000))
   server.proc.kill('SIGKILL')
   await server.exited
-  const raw = new Database(dbPathOf(server.dir), { readonly: true })
-  t.after(() => raw.close())
-  assert.equal(raw.prepare('SELECT count(*) FROM history h JOIN history_requests r ON r.id = h.req WHERE r.bulk_request_id = ?').pluck().get(meta.bulk_request_id), 2)
+  assert.equal(readHistory(server.dir).filter((r) => r.record.bulk_request_id === meta.bulk_request_id).length, 2)
 })

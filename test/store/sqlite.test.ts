@@ -11,7 +11,11 @@ import { Worker } from 'node:worker_threads'
 import Database from 'better-sqlite3'
 import { toRows } from '../../src/store/history-rows.ts'
 import { SqliteStore } from '../../src/store/sqlite.ts'
-import type { HistoryRecord } from '../../src/store/types.ts'
+import { kBlockItems, storedItems } from '../../src/store/sqlite-history.ts'
+import type { HistoryRecord, SearchFilters } from '../../src/store/types.ts'
+import { HistoryItems, type HistoryPart } from '../../src/store/history-block.ts'
+import { historyParts, itemFragment, kInvalidVerdictMembers } from '../../src/pool/history-codec.ts'
+import type { HistoryEnvelope } from '../../src/pool/history-types.ts'
 import { historyRecord } from '../fixtures/history-record.ts'
 
 function tempDir (t: { after: (fn: () => void) => void }): string {
@@ -40,7 +44,7 @@ test('a file store runs in WAL mode and two stores migrating the same new file a
   const raw = new Database(path, { readonly: true })
   try {
     assert.equal(raw.pragma('journal_mode', { simple: true }), 'wal')
-    assert.deepEqual(raw.prepare('SELECT version FROM schema_version').pluck().all(), [1, 2])
+    assert.deepEqual(raw.prepare('SELECT version FROM schema_version').pluck().all(), [1, 2, 3])
   } finally {
     raw.close()
   }
@@ -97,21 +101,20 @@ test('one request row per request: a continuation right after its last item exte
     { id: 2, uid: 'b', first_item: 6, last_item: 9 },
     { id: 3, uid: 'a:10', first_item: 10, last_item: 10 }
   ])
-  assert.deepEqual(raw.prepare('SELECT req, count(*) AS n, min(id) AS lo, max(id) AS hi FROM history GROUP BY req ORDER BY req').all(), [
-    { req: 1, n: 5, lo: 1, hi: 5 },
-    { req: 2, n: 4, lo: 6, hi: 9 },
-    { req: 3, n: 1, lo: 10, hi: 10 }
+  assert.deepEqual(storedItems(raw).map((r) => [r.id, (JSON.parse(r.envelope) as { request_id: string }).request_id]), [
+    [1, 'ra'], [2, 'ra'], [3, 'ra'], [4, 'ra'], [5, 'ra'], [6, 'rb'], [7, 'rb'], [8, 'rb'], [9, 'rb'], [10, 'ra']
+  ])
+  // One block per batch, each with the requests its items belong to.
+  assert.deepEqual(raw.prepare('SELECT id, n, runs FROM history_blocks ORDER BY id').all(), [
+    { id: 1, n: 3, runs: '[0,1]' }, { id: 4, n: 2, runs: '[0,1]' }, { id: 6, n: 4, runs: '[0,2]' }, { id: 10, n: 1, runs: '[0,3]' }
   ])
   // Only the request-level fields, once per request; each item holds the indicator's members.
   const envelope = JSON.parse(raw.prepare('SELECT envelope FROM history_requests WHERE id = 2').pluck().get() as string) as Record<string, unknown>
   assert.equal(envelope.request_id, 'rb')
   assert.equal('indicator' in envelope, false)
-  assert.match(raw.prepare('SELECT item FROM history WHERE id = 6').pluck().get() as string, /^"indicator":\{"type":"ip"/)
+  assert.match(storedItems(raw)[5]?.item ?? '', /^"indicator":\{"type":"ip"/)
   assert.equal((await store.searchHistory('layout', {}, 100, null)).results.length, 10)
 })
-
-/** Items per segment of the indicator_value index (the schema's shift of 16). */
-const kSegment = 65_536
 
 /** Records of one request at `date`: `n` filler indicators, `value` at the given positions. */
 function valueRecords (n: number, date: string, request: string, value: string, at: number[]): HistoryRecord[] {
@@ -123,26 +126,31 @@ function valueRecords (n: number, date: string, request: string, value: string, 
   }))
 }
 
-test('a value search reads the index segment by segment and still returns every match once, newest first', async (t) => {
+test('a value search reads blocks newest first and returns every match once, in order, and purge keeps it exact', async (t) => {
   const path = join(tempDir(t), 's.db')
   const store = new SqliteStore({ path })
   t.after(() => store.close())
   store.migrateSync()
   const at = (hour: number): string => `2024-05-01T${String(hour).padStart(2, '0')}:00:00.000Z`
-  // Segment 0 (ids 1..65535) holds two matches at 12:00 and, last, one at 13:00. Segment 1 then gets three at 12:00,
-  // which rank before segment 0's 12:00 items (same date, higher ids), and, as a spool replay would, three at 11:00:
-  // a newer segment whose latest date is older than an older segment's.
-  await store.writeHistory(valueRecords(kSegment - 3, at(12), 'r12', 'evil.example', [10, 20]))
+  // r12 spans two blocks. r12b (same date, higher ids) ranks before it. r11 comes later but is older, as a spool
+  // replay would be. r10 and r14 share one block whose date range spans both.
+  await store.writeHistory(valueRecords(kBlockItems + 5, at(12), 'r12', 'evil.example', [10, kBlockItems + 2]))
   await store.writeHistory(valueRecords(2, at(13), 'r13', 'evil.example', [0]))
   await store.writeHistory(valueRecords(3, at(12), 'r12b', 'evil.example', [0, 1, 2]))
   await store.writeHistory(valueRecords(3, at(11), 'r11', 'evil.example', [0, 1, 2]))
+  await store.writeHistory([...valueRecords(2, at(10), 'r10', 'evil.example', [1]), ...valueRecords(1, at(14), 'r14', 'evil.example', [0])])
   const raw = new Database(path, { readonly: true })
   t.after(() => raw.close())
-  assert.deepEqual(raw.prepare('SELECT seg, min_ts, max_ts FROM history_segments ORDER BY seg').all(), [
-    { seg: 0, min_ts: Date.parse(at(12)), max_ts: Date.parse(at(13)) },
-    { seg: 1, min_ts: Date.parse(at(11)), max_ts: Date.parse(at(12)) }
+  const hour = (h: number): number => Date.parse(at(h))
+  assert.deepEqual(raw.prepare('SELECT n, min_ts, max_ts FROM history_blocks ORDER BY id').all(), [
+    { n: kBlockItems, min_ts: hour(12), max_ts: hour(12) },
+    { n: 5, min_ts: hour(12), max_ts: hour(12) },
+    { n: 2, min_ts: hour(13), max_ts: hour(13) },
+    { n: 3, min_ts: hour(12), max_ts: hour(12) },
+    { n: 3, min_ts: hour(11), max_ts: hour(11) },
+    { n: 3, min_ts: hour(10), max_ts: hour(14) }
   ])
-  const expected = ['r13', 'r12b', 'r12b', 'r12b', 'r12', 'r12', 'r11', 'r11', 'r11']
+  const expected = ['r14', 'r13', 'r12b', 'r12b', 'r12b', 'r12', 'r12', 'r11', 'r11', 'r11', 'r10']
   for (const limit of [1, 2, 3, 100]) {
     const seen: string[] = []
     let cursor: string | null = null
@@ -154,49 +162,128 @@ test('a value search reads the index segment by segment and still returns every 
     } while (cursor !== null)
     assert.deepEqual(seen, expected, `limit ${limit}`)
   }
-  // Date filters pick segments by their bounds, then rows by their own dates.
+  // The same rows through the type filter, which reads blocks by their type mask.
+  const domains = await store.searchHistory('seg', { indicator_type: 'domain' }, 100, null)
+  assert.deepEqual(domains.results.map((r) => r.request_id), expected)
+  // Date filters pick blocks by their range, then rows by their own dates.
   const window = await store.searchHistory('seg', { indicator_value: 'evil.example', date_gte: at(11), date_lt: at(12) }, 10, null)
   assert.deepEqual(window.results.map((r) => r.request_id), ['r11', 'r11', 'r11'])
   const late = await store.searchHistory('seg', { indicator_value: 'evil.example', date_gte: at(13) }, 10, null)
-  assert.deepEqual(late.results.map((r) => r.request_id), ['r13'])
+  assert.deepEqual(late.results.map((r) => r.request_id), ['r14', 'r13'])
   assert.deepEqual((await store.searchHistory('seg', { indicator_value: 'absent.example' }, 10, null)).results, [])
+  assert.deepEqual((await store.searchHistory('seg', { indicator_value: 'evil.exampl' }, 10, null)).results, [])
   assert.deepEqual((await store.searchHistory('other', { indicator_value: 'evil.example' }, 10, null)).results, [])
-  // Purge drops the segments it empties and keeps the bounds of those that still hold items.
-  await store.purgeHistory(new Date(at(12)))
-  assert.deepEqual(raw.prepare('SELECT seg FROM history_segments ORDER BY seg').pluck().all(), [0, 1])
-  assert.deepEqual((await store.searchHistory('seg', { indicator_value: 'evil.example' }, 10, null)).results.map((r) => r.request_id), expected.slice(0, 6))
-  await store.purgeHistory(new Date(at(13)))
-  assert.deepEqual(raw.prepare('SELECT seg FROM history_segments ORDER BY seg').pluck().all(), [0])
-  assert.deepEqual((await store.searchHistory('seg', { indicator_value: 'evil.example' }, 10, null)).results.map((r) => r.request_id), ['r13'])
-  await store.purgeHistory(new Date(at(14)))
-  assert.deepEqual(raw.prepare('SELECT count(*) FROM history_segments').pluck().get(), 0)
-  assert.deepEqual((await store.searchHistory('seg', { indicator_value: 'evil.example' }, 10, null)).results, [])
+  // Purge deletes the old requests at once and the blocks whose newest item is old; r10's items stay in the block
+  // it shares with r14, and no search returns them.
+  assert.equal(await store.purgeHistory(new Date(at(12))), 3 + 2)
+  assert.deepEqual(raw.prepare('SELECT n FROM history_blocks ORDER BY id').pluck().all(), [kBlockItems, 5, 2, 3, 3])
+  const kept = expected.filter((r) => r !== 'r11' && r !== 'r10')
+  assert.deepEqual((await store.searchHistory('seg', { indicator_value: 'evil.example' }, 100, null)).results.map((r) => r.request_id), kept)
+  assert.deepEqual((await store.searchHistory('seg', { indicator_type: 'domain' }, 100, null)).results.map((r) => r.request_id), kept)
+  assert.equal((await store.searchHistory('seg', {}, 1000, null)).results.filter((r) => r.request_id === 'r10').length, 0)
+  assert.equal(storedItems(raw).length, kBlockItems + 5 + 2 + 3 + 1)
+  assert.equal(await store.purgeHistory(new Date(at(15))), kBlockItems + 5 + 2 + 3 + 1)
+  assert.deepEqual(raw.prepare('SELECT count(*) FROM history_blocks').pluck().get(), 0)
+  assert.deepEqual((await store.searchHistory('seg', {}, 10, null)).results, [])
 })
 
-test('a database of schema version 1 is upgraded: its items get segment bounds and value searches find them', async (t) => {
-  const path = join(tempDir(t), 'v1.db')
+test('a database of schema version 2 is upgraded: its items move into blocks with their ids, and searches find them', async (t) => {
+  const path = join(tempDir(t), 'v2.db')
   const old = new SqliteStore({ path })
-  old.migrateSync()
-  await old.writeHistory([
-    ...valueRecords(3, '2024-05-01T10:00:00.000Z', 'old-a', 'evil.example', [1]),
-    ...valueRecords(2, '2024-05-01T11:00:00.000Z', 'old-b', 'evil.example', [0, 1])
-  ])
+  old.migrateSync(2)
   await old.close()
-  // Back to what migration 1 left: the value index on (tenant, value prefix, ts, id) and no segments table.
+  // Rows as version 2 stored them: two tenants interleaved, so each tenant's ids are not one range.
   const raw = new Database(path)
-  raw.exec(`DROP INDEX history_tenant_seg_ivalue; DROP TABLE history_segments; DELETE FROM schema_version WHERE version = 2;
-    CREATE INDEX history_tenant_ivalue ON history (tenant, substr(indicator_value, 1, 512), ts, id);`)
+  const rows = toRows([
+    ...valueRecords(3, '2024-05-01T10:00:00.000Z', 'old-a', 'evil.example', [1]),
+    ...valueRecords(2, '2024-05-01T11:00:00.000Z', 'old-b', 'evil.example', [0, 1]).map((r) => ({ ...r, tenant: 'other' })),
+    ...valueRecords(2, '2024-05-01T12:00:00.000Z', 'old-c', 'evil.example', [0])
+  ])
+  const request = raw.prepare('INSERT INTO history_requests (uid, ts, tenant, request_id, bulk_request_id, http_status, auth_type, apikey, user_id, envelope, first_item, last_item) ' +
+    'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)')
+  const item = raw.prepare('INSERT INTO history (id, req, ts, tenant, indicator_type, indicator_value, indicator_normalized, item) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
+  for (const [first, last] of [[1, 3], [4, 5], [6, 7]] as const) {
+    const r = rows[first - 1] as (typeof rows)[number]
+    const req = Number(request.run(r.uid, r.ts, r.tenant, r.requestId, r.bulkRequestId, r.httpStatus, r.authType, r.apikey, r.userId, r.envelope, first, last).lastInsertRowid)
+    for (let id = first; id <= last; id++) {
+      const x = rows[id - 1] as (typeof rows)[number]
+      item.run(id, req, x.ts, x.tenant, x.indicatorType, x.indicatorValue, x.indicatorNormalized, x.item)
+    }
+  }
   raw.close()
   const store = new SqliteStore({ path })
   t.after(() => store.close())
   await store.migrate()
   const check = new Database(path, { readonly: true })
   t.after(() => check.close())
-  assert.deepEqual(check.prepare('SELECT version FROM schema_version ORDER BY version').pluck().all(), [1, 2])
-  assert.deepEqual(check.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'history_tenant_%ivalue'").pluck().all(), ['history_tenant_seg_ivalue'])
-  assert.deepEqual(check.prepare('SELECT seg, min_ts, max_ts FROM history_segments').all(), [
-    { seg: 0, min_ts: Date.parse('2024-05-01T10:00:00.000Z'), max_ts: Date.parse('2024-05-01T11:00:00.000Z') }
+  assert.deepEqual(check.prepare('SELECT version FROM schema_version ORDER BY version').pluck().all(), [1, 2, 3])
+  assert.deepEqual(check.prepare("SELECT name FROM sqlite_master WHERE name IN ('history', 'history_segments')").pluck().all(), [])
+  assert.deepEqual(check.prepare('SELECT id, n, tenant FROM history_blocks ORDER BY id').all(), [
+    { id: 1, n: 3, tenant: 'seg' }, { id: 4, n: 2, tenant: 'other' }, { id: 6, n: 2, tenant: 'seg' }
   ])
+  assert.deepEqual(storedItems(check).map((r) => r.id), [1, 2, 3, 4, 5, 6, 7])
   const found = await store.searchHistory('seg', { indicator_value: 'evil.example' }, 10, null)
-  assert.deepEqual(found.results.map((r) => r.request_id), ['old-b', 'old-b', 'old-a'])
+  assert.deepEqual(found.results.map((r) => r.request_id), ['old-c', 'old-a'])
+  assert.deepEqual((await store.searchHistory('other', { indicator_value: 'evil.example' }, 10, null)).results.map((r) => r.request_id), ['old-b', 'old-b'])
+  assert.deepEqual((await store.searchHistory('seg', {}, 10, null)).results.map((r) => r.indicator.value),
+    ['10.0.0.1', 'evil.example', '10.0.0.2', 'evil.example', '10.0.0.0'])
+  // New items continue the ids.
+  await store.writeHistory(valueRecords(1, '2024-05-02T00:00:00.000Z', 'new', 'evil.example', [0]))
+  assert.deepEqual(storedItems(check).map((r) => r.id), [1, 2, 3, 4, 5, 6, 7, 8])
+})
+
+test('one batch of parts from several tenants and requests: one block per tenant, each item filed under its request', async (t) => {
+  const path = join(tempDir(t), 'p.db')
+  const store = new SqliteStore({ path })
+  t.after(() => store.close())
+  store.migrateSync()
+  const envelope = (tenant: string, request: string, date: string, count: number): HistoryEnvelope => ({
+    date,
+    request_id: request,
+    bulk_request_id: null,
+    http_status: 200,
+    auth_type: 'api_key',
+    tenant,
+    apikey: 'keypartsaaaa',
+    user_id: null,
+    evidence_details: 'none',
+    label_details: 'none',
+    source: null,
+    scoring_version: null,
+    query_type: null,
+    project_id: null,
+    project_name: null,
+    count
+  })
+  const encoded = (values: string[]): Uint8Array => {
+    const items = new HistoryItems(values.length)
+    for (const v of values) items.add('domain', v, v, itemFragment({ type: 'domain', value: v, normalized: v }, kInvalidVerdictMembers, null, null))
+    return items.encode()
+  }
+  const parts: HistoryPart[] = []
+  historyParts(envelope('A', 'a1', '2024-07-01T00:00:02.000Z', 3), [encoded(['x.example', 'y.example']), encoded(['z.example'])], parts)
+  historyParts(envelope('B', 'b1', '2024-07-01T00:00:01.000Z', 1), [encoded(['x.example'])], parts)
+  historyParts(envelope('A', 'a2', '2024-07-01T00:00:01.000Z', 1), [encoded(['x.example'])], parts)
+  historyParts(envelope('A', 'a3', '2024-07-01T00:00:00.000Z', 0), [encoded([])], parts)
+  assert.equal(parts.length, 4, 'a request without records gives no part')
+  await store.writeHistoryParts(parts)
+  const raw = new Database(path, { readonly: true })
+  t.after(() => raw.close())
+  assert.deepEqual(raw.prepare('SELECT id, n, tenant, runs FROM history_blocks ORDER BY id').all(), [
+    { id: 1, n: 4, tenant: 'A', runs: '[0,1,3,2]' },
+    { id: 5, n: 1, tenant: 'B', runs: '[0,3]' }
+  ])
+  assert.deepEqual(raw.prepare('SELECT id, tenant, request_id, first_item, last_item FROM history_requests ORDER BY id').all(), [
+    { id: 1, tenant: 'A', request_id: 'a1', first_item: 1, last_item: 3 },
+    { id: 2, tenant: 'A', request_id: 'a2', first_item: 4, last_item: 4 },
+    { id: 3, tenant: 'B', request_id: 'b1', first_item: 5, last_item: 5 }
+  ])
+  const values = async (tenant: string, filters: SearchFilters): Promise<string[]> =>
+    (await store.searchHistory(tenant, filters, 10, null)).results.map((r) => `${r.request_id}:${r.indicator.value}`)
+  assert.deepEqual(await values('A', {}), ['a1:z.example', 'a1:y.example', 'a1:x.example', 'a2:x.example'])
+  assert.deepEqual(await values('A', { indicator_value: 'x.example' }), ['a1:x.example', 'a2:x.example'])
+  assert.deepEqual(await values('B', { indicator_value: 'x.example' }), ['b1:x.example'])
+  assert.deepEqual(await values('B', { indicator_type: 'domain' }), ['b1:x.example'])
+  assert.deepEqual(await values('B', { indicator_type: 'ip' }), [])
+  assert.deepEqual(await store.usage('A', null, '2024-07-01'), { tenant: 'A', day: '2024-07-01', keys: [{ apikey: 'keypartsaaaa', count: 4 }], total: 4 })
 })

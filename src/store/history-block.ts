@@ -1,0 +1,263 @@
+/**
+ * History items as bytes: the encoding a scoring worker writes once per chunk, which travels to the history writer
+ * and is stored as is by the SQLite store (a block of items per request run, see sqlite.ts), plus the hashes that
+ * let a value or type search skip blocks without reading their items.
+ *
+ * Part layout (one chunk's items, little-endian uint32s):
+ *   n (strings, 4 per item) | type mask | 2 value hashes per item | n end offsets | the strings' joined text, UTF-8
+ * End offsets count UTF-16 code units into the joined text (0xffffffff for a null string), so the reader decodes the
+ * text with one native call and slices it; counting code units, the offsets hold even where UTF-8 replaced a lone
+ * surrogate (one unit either way).
+ */
+import { ByteSink } from '../pool/byte-sink.ts'
+import { column, type HistoryRow } from './history-rows.ts'
+
+/** Strings per encoded item: type, value, normalized, JSON fragment. */
+export const kStride = 4
+/** End offset marking a null string. */
+const kNull = 0xffffffff
+/** Bytes before the hashes: string count and type mask. */
+const kHead = 8
+
+/**
+ * A history value or type as both stores compare it: NUL as U+FFFD (column()) and a lone surrogate as U+FFFD (what
+ * its UTF-8 encoding stores).
+ */
+export function comparable (s: string): string {
+  const c = column(s) as WellFormed
+  return c.isWellFormed() ? c : c.toWellFormed()
+}
+
+/** String methods of ES2024 that Node 20 has (the project's lib is ES2023). */
+type WellFormed = string & { isWellFormed: () => boolean, toWellFormed: () => string }
+
+/** Two independent 32-bit hashes of comparable(value), for the blocks' value filters. */
+export function hashValue (value: string, out: Uint32Array, at: number): void {
+  const s = comparable(value)
+  let h1 = 0x811c9dc5
+  let h2 = 0x9747b28c
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i)
+    h1 = Math.imul(h1 ^ c, 0x01000193)
+    h2 = Math.imul(h2 ^ c, 0x5bd1e995)
+    h2 ^= h2 >>> 13
+  }
+  // Final mixing (murmur3's fmix32): FNV's low bits alone are weak for short keys.
+  h1 ^= h1 >>> 16
+  h1 = Math.imul(h1, 0x85ebca6b)
+  h1 ^= h1 >>> 13
+  h1 = Math.imul(h1, 0xc2b2ae35)
+  h1 ^= h1 >>> 16
+  out[at] = h1 >>> 0
+  out[at + 1] = (h2 | 1) >>> 0 // odd: the probe step of the filter must not be 0
+}
+
+/** The bit a type sets in a type mask: one of 31 by hash of comparable(type), bit 31 for no type. */
+export function typeBit (type: string | null): number {
+  if (type === null) return 0x80000000
+  const s = comparable(type)
+  let h = 0x811c9dc5
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193)
+  return 2 ** ((h >>> 0) % 31)
+}
+
+/** Collects one chunk's history items (worker side). */
+export class HistoryItems {
+  /** Every string so far, as UTF-8, back to back: written as each arrives, so none of them outlives its item. */
+  private readonly text: ByteSink
+  /** End offset of each string in UTF-16 code units (kNull for null). */
+  private ends: Uint32Array
+  private hashes: Uint32Array
+  private types = 0
+  private n = 0
+  private end = 0
+
+  /** `expected`: items the chunk will add, to size the buffers once (they grow past it). */
+  constructor (expected = 1) {
+    this.text = new ByteSink(expected * 384)
+    this.ends = new Uint32Array(Math.max(1, expected) * kStride)
+    this.hashes = new Uint32Array(Math.max(1, expected) * 2)
+  }
+
+  /**
+   * Adds one record. `fragment` is the JSON members `"indicator":...,"risk":...,"scores":...,"labels":...,
+   * "label_count":...,"action_taken":...,"action_source":...` without braces.
+   */
+  add (type: string | null, value: string, normalized: string | null, fragment: string): void {
+    if (this.n + kStride > this.ends.length) {
+      const next = new Uint32Array(this.ends.length * 2)
+      next.set(this.ends)
+      this.ends = next
+      const h = new Uint32Array(this.hashes.length * 2)
+      h.set(this.hashes)
+      this.hashes = h
+    }
+    hashValue(value, this.hashes, this.n / 2)
+    this.types = (this.types | typeBit(type)) >>> 0
+    this.push(type)
+    this.push(value)
+    this.push(normalized)
+    this.push(fragment)
+    // One native write for the four: offsets count UTF-16 units, so they hold for the joined text. Not where a string
+    // ends in a high surrogate: joined, it could pair with the next string's low one (each half alone is replaced).
+    if (endsHigh(type) || endsHigh(value) || endsHigh(normalized)) {
+      for (const str of [type, value, normalized, fragment]) if (str !== null && str.length > 0) this.text.write(str)
+    } else {
+      this.text.write((type ?? '') + value + (normalized ?? '') + fragment)
+    }
+  }
+
+  private push (str: string | null): void {
+    if (str === null) {
+      this.ends[this.n++] = kNull
+      return
+    }
+    this.end += str.length
+    this.ends[this.n++] = this.end
+  }
+
+  /** Items added so far. */
+  get count (): number {
+    return this.n / kStride
+  }
+
+  /** The encoded items (the part layout above), in an owned buffer that can be transferred. */
+  encode (): Uint8Array<ArrayBuffer> {
+    const n = this.n
+    const head = kHead + 4 * (n / 2) + 4 * n
+    const out = Buffer.allocUnsafeSlow(head + this.text.len)
+    out.writeUInt32LE(n, 0)
+    out.writeUInt32LE(this.types, 4)
+    let at = kHead
+    for (let i = 0; i < n / 2; i++, at += 4) out.writeUInt32LE(this.hashes[i] as number, at)
+    for (let i = 0; i < n; i++, at += 4) out.writeUInt32LE(this.ends[i] as number, at)
+    this.text.buf.copy(out, head, 0, this.text.len)
+    return new Uint8Array(out.buffer, 0, head + this.text.len) as Uint8Array<ArrayBuffer>
+  }
+}
+
+function endsHigh (s: string | null): boolean {
+  if (s === null || s.length === 0) return false
+  const c = s.charCodeAt(s.length - 1)
+  return c >= 0xd800 && c <= 0xdbff
+}
+
+function bufferOf (part: Uint8Array): Buffer {
+  return Buffer.isBuffer(part) ? part : Buffer.from(part.buffer, part.byteOffset, part.byteLength)
+}
+
+/** Items in an encoded part. */
+export function partCount (part: Uint8Array): number {
+  return bufferOf(part).readUInt32LE(0) / kStride
+}
+
+/** Type mask of an encoded part (typeBit of each item, or-ed). */
+export function partTypes (part: Uint8Array): number {
+  return bufferOf(part).readUInt32LE(4)
+}
+
+/** Value hashes of item `i` of an encoded part, into out[0..1]. */
+export function partHash (part: Buffer, i: number, out: Uint32Array): void {
+  out[0] = part.readUInt32LE(kHead + 8 * i)
+  out[1] = part.readUInt32LE(kHead + 8 * i + 4)
+}
+
+/** The strings of an encoded part: type, value, normalized, fragment per item (null where null). */
+export function partStrings (part: Uint8Array): Array<string | null> {
+  const buf = bufferOf(part)
+  const n = buf.readUInt32LE(0)
+  const endsAt = kHead + 4 * (n / 2)
+  const head = endsAt + 4 * n
+  const text = buf.toString('utf8', head)
+  const out: Array<string | null> = new Array(n)
+  let start = 0
+  for (let i = 0; i < n; i++) {
+    const end = buf.readUInt32LE(endsAt + 4 * i)
+    if (end === kNull) {
+      out[i] = null
+      continue
+    }
+    out[i] = text.slice(start, end)
+    start = end
+  }
+  return out
+}
+
+/**
+ * A request's share of a history batch: the request-level fields (as HistoryRow has them, columns sanitized with
+ * column()) and one encoded part of `count` items. Every part of one request carries the same uid and envelope.
+ */
+export interface HistoryPart {
+  uid: string
+  ts: number
+  date: string
+  day: string
+  tenant: string
+  requestId: string
+  bulkRequestId: string | null
+  httpStatus: number
+  authType: string
+  apikey: string
+  userId: string | null
+  /** JSON object text of the request-level fields. */
+  envelope: string
+  count: number
+  part: Uint8Array
+}
+
+/** The rows of parts, in order (for stores that keep a row per item, and for the spool). */
+export function partRows (parts: readonly HistoryPart[], out: HistoryRow[] = []): HistoryRow[] {
+  for (const p of parts) {
+    const flat = partStrings(p.part)
+    for (let i = 0; i + kStride <= flat.length; i += kStride) {
+      out.push({
+        uid: p.uid,
+        ts: p.ts,
+        date: p.date,
+        day: p.day,
+        tenant: p.tenant,
+        requestId: p.requestId,
+        bulkRequestId: p.bulkRequestId,
+        httpStatus: p.httpStatus,
+        authType: p.authType,
+        apikey: p.apikey,
+        userId: p.userId,
+        indicatorType: flat[i] === null ? null : column(flat[i] as string),
+        indicatorValue: column(flat[i + 1] ?? ''),
+        indicatorNormalized: flat[i + 2] === null ? null : column(flat[i + 2] as string),
+        envelope: p.envelope,
+        item: flat[i + 3] as string
+      })
+    }
+  }
+  return out
+}
+
+/** Bits of the value filter of a block of n items: 16 per item, a power of two (false positives about 0.25%). */
+export function filterBits (n: number): number {
+  let bits = 64
+  while (bits < n * 16) bits *= 2
+  return bits
+}
+
+/** Probes per value. */
+const kProbes = 4
+
+/** Adds a value's hashes to a filter of filter.length * 8 bits. */
+export function filterAdd (filter: Uint8Array, h1: number, h2: number): void {
+  const mask = filter.length * 8 - 1
+  for (let j = 0; j < kProbes; j++) {
+    const bit = (h1 + j * h2) & mask
+    filter[bit >>> 3] = (filter[bit >>> 3] as number) | (1 << (bit & 7))
+  }
+}
+
+/** False when the value with these hashes is certainly not in the filter's block. */
+export function filterHas (filter: Uint8Array, h1: number, h2: number): boolean {
+  const mask = filter.length * 8 - 1
+  for (let j = 0; j < kProbes; j++) {
+    const bit = (h1 + j * h2) & mask
+    if (((filter[bit >>> 3] as number) & (1 << (bit & 7))) === 0) return false
+  }
+  return true
+}
