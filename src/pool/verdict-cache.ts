@@ -165,18 +165,19 @@ export class VerdictCache {
     const stamp = this.head - most
     const r = this.ring
     let p = off + kHeader
-    // Two native writes: key and head, then the tail. Where a write is all ASCII (bytes = UTF-16 units, as keys,
-    // risk and scores are in practice) the offsets inside it follow from string lengths; else from byte lengths.
-    const keyHead = r.write(key + v.head, p, 'utf8')
-    const keyBytes = keyHead === key.length + v.head.length ? key.length : Buffer.byteLength(key)
-    p += keyHead
+    // One native write per piece: joined, each string would first be copied into a flat one (garbage the collector
+    // then pays for on every thread). Where a piece is ASCII (bytes = UTF-16 units) its end follows from its length.
+    const keyBytes = r.write(key, p, 'utf8')
+    p += keyBytes
+    p += r.write(v.head, p, 'utf8')
     const tailStart = p
-    const tail = noneTail(v)
-    const tailBytes = r.write(tail, p, 'utf8')
-    const ascii = tailBytes === tail.length
-    const riskEnd = p + kRisk.length + (ascii ? v.risk.length : Buffer.byteLength(v.risk))
-    const scoresEnd = riskEnd + kTailSignals.length + (ascii ? v.scores.length : Buffer.byteLength(v.scores))
-    p += tailBytes
+    p += r.write(kRisk, p, 'latin1')
+    p += r.write(v.risk, p, 'utf8')
+    const riskEnd = p
+    p += r.write(kTailSignals, p, 'latin1')
+    p += r.write(v.scores, p, 'utf8')
+    const scoresEnd = p
+    p += r.write(v.rest, p, 'utf8')
     const tailEnd = p
     r[p++] = 0x7d // }
     const len = p - off
