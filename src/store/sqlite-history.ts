@@ -1,170 +1,147 @@
 /**
- * How the SQLite store keeps history items: in blocks, not one row each.
+ * How the SQLite store keeps history items: as the encoded parts the scoring workers made (history-block.ts), one
+ * row per part, not one row per item.
  *
- * A block holds consecutive item ids of one tenant, [id, id + n), as the encoded parts the scoring workers made
- * (history-block.ts), stored as they arrived. Next to them it keeps what lets a search skip it: the date range of
- * its requests, a mask of its items' types and a filter of its items' values (4 probes, 16 bits per item). Which
- * request each item belongs to is in `runs`: [item offset, request id, ...], one pair where a request's run starts.
+ * A part holds consecutive item ids of one request, [id, id + n). Parts are grouped into blocks per tenant: a block
+ * keeps what lets a search skip its parts without reading them, the date range of its requests, a mask of its
+ * items' types and a filter of its items' values (16 bits per item at kBlockItems, 4 probes). A tenant has one open
+ * block that new parts join until it holds kBlockItems items, so low-rate traffic (single calls, a few per flush)
+ * fills blocks as well as bulks do and a value search reads about one block per kBlockItems records.
  *
- * Writing a 10,000-item bulk is then a few block and request rows instead of 10,000 rows and 20,000 index entries:
- * the history writer's cost per item fell from about 6 us to well under 1 us (docs/OPERATIONS.md).
+ * Writing a 10,000-item bulk is then a few part, block and request rows instead of 10,000 rows and 20,000 index
+ * entries: the history writer's cost per item fell from about 6 us to well under 1 us (docs/OPERATIONS.md).
  */
 import type Database from 'better-sqlite3'
 import {
-  comparable, filterAdd, filterBits, filterHas, hashValue, HistoryItems, kStride, partCount, partHash, partStrings, partTypes, typeBit
+  comparable, filterAdd, filterBits, filterHas, hashValue, HistoryItems, kStride, partHash, partStrings, partTypes, typeBit
 } from './history-block.ts'
 import type { Cursor, ValidFilters } from './history-rows.ts'
 
-/** Most items in one block. A writer batch (IOC_HISTORY_BATCH, 20,000 by default) is cut into blocks of this size. */
-export const kBlockItems = 20_000
+/**
+ * Items a block takes before it closes. A part never straddles two blocks: the store cuts larger runs into parts of
+ * at most this size, and a scoring worker's part is one chunk of one request (at most 10,000 items).
+ */
+export const kBlockItems = 16_384
+/** Bytes of every block's value filter. */
+const kFilterBytes = filterBits(kBlockItems) / 8
 /** Blocks read per statement while a search scans blocks newest first. */
 const kBlockPage = 64
 /** Requests read per statement while a search walks requests newest first. */
 const kRequestPage = 256
 
-/** The block table and its indexes (schema version 3). */
+/** The part and block tables and their indexes (schema version 3). */
 export const kBlocksSchema = `
-  CREATE TABLE history_blocks (
-    id INTEGER PRIMARY KEY,                -- the first item's id: the block holds items id .. id + n - 1
+  CREATE TABLE history_parts (
+    id INTEGER PRIMARY KEY,                -- the first item's id: the part holds items id .. id + n - 1
     n INTEGER NOT NULL,
+    req INTEGER NOT NULL,                  -- history_requests.id (every item of a part belongs to one request)
+    block INTEGER NOT NULL,                -- history_blocks.id
+    part BLOB NOT NULL                     -- the encoded items (history-block.ts)
+  ) STRICT;
+  CREATE INDEX history_parts_block ON history_parts (block, id);
+  CREATE TABLE history_blocks (
+    id INTEGER PRIMARY KEY,
     tenant TEXT NOT NULL,
-    min_ts INTEGER NOT NULL,               -- date range (epoch ms) of the requests of its items
+    n INTEGER NOT NULL,                    -- items added (purge does not subtract: the filter still holds them)
+    min_ts INTEGER NOT NULL,               -- date range (epoch ms) of the requests of its parts
     max_ts INTEGER NOT NULL,
     types INTEGER NOT NULL,                -- typeBit of every item, or-ed
-    runs TEXT NOT NULL,                    -- JSON [item offset, history_requests.id, ...]: where each request's run starts
-    filter BLOB NOT NULL,                  -- value filter (history-block.ts filterAdd)
-    items BLOB NOT NULL                    -- uint32 part count, then per part: uint32 byte length, the encoded part
+    open INTEGER NOT NULL,                 -- 1 while new parts join it (one open block per tenant)
+    filter BLOB NOT NULL                   -- value filter (history-block.ts filterAdd)
   ) STRICT;
   -- Value and type searches read a tenant's blocks newest first; a block's newest item bounds the rest of it.
   CREATE INDEX history_blocks_tenant ON history_blocks (tenant, max_ts, id);
+  CREATE INDEX history_blocks_open ON history_blocks (tenant) WHERE open = 1;
   -- Purge: blocks whose newest item is older than the cut.
   CREATE INDEX history_blocks_date ON history_blocks (max_ts);
 `
 
-/** One block being assembled from parts. */
-export class BlockBuilder {
-  n = 0
-  minTs = Number.POSITIVE_INFINITY
-  maxTs = Number.NEGATIVE_INFINITY
-  types = 0
-  readonly runs: number[] = []
-  readonly parts: Buffer[] = []
+/** SQL of the statements BlockWriter uses. */
+export const kBlockWriterSql = {
+  openBlock: 'SELECT id, n, min_ts, max_ts, types, filter FROM history_blocks WHERE tenant = ? AND open = 1 ORDER BY id DESC LIMIT 1',
+  insertBlock: 'INSERT INTO history_blocks (tenant, n, min_ts, max_ts, types, open, filter) VALUES (?, 0, 0, 0, 0, 1, ?)',
+  updateBlock: 'UPDATE history_blocks SET n = ?, min_ts = ?, max_ts = ?, types = ?, open = ?, filter = ? WHERE id = ?',
+  insertPart: 'INSERT INTO history_parts (id, n, req, block, part) VALUES (?, ?, ?, ?, ?)'
+}
 
-  constructor (readonly id: number, readonly tenant: string) {}
+/** Statements of kBlockWriterSql, prepared. */
+export type BlockWriterStatements = { [K in keyof typeof kBlockWriterSql]: Database.Statement }
 
-  /** Appends a part of `count` items of request `req` dated `ts`. */
-  add (part: Uint8Array, count: number, req: number, ts: number): void {
-    if (this.runs.length === 0 || this.runs[this.runs.length - 1] !== req) this.runs.push(this.n, req)
-    this.parts.push(Buffer.isBuffer(part) ? part : Buffer.from(part.buffer, part.byteOffset, part.byteLength))
-    this.n += count
-    if (ts < this.minTs) this.minTs = ts
-    if (ts > this.maxTs) this.maxTs = ts
-    this.types = (this.types | partTypes(part)) >>> 0
+interface BlockState { id: number, n: number, minTs: number, maxTs: number, types: number, filter: Buffer }
+
+/** Adds parts to their tenants' open blocks within one transaction; finish() writes the blocks back. */
+export class BlockWriter {
+  readonly #s: BlockWriterStatements
+  readonly #blocks = new Map<string, BlockState>()
+  readonly #h = new Uint32Array(2)
+
+  constructor (s: BlockWriterStatements) {
+    this.#s = s
   }
 
-  /** Parameters of the block's insert: id, n, tenant, min_ts, max_ts, types, runs, filter, items. */
-  row (): [number, number, string, number, number, number, string, Buffer, Buffer] {
-    const filter = Buffer.alloc(filterBits(this.n) / 8)
-    const h = new Uint32Array(2)
-    const sizes = Buffer.allocUnsafe(4 + 4 * this.parts.length)
-    sizes.writeUInt32LE(this.parts.length, 0)
-    const chunks: Buffer[] = [sizes.subarray(0, 4)]
-    this.parts.forEach((part, k) => {
-      const count = partCount(part)
-      for (let i = 0; i < count; i++) {
-        partHash(part, i, h)
-        filterAdd(filter, h[0] as number, h[1] as number)
-      }
-      sizes.writeUInt32LE(part.length, 4 + 4 * k)
-      chunks.push(sizes.subarray(4 + 4 * k, 8 + 4 * k), part)
-    })
-    return [this.id, this.n, this.tenant, this.minTs, this.maxTs, this.types, JSON.stringify(this.runs), filter, Buffer.concat(chunks)]
+  /** Stores part `part` (items id .. id + n - 1 of request `req`, dated ts) in its tenant's open block. */
+  add (tenant: string, id: number, n: number, req: number, ts: number, part: Uint8Array): void {
+    let b = this.#blocks.get(tenant)
+    if (b === undefined) {
+      const row = this.#s.openBlock.get(tenant) as { id: number, n: number, min_ts: number, max_ts: number, types: number, filter: Buffer } | undefined
+      b = row === undefined ? this.#create(tenant) : { id: row.id, n: row.n, minTs: row.min_ts, maxTs: row.max_ts, types: row.types, filter: row.filter }
+      this.#blocks.set(tenant, b)
+    }
+    if (b.n > 0 && b.n + n > kBlockItems) {
+      this.#save(b, false)
+      b = this.#create(tenant)
+      this.#blocks.set(tenant, b)
+    }
+    this.#s.insertPart.run(id, n, req, b.id, part)
+    const buf = Buffer.isBuffer(part) ? part : Buffer.from(part.buffer, part.byteOffset, part.byteLength)
+    const h = this.#h
+    for (let i = 0; i < n; i++) {
+      partHash(buf, i, h)
+      filterAdd(b.filter, h[0] as number, h[1] as number)
+    }
+    if (b.n === 0 || ts < b.minTs) b.minTs = ts
+    if (b.n === 0 || ts > b.maxTs) b.maxTs = ts
+    b.types = (b.types | partTypes(part)) >>> 0
+    b.n += n
+  }
+
+  /** Writes every block this writer changed. */
+  finish (): void {
+    for (const b of this.#blocks.values()) this.#save(b, b.n < kBlockItems)
+    this.#blocks.clear()
+  }
+
+  #create (tenant: string): BlockState {
+    const filter = Buffer.alloc(kFilterBytes)
+    const id = Number(this.#s.insertBlock.run(tenant, filter).lastInsertRowid)
+    return { id, n: 0, minTs: 0, maxTs: 0, types: 0, filter }
+  }
+
+  #save (b: BlockState, open: boolean): void {
+    this.#s.updateBlock.run(b.n, b.minTs, b.maxTs, b.types, open ? 1 : 0, b.filter, b.id)
   }
 }
 
-/** One stored item, as decoded from its block. */
+/** One stored item, as decoded from its part. */
 export interface BlockItem {
   type: string | null
   value: string
   fragment: string
 }
 
-/** The items of one stored block, decoded part by part as they are asked for. */
-export class BlockItems {
-  readonly #buf: Buffer
-  /** Byte offset of each part, and the block offset of its first item. */
-  readonly #offsets: number[] = []
-  readonly #starts: number[] = []
-  readonly #lengths: number[] = []
-  readonly #decoded = new Map<number, Array<string | null>>()
+/** The strings of a stored part, decoded once. */
+class PartItems {
+  readonly #strings: Array<string | null>
 
-  constructor (items: Buffer) {
-    this.#buf = items
-    const parts = items.readUInt32LE(0)
-    let at = 4
-    let start = 0
-    for (let k = 0; k < parts; k++) {
-      const len = items.readUInt32LE(at)
-      at += 4
-      this.#offsets.push(at)
-      this.#lengths.push(len)
-      this.#starts.push(start)
-      start += partCount(items.subarray(at, at + len))
-      at += len
-    }
+  constructor (part: Buffer) {
+    this.#strings = partStrings(part)
   }
 
-  /** Parts in the block. */
-  get parts (): number {
-    return this.#offsets.length
-  }
-
-  /** The encoded part k. */
-  part (k: number): Buffer {
-    const at = this.#offsets[k] as number
-    return this.#buf.subarray(at, at + (this.#lengths[k] as number))
-  }
-
-  /** Block offset of part k's first item. */
-  start (k: number): number {
-    return this.#starts[k] as number
-  }
-
-  /** The part holding block offset i. */
-  partOf (i: number): number {
-    let lo = 0
-    let hi = this.#starts.length - 1
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >> 1
-      if ((this.#starts[mid] as number) <= i) lo = mid
-      else hi = mid - 1
-    }
-    return lo
-  }
-
-  /** Item at block offset i. */
+  /** Item i of the part. */
   item (i: number): BlockItem {
-    const k = this.partOf(i)
-    let strings = this.#decoded.get(k)
-    if (strings === undefined) {
-      strings = partStrings(this.part(k))
-      this.#decoded.set(k, strings)
-    }
-    const j = (i - (this.#starts[k] as number)) * kStride
-    return { type: strings[j] ?? null, value: strings[j + 1] ?? '', fragment: strings[j + 3] as string }
+    const j = i * kStride
+    return { type: this.#strings[j] ?? null, value: this.#strings[j + 1] ?? '', fragment: this.#strings[j + 3] as string }
   }
-}
-
-/** The request of block offset i: runs is [offset, request id, ...] ascending by offset. */
-export function requestAt (runs: readonly number[], i: number): number {
-  let lo = 0
-  let hi = runs.length / 2 - 1
-  while (lo < hi) {
-    const mid = (lo + hi + 1) >> 1
-    if ((runs[2 * mid] as number) <= i) lo = mid
-    else hi = mid - 1
-  }
-  return runs[2 * lo + 1] as number
 }
 
 /** A request as a search needs it. */
@@ -204,8 +181,8 @@ function requestMatches (r: RequestInfo, f: ValidFilters): boolean {
 /** Statements the block searches use. */
 export interface BlockStatements {
   requestById: Database.Statement
-  blockItems: Database.Statement
-  blockAt: Database.Statement
+  blockParts: Database.Statement
+  partAt: Database.Statement
 }
 
 const kRequestColumns = 'id, ts, envelope, user_id, apikey, bulk_request_id, auth_type, first_item, last_item'
@@ -213,13 +190,13 @@ const kRequestColumns = 'id, ts, envelope, user_id, apikey, bulk_request_id, aut
 /** SQL of the statements above. */
 export const kBlockStatementSql = {
   requestById: `SELECT ${kRequestColumns} FROM history_requests WHERE id = ?`,
-  blockItems: 'SELECT items FROM history_blocks WHERE id = ?',
-  blockAt: 'SELECT id, n, items FROM history_blocks WHERE id <= ? ORDER BY id DESC LIMIT 1'
+  blockParts: 'SELECT id, n, req, part FROM history_parts WHERE block = ? ORDER BY id',
+  partAt: 'SELECT id, n, part FROM history_parts WHERE id <= ? ORDER BY id DESC LIMIT 1'
 }
 
 /** SQL of the block scan of a value or type search (its parameters: see scanBlocks). */
 export function blockScanSql (withTypes: boolean): string {
-  return 'SELECT id, n, max_ts, runs, filter FROM history_blocks INDEXED BY history_blocks_tenant ' +
+  return 'SELECT id, max_ts, filter FROM history_blocks INDEXED BY history_blocks_tenant ' +
     'WHERE tenant = ? AND max_ts >= ? AND min_ts < ? AND min_ts <= ?' + (withTypes ? ' AND (types & ?) != 0' : '') +
     ' AND (max_ts, id) < (?, ?) ORDER BY max_ts DESC, id DESC LIMIT ?'
 }
@@ -288,33 +265,28 @@ export function scanBlocks (scan: Database.Statement, s: BlockStatements, tenant
   let found: FoundItem[] = []
   const probe = new Uint32Array(2)
   for (;;) {
-    const blocks = scan.all(...head, afterTs, afterId, kBlockPage) as Array<{ id: number, n: number, max_ts: number, runs: string, filter: Buffer }>
+    const blocks = scan.all(...head, afterTs, afterId, kBlockPage) as Array<{ id: number, max_ts: number, filter: Buffer }>
     for (const b of blocks) {
       if (found.length >= limit && b.max_ts < (found[limit - 1] as FoundItem).ts) return found
       if (want !== null && !filterHas(b.filter, h1, h2)) continue
-      const runs = JSON.parse(b.runs) as number[]
-      const items = new BlockItems(s.blockItems.get(b.id) as Buffer)
       const hits: FoundItem[] = []
-      for (let k = 0; k < items.parts; k++) {
-        const part = items.part(k)
-        if (wantType !== null && (partTypes(part) & typeBit(wantType)) === 0) continue
-        const start = items.start(k)
-        const count = partCount(part)
-        for (let j = 0; j < count; j++) {
+      for (const p of s.blockParts.all(b.id) as Array<{ id: number, n: number, req: number, part: Buffer }>) {
+        if (wantType !== null && (partTypes(p.part) & typeBit(wantType)) === 0) continue
+        const r = requestOf(p.req)
+        if (r === null || r.ts < gte || r.ts >= lt || !requestMatches(r, f)) continue
+        if (cursor !== null && (r.ts > cursor.ts || (r.ts === cursor.ts && p.id >= cursor.id))) continue
+        let items: PartItems | null = null
+        for (let i = 0; i < p.n; i++) {
           if (want !== null) {
-            partHash(part, j, probe)
+            partHash(p.part, i, probe)
             if (probe[0] !== h1 || probe[1] !== h2) continue
           }
-          const i = start + j
+          const id = p.id + i
+          if (cursor !== null && r.ts === cursor.ts && id >= cursor.id) continue
+          items ??= new PartItems(p.part)
           const it = items.item(i)
           if (want !== null && comparable(it.value) !== want) continue
           if (wantType !== null && (it.type === null || comparable(it.type) !== wantType)) continue
-          const id = b.id + i
-          const r = requestOf(requestAt(runs, i))
-          // A purged request's items stay in their block until the whole block is purged: they are not history.
-          if (r === null || id < r.first_item || id > r.last_item) continue
-          if (r.ts < gte || r.ts >= lt || !requestMatches(r, f)) continue
-          if (cursor !== null && (r.ts > cursor.ts || (r.ts === cursor.ts && id >= cursor.id))) continue
           hits.push({ id, ts: r.ts, envelope: r.envelope, item: it.fragment })
         }
       }
@@ -338,14 +310,14 @@ export function walkRequests (walk: Database.Statement, s: BlockStatements, tena
   let afterTs = cursor?.ts ?? Number.MAX_SAFE_INTEGER
   let afterId = Number.MAX_SAFE_INTEGER
   const found: FoundItem[] = []
-  let block: { id: number, n: number, items: BlockItems } | null = null
+  let part: { id: number, n: number, items: PartItems } | null = null
   const itemAt = (id: number): BlockItem | null => {
-    if (block === null || id < block.id || id >= block.id + block.n) {
-      const row = s.blockAt.get(id) as { id: number, n: number, items: Buffer } | undefined
+    if (part === null || id < part.id || id >= part.id + part.n) {
+      const row = s.partAt.get(id) as { id: number, n: number, part: Buffer } | undefined
       if (row === undefined || id >= row.id + row.n) return null
-      block = { id: row.id, n: row.n, items: new BlockItems(row.items) }
+      part = { id: row.id, n: row.n, items: new PartItems(row.part) }
     }
-    return block.items.item(id - block.id)
+    return part.items.item(id - part.id)
   }
   for (;;) {
     const requests = walk.all(...head, afterTs, afterId, kRequestPage) as RequestInfo[]
@@ -366,47 +338,47 @@ export function walkRequests (walk: Database.Statement, s: BlockStatements, tena
   }
 }
 
-/** Schema 2 to 3: every item row becomes part of a block; ids, requests and their ranges are unchanged. */
+/** Schema 2 to 3: every item row becomes part of a part (one per run of one request); ids and requests are unchanged. */
 export function migrateRowsToBlocks (db: Database.Database): void {
   db.exec(kBlocksSchema)
   const page = db.prepare('SELECT id, req, ts, tenant, indicator_type AS type, indicator_value AS value, ' +
     'indicator_normalized AS normalized, item FROM history WHERE id > ? ORDER BY id LIMIT 10000')
-  const insert = db.prepare('INSERT INTO history_blocks (id, n, tenant, min_ts, max_ts, types, runs, filter, items) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
-  interface Open { block: BlockBuilder, next: number, items: HistoryItems, req: number, ts: number }
-  const open = new Map<string, Open>()
-  const endPart = (o: Open): void => {
-    if (o.items.count > 0) o.block.add(o.items.encode(), o.items.count, o.req, o.ts)
-  }
-  const close = (o: Open): void => {
-    endPart(o)
-    insert.run(...o.block.row())
+  const writer = new BlockWriter(prepareBlockWriter(db))
+  interface Run { first: number, next: number, req: number, ts: number, tenant: string, items: HistoryItems }
+  let run: Run | null = null
+  const flush = (): void => {
+    if (run !== null) writer.add(run.tenant, run.first, run.items.count, run.req, run.ts, run.items.encode())
+    run = null
   }
   type Row = { id: number, req: number, ts: number, tenant: string, type: string | null, value: string, normalized: string | null, item: string }
   for (let after = 0; ;) {
     const rows = page.all(after) as Row[]
     for (const r of rows) {
-      let o = open.get(r.tenant)
-      if (o !== undefined && (o.next !== r.id || o.block.n + o.items.count >= kBlockItems)) {
-        close(o)
-        o = undefined
+      const current = run as Run | null
+      if (current === null || current.req !== r.req || current.next !== r.id || current.items.count >= kBlockItems) {
+        flush()
+        run = { first: r.id, next: r.id, req: r.req, ts: r.ts, tenant: r.tenant, items: new HistoryItems() }
       }
-      if (o === undefined) {
-        o = { block: new BlockBuilder(r.id, r.tenant), next: r.id, items: new HistoryItems(), req: r.req, ts: r.ts }
-        open.set(r.tenant, o)
-      } else if (o.req !== r.req) {
-        endPart(o)
-        o.items = new HistoryItems()
-        o.req = r.req
-        o.ts = r.ts
-      }
-      o.items.add(r.type, r.value, r.normalized, r.item)
-      o.next = r.id + 1
+      const open = run as Run
+      open.items.add(r.type, r.value, r.normalized, r.item)
+      open.next = r.id + 1
     }
     if (rows.length === 0) break
     after = (rows[rows.length - 1] as Row).id
   }
-  for (const o of open.values()) close(o)
+  flush()
+  writer.finish()
   db.exec('DROP TABLE history; DROP TABLE history_segments;')
+}
+
+/** Prepares BlockWriter's statements on a connection. */
+export function prepareBlockWriter (db: Database.Database): BlockWriterStatements {
+  return {
+    openBlock: db.prepare(kBlockWriterSql.openBlock),
+    insertBlock: db.prepare(kBlockWriterSql.insertBlock),
+    updateBlock: db.prepare(kBlockWriterSql.updateBlock),
+    insertPart: db.prepare(kBlockWriterSql.insertPart)
+  }
 }
 
 /** A stored item with its request's envelope (diagnostics and tests). */
@@ -416,19 +388,15 @@ export interface StoredItem {
   item: string
 }
 
-/** Every item of the database that is history (its request exists), in id order. */
+/** Every stored history item, in id order. */
 export function storedItems (db: Database.Database): StoredItem[] {
-  const request = db.prepare('SELECT envelope, first_item, last_item FROM history_requests WHERE id = ?')
+  const request = db.prepare('SELECT envelope FROM history_requests WHERE id = ?').pluck()
   const out: StoredItem[] = []
-  for (const b of db.prepare('SELECT id, n, runs, items FROM history_blocks ORDER BY id').all() as Array<{ id: number, n: number, runs: string, items: Buffer }>) {
-    const runs = JSON.parse(b.runs) as number[]
-    const items = new BlockItems(b.items)
-    for (let i = 0; i < b.n; i++) {
-      const r = request.get(requestAt(runs, i)) as { envelope: string, first_item: number, last_item: number } | undefined
-      const id = b.id + i
-      if (r === undefined || id < r.first_item || id > r.last_item) continue
-      out.push({ id, envelope: r.envelope, item: items.item(i).fragment })
-    }
+  for (const p of db.prepare('SELECT id, n, req, part FROM history_parts ORDER BY id').all() as Array<{ id: number, n: number, req: number, part: Buffer }>) {
+    const envelope = request.get(p.req) as string | undefined
+    if (envelope === undefined) throw new Error(`part ${p.id} has no request ${p.req}`)
+    const items = new PartItems(p.part)
+    for (let i = 0; i < p.n; i++) out.push({ id: p.id + i, envelope, item: items.item(i).fragment })
   }
   return out
 }

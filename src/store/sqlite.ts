@@ -13,8 +13,8 @@ import {
   validateFilters, validateLimit, type HistoryRow
 } from './history-rows.ts'
 import {
-  BlockBuilder, blockScanSql, kBlockItems, kBlockStatementSql, migrateRowsToBlocks, readsBlocks,
-  requestWalkSql, scanBlocks, walkRequests, type BlockStatements, type FoundItem
+  BlockWriter, blockScanSql, kBlockItems, kBlockStatementSql, migrateRowsToBlocks, prepareBlockWriter, readsBlocks,
+  requestWalkSql, scanBlocks, walkRequests, type BlockStatements, type BlockWriterStatements, type FoundItem
 } from './sqlite-history.ts'
 import { StoreError } from './store-error.ts'
 import { assertUtcDay } from './utc-day.ts'
@@ -143,7 +143,7 @@ interface KeyRow {
   revoked_at: string | null
 }
 
-interface Statements extends BlockStatements {
+interface Statements extends BlockStatements, BlockWriterStatements {
   insertKey: Database.Statement
   listKeys: Database.Statement
   keyById: Database.Statement
@@ -154,13 +154,13 @@ interface Statements extends BlockStatements {
   requestByUid: Database.Statement
   extendRequest: Database.Statement
   insertRequest: Database.Statement
-  insertBlock: Database.Statement
   upsertUsage: Database.Statement
   usageTenant: Database.Statement
   usageTenantKey: Database.Statement
   usageForKey: Database.Statement
   purgeRequests: Database.Statement
   purgeRequest: Database.Statement
+  purgeParts: Database.Statement
   purgeBlocks: Database.Statement
 }
 
@@ -275,28 +275,29 @@ export class SqliteStore implements Store {
         keyById: db.prepare('SELECT * FROM api_keys WHERE id = ?'),
         revokeKey: db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL'),
         countKeys: db.prepare('SELECT count(*) AS n FROM api_keys').pluck(),
-        // The next item id: one above the highest block's last item. It can only reuse ids of blocks purged from the
-        // top, whose requests are purged with them; ids still increase with insertion among what exists.
-        nextItemId: db.prepare('SELECT coalesce((SELECT id + n FROM history_blocks ORDER BY id DESC LIMIT 1), 1)').pluck(),
+        // The next item id: one above the highest part's last item. It can only reuse ids of parts purged from the
+        // top, with their requests; ids still increase with insertion among what exists.
+        nextItemId: db.prepare('SELECT coalesce((SELECT id + n FROM history_parts ORDER BY id DESC LIMIT 1), 1)').pluck(),
         // Inserts nothing when the uid exists (the run continues a request of an earlier batch, or is a replay).
         // Not an UPSERT ... RETURNING: measured several µs slower per request, which single calls pay per indicator.
         insertNewRequest: db.prepare(`${kRequestInsert} ON CONFLICT (uid) DO NOTHING`),
         requestByUid: db.prepare('SELECT id, last_item FROM history_requests WHERE uid = ?'),
         extendRequest: db.prepare('UPDATE history_requests SET last_item = ? WHERE id = ?'),
         insertRequest: db.prepare(kRequestInsert),
-        insertBlock: db.prepare('INSERT INTO history_blocks (id, n, tenant, min_ts, max_ts, types, runs, filter, items) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)'),
+        ...prepareBlockWriter(db),
         upsertUsage: db.prepare(
           'INSERT INTO usage (tenant, day, key_id, count) VALUES (?, ?, ?, ?) ' +
           'ON CONFLICT (tenant, day, key_id) DO UPDATE SET count = count + excluded.count'),
         requestById: db.prepare(kBlockStatementSql.requestById),
-        blockItems: db.prepare(kBlockStatementSql.blockItems).pluck(),
-        blockAt: db.prepare(kBlockStatementSql.blockAt),
+        blockParts: db.prepare(kBlockStatementSql.blockParts),
+        partAt: db.prepare(kBlockStatementSql.partAt),
         usageTenant: db.prepare('SELECT key_id, count FROM usage WHERE tenant = ? AND day = ? ORDER BY key_id'),
         usageTenantKey: db.prepare('SELECT key_id, count FROM usage WHERE tenant = ? AND day = ? AND key_id = ?'),
         usageForKey: db.prepare('SELECT coalesce(sum(count), 0) FROM usage WHERE key_id = ? AND day = ?').pluck(),
         purgeRequests: db.prepare('SELECT id, first_item, last_item FROM history_requests INDEXED BY history_requests_date ' +
           `WHERE ts < ? LIMIT ${kPurgeBatch}`),
         purgeRequest: db.prepare('DELETE FROM history_requests WHERE id = ?'),
+        purgeParts: db.prepare('DELETE FROM history_parts WHERE id >= ? AND id <= ?'),
         purgeBlocks: db.prepare('DELETE FROM history_blocks WHERE id IN (SELECT id FROM history_blocks INDEXED BY history_blocks_date ' +
           `WHERE max_ts < ? LIMIT ${kPurgeBatch})`)
       }
@@ -342,55 +343,43 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * Synchronous writeHistoryParts: one IMMEDIATE transaction for the parts and their usage counters. A tenant's
-   * parts in the batch get consecutive item ids and go into blocks of up to kBlockItems items; each run of parts
-   * with one uid becomes (or extends) one request row.
+   * Synchronous writeHistoryParts: one IMMEDIATE transaction for the parts and their usage counters. Parts get
+   * consecutive item ids in order and join their tenant's open block; each run of parts with one uid becomes (or
+   * extends) one request row.
    */
   writeHistoryPartsSync (parts: readonly HistoryPart[]): void {
     const s = this.#statements()
-    const byTenant = new Map<string, HistoryPart[]>()
-    for (const p of parts) {
-      if (p.count <= 0) continue
-      const list = byTenant.get(p.tenant)
-      if (list === undefined) byTenant.set(p.tenant, [p])
-      else list.push(p)
-    }
-    if (byTenant.size === 0) return
-    const deltas = usageDeltas(parts.filter((p) => p.count > 0))
+    const todo = parts.filter((p) => p.count > 0)
+    if (todo.length === 0) return
+    const deltas = usageDeltas(todo)
     try {
       this.#db.transaction(() => {
         // The write lock is held: no other connection can take ids until the commit.
         let next = s.nextItemId.get() as number
+        const blocks = new BlockWriter(s)
         /** uids whose run ended earlier in this batch: meeting one again files the run as a request of its own. */
         const ended = new Set<string>()
-        for (const [tenant, list] of byTenant) {
-          let block = new BlockBuilder(next, tenant)
-          let run: { uid: string, req: number, last: number, stored: number } | null = null
-          const endRun = (): void => {
-            if (run === null) return
-            if (run.last !== run.stored) s.extendRequest.run(run.last, run.req)
-            ended.add(run.uid)
-            run = null
-          }
-          for (const p of list) {
-            if (block.n > 0 && block.n + p.count > kBlockItems) {
-              s.insertBlock.run(...block.row())
-              block = new BlockBuilder(next, tenant)
-            }
-            const first = next
-            const last = next + p.count - 1
-            if (run !== null && run.uid === p.uid) {
-              run.last = last
-            } else {
-              endRun()
-              run = this.#startRun(s, p, first, last, ended.has(p.uid))
-            }
-            block.add(p.part, p.count, run.req, p.ts)
-            next = last + 1
-          }
-          endRun()
-          s.insertBlock.run(...block.row())
+        let run: { uid: string, req: number, last: number, stored: number } | null = null
+        const endRun = (): void => {
+          if (run === null) return
+          if (run.last !== run.stored) s.extendRequest.run(run.last, run.req)
+          ended.add(run.uid)
+          run = null
         }
+        for (const p of todo) {
+          const first = next
+          const last = next + p.count - 1
+          if (run !== null && run.uid === p.uid) {
+            run.last = last
+          } else {
+            endRun()
+            run = this.#startRun(s, p, first, last, ended.has(p.uid))
+          }
+          blocks.add(p.tenant, first, p.count, run.req, p.ts, p.part)
+          next = last + 1
+        }
+        endRun()
+        blocks.finish()
         for (const d of deltas) s.upsertUsage.run(d.tenant, d.day, d.keyId, d.count)
       }).immediate()
     } catch (err) {
@@ -546,9 +535,9 @@ export class SqliteStore implements Store {
     this.#statements()
     const f = validateFilters(filters)
     decodeCursor(cursor)
-    const [outer, inner] = readsBlocks(f)
-      ? [blockScanSql(f.indicatorType !== null), kBlockStatementSql.requestById]
-      : [requestWalkSql(f).sql, kBlockStatementSql.blockAt]
+    const statements = readsBlocks(f)
+      ? [blockScanSql(f.indicatorType !== null), kBlockStatementSql.blockParts, kBlockStatementSql.requestById]
+      : [requestWalkSql(f).sql, kBlockStatementSql.partAt]
     // Plans do not depend on parameter values here: bind placeholders of the right count.
     const plan = (sql: string): string[] => {
       const params = new Array((sql.match(/\?/g) ?? []).length).fill(0)
@@ -556,7 +545,7 @@ export class SqliteStore implements Store {
       return (this.#db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as Array<{ detail: string }>).map((p) => p.detail)
     }
     try {
-      return [...plan(outer), ...plan(inner)]
+      return statements.flatMap(plan)
     } catch (err) {
       throw wrap(err)
     }
@@ -588,10 +577,10 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * Deletes history older than `before`: requests dated before it, kPurgeBatch per transaction so writers interleave,
-   * and the blocks whose newest item is older. Returns the number of items (records) deleted. An old request's items
-   * in a block that also holds newer ones are no longer history (no search returns them) and their bytes go with
-   * the block. Usage counters are billing records with their own retention: they are not decremented.
+   * Deletes history older than `before`: requests dated before it with their parts, kPurgeBatch requests per
+   * transaction so writers interleave, then the blocks whose newest item is older. Returns the number of items
+   * (records) deleted. A block that keeps newer parts keeps its filter bits for the deleted ones: a search only reads
+   * the block's parts in vain. Usage counters are billing records with their own retention: they are not decremented.
    */
   async purgeHistory (before: Date): Promise<number> {
     const s = this.#statements()
@@ -601,11 +590,12 @@ export class SqliteStore implements Store {
     const purgeSome = this.#db.transaction((): boolean => {
       const requests = s.purgeRequests.all(ms) as Array<{ id: number, first_item: number, last_item: number }>
       for (const q of requests) {
+        s.purgeParts.run(q.first_item, q.last_item)
         s.purgeRequest.run(q.id)
         total += q.last_item - q.first_item + 1
       }
-      const blocks = s.purgeBlocks.run(ms).changes
-      return requests.length > 0 || blocks > 0
+      // Only once no request before the cut is left: until then a block may still hold one's parts.
+      return requests.length > 0 || s.purgeBlocks.run(ms).changes > 0
     })
     try {
       while (purgeSome.immediate()) {

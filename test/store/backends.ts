@@ -46,11 +46,11 @@ function sqlitePlanProblems (plan: string[]): string[] {
     if (/^SCAN /.test(line) && !/USING (COVERING )?INDEX/.test(line)) problems.push(`full scan: ${line}`)
     if (/TEMP B-TREE/.test(line)) problems.push(`sort: ${line}`)
   }
-  // The outer loop reads a tenant-prefixed index (requests, or item blocks); the other table is reached by primary
-  // key (an item's request by id, a request's items by the block holding an id).
+  // The outer loop reads a tenant-prefixed index (requests, or item blocks); the rest is reached by primary key (a
+  // part's request by id, a request's items by the part holding an id) or, for a block's parts, by block.
   const outer = plan.findIndex((l) => /^SEARCH history_(requests|blocks) USING (COVERING )?INDEX history_(requests|blocks)_tenant\w* \(tenant=\?/.test(l))
   if (outer === -1) problems.push(`no tenant-prefixed index search in: ${plan.join(' | ')}`)
-  if (!plan.some((l, i) => i > outer && /^SEARCH history_(requests|blocks) USING INTEGER PRIMARY KEY \(rowid/.test(l))) {
+  if (!plan.some((l, i) => i > outer && /^SEARCH history_(requests|parts) USING INTEGER PRIMARY KEY \(rowid/.test(l))) {
     problems.push(`the joined table is not read by primary key in: ${plan.join(' | ')}`)
   }
   return problems

@@ -104,10 +104,11 @@ test('one request row per request: a continuation right after its last item exte
   assert.deepEqual(storedItems(raw).map((r) => [r.id, (JSON.parse(r.envelope) as { request_id: string }).request_id]), [
     [1, 'ra'], [2, 'ra'], [3, 'ra'], [4, 'ra'], [5, 'ra'], [6, 'rb'], [7, 'rb'], [8, 'rb'], [9, 'rb'], [10, 'ra']
   ])
-  // One block per batch, each with the requests its items belong to.
-  assert.deepEqual(raw.prepare('SELECT id, n, runs FROM history_blocks ORDER BY id').all(), [
-    { id: 1, n: 3, runs: '[0,1]' }, { id: 4, n: 2, runs: '[0,1]' }, { id: 6, n: 4, runs: '[0,2]' }, { id: 10, n: 1, runs: '[0,3]' }
+  // One part per batch's run, each filed under its request; all four joined the tenant's one open block.
+  assert.deepEqual(raw.prepare('SELECT id, n, req, block FROM history_parts ORDER BY id').all(), [
+    { id: 1, n: 3, req: 1, block: 1 }, { id: 4, n: 2, req: 1, block: 1 }, { id: 6, n: 4, req: 2, block: 1 }, { id: 10, n: 1, req: 3, block: 1 }
   ])
+  assert.deepEqual(raw.prepare('SELECT id, n, open FROM history_blocks').all(), [{ id: 1, n: 10, open: 1 }])
   // Only the request-level fields, once per request; each item holds the indicator's members.
   const envelope = JSON.parse(raw.prepare('SELECT envelope FROM history_requests WHERE id = 2').pluck().get() as string) as Record<string, unknown>
   assert.equal(envelope.request_id, 'rb')
@@ -132,23 +133,22 @@ test('a value search reads blocks newest first and returns every match once, in 
   t.after(() => store.close())
   store.migrateSync()
   const at = (hour: number): string => `2024-05-01T${String(hour).padStart(2, '0')}:00:00.000Z`
-  // r12 spans two blocks. r12b (same date, higher ids) ranks before it. r11 comes later but is older, as a spool
-  // replay would be. r10 and r14 share one block whose date range spans both.
+  // r12 fills the first block and starts the second. r13 and r12b join the second (r12b ranks before r12: same
+  // date, higher ids), and a filler without matches closes it. r11 comes later but is older, as a spool replay would
+  // be; r10 and r14 then join the third block, whose date range spans both.
   await store.writeHistory(valueRecords(kBlockItems + 5, at(12), 'r12', 'evil.example', [10, kBlockItems + 2]))
   await store.writeHistory(valueRecords(2, at(13), 'r13', 'evil.example', [0]))
   await store.writeHistory(valueRecords(3, at(12), 'r12b', 'evil.example', [0, 1, 2]))
+  await store.writeHistory(valueRecords(kBlockItems - 10, at(9), 'r09', 'evil.example', []))
   await store.writeHistory(valueRecords(3, at(11), 'r11', 'evil.example', [0, 1, 2]))
   await store.writeHistory([...valueRecords(2, at(10), 'r10', 'evil.example', [1]), ...valueRecords(1, at(14), 'r14', 'evil.example', [0])])
   const raw = new Database(path, { readonly: true })
   t.after(() => raw.close())
   const hour = (h: number): number => Date.parse(at(h))
-  assert.deepEqual(raw.prepare('SELECT n, min_ts, max_ts FROM history_blocks ORDER BY id').all(), [
-    { n: kBlockItems, min_ts: hour(12), max_ts: hour(12) },
-    { n: 5, min_ts: hour(12), max_ts: hour(12) },
-    { n: 2, min_ts: hour(13), max_ts: hour(13) },
-    { n: 3, min_ts: hour(12), max_ts: hour(12) },
-    { n: 3, min_ts: hour(11), max_ts: hour(11) },
-    { n: 3, min_ts: hour(10), max_ts: hour(14) }
+  assert.deepEqual(raw.prepare('SELECT n, min_ts, max_ts, open FROM history_blocks ORDER BY id').all(), [
+    { n: kBlockItems, min_ts: hour(12), max_ts: hour(12), open: 0 },
+    { n: kBlockItems, min_ts: hour(9), max_ts: hour(13), open: 0 },
+    { n: 6, min_ts: hour(10), max_ts: hour(14), open: 1 }
   ])
   const expected = ['r14', 'r13', 'r12b', 'r12b', 'r12b', 'r12', 'r12', 'r11', 'r11', 'r11', 'r10']
   for (const limit of [1, 2, 3, 100]) {
@@ -173,17 +173,16 @@ test('a value search reads blocks newest first and returns every match once, in 
   assert.deepEqual((await store.searchHistory('seg', { indicator_value: 'absent.example' }, 10, null)).results, [])
   assert.deepEqual((await store.searchHistory('seg', { indicator_value: 'evil.exampl' }, 10, null)).results, [])
   assert.deepEqual((await store.searchHistory('other', { indicator_value: 'evil.example' }, 10, null)).results, [])
-  // Purge deletes the old requests at once and the blocks whose newest item is old; r10's items stay in the block
-  // it shares with r14, and no search returns them.
-  assert.equal(await store.purgeHistory(new Date(at(12))), 3 + 2)
-  assert.deepEqual(raw.prepare('SELECT n FROM history_blocks ORDER BY id').pluck().all(), [kBlockItems, 5, 2, 3, 3])
+  // Purge deletes the old requests with their parts; blocks stay while they hold newer parts.
+  assert.equal(await store.purgeHistory(new Date(at(12))), kBlockItems - 10 + 3 + 2)
+  assert.equal(raw.prepare('SELECT count(*) FROM history_blocks').pluck().get(), 3)
   const kept = expected.filter((r) => r !== 'r11' && r !== 'r10')
   assert.deepEqual((await store.searchHistory('seg', { indicator_value: 'evil.example' }, 100, null)).results.map((r) => r.request_id), kept)
   assert.deepEqual((await store.searchHistory('seg', { indicator_type: 'domain' }, 100, null)).results.map((r) => r.request_id), kept)
-  assert.equal((await store.searchHistory('seg', {}, 1000, null)).results.filter((r) => r.request_id === 'r10').length, 0)
   assert.equal(storedItems(raw).length, kBlockItems + 5 + 2 + 3 + 1)
   assert.equal(await store.purgeHistory(new Date(at(15))), kBlockItems + 5 + 2 + 3 + 1)
-  assert.deepEqual(raw.prepare('SELECT count(*) FROM history_blocks').pluck().get(), 0)
+  assert.equal(raw.prepare('SELECT count(*) FROM history_blocks').pluck().get(), 0)
+  assert.equal(raw.prepare('SELECT count(*) FROM history_parts').pluck().get(), 0)
   assert.deepEqual((await store.searchHistory('seg', {}, 10, null)).results, [])
 })
 
@@ -218,9 +217,10 @@ test('a database of schema version 2 is upgraded: its items move into blocks wit
   t.after(() => check.close())
   assert.deepEqual(check.prepare('SELECT version FROM schema_version ORDER BY version').pluck().all(), [1, 2, 3])
   assert.deepEqual(check.prepare("SELECT name FROM sqlite_master WHERE name IN ('history', 'history_segments')").pluck().all(), [])
-  assert.deepEqual(check.prepare('SELECT id, n, tenant FROM history_blocks ORDER BY id').all(), [
-    { id: 1, n: 3, tenant: 'seg' }, { id: 4, n: 2, tenant: 'other' }, { id: 6, n: 2, tenant: 'seg' }
+  assert.deepEqual(check.prepare('SELECT id, n, req, block FROM history_parts ORDER BY id').all(), [
+    { id: 1, n: 3, req: 1, block: 1 }, { id: 4, n: 2, req: 2, block: 2 }, { id: 6, n: 2, req: 3, block: 1 }
   ])
+  assert.deepEqual(check.prepare('SELECT id, n, tenant FROM history_blocks ORDER BY id').all(), [{ id: 1, n: 5, tenant: 'seg' }, { id: 2, n: 2, tenant: 'other' }])
   assert.deepEqual(storedItems(check).map((r) => r.id), [1, 2, 3, 4, 5, 6, 7])
   const found = await store.searchHistory('seg', { indicator_value: 'evil.example' }, 10, null)
   assert.deepEqual(found.results.map((r) => r.request_id), ['old-c', 'old-a'])
@@ -232,7 +232,7 @@ test('a database of schema version 2 is upgraded: its items move into blocks wit
   assert.deepEqual(storedItems(check).map((r) => r.id), [1, 2, 3, 4, 5, 6, 7, 8])
 })
 
-test('one batch of parts from several tenants and requests: one block per tenant, each item filed under its request', async (t) => {
+test('one batch of parts from several tenants and requests: ids in arrival order, one block per tenant, each part filed under its request', async (t) => {
   const path = join(tempDir(t), 'p.db')
   const store = new SqliteStore({ path })
   t.after(() => store.close())
@@ -269,14 +269,14 @@ test('one batch of parts from several tenants and requests: one block per tenant
   await store.writeHistoryParts(parts)
   const raw = new Database(path, { readonly: true })
   t.after(() => raw.close())
-  assert.deepEqual(raw.prepare('SELECT id, n, tenant, runs FROM history_blocks ORDER BY id').all(), [
-    { id: 1, n: 4, tenant: 'A', runs: '[0,1,3,2]' },
-    { id: 5, n: 1, tenant: 'B', runs: '[0,3]' }
+  assert.deepEqual(raw.prepare('SELECT id, n, tenant FROM history_blocks ORDER BY id').all(), [{ id: 1, n: 4, tenant: 'A' }, { id: 2, n: 1, tenant: 'B' }])
+  assert.deepEqual(raw.prepare('SELECT id, n, req, block FROM history_parts ORDER BY id').all(), [
+    { id: 1, n: 2, req: 1, block: 1 }, { id: 3, n: 1, req: 1, block: 1 }, { id: 4, n: 1, req: 2, block: 2 }, { id: 5, n: 1, req: 3, block: 1 }
   ])
   assert.deepEqual(raw.prepare('SELECT id, tenant, request_id, first_item, last_item FROM history_requests ORDER BY id').all(), [
     { id: 1, tenant: 'A', request_id: 'a1', first_item: 1, last_item: 3 },
-    { id: 2, tenant: 'A', request_id: 'a2', first_item: 4, last_item: 4 },
-    { id: 3, tenant: 'B', request_id: 'b1', first_item: 5, last_item: 5 }
+    { id: 2, tenant: 'B', request_id: 'b1', first_item: 4, last_item: 4 },
+    { id: 3, tenant: 'A', request_id: 'a2', first_item: 5, last_item: 5 }
   ])
   const values = async (tenant: string, filters: SearchFilters): Promise<string[]> =>
     (await store.searchHistory(tenant, filters, 10, null)).results.map((r) => `${r.request_id}:${r.indicator.value}`)
