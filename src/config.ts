@@ -106,8 +106,9 @@ export function defaults (): Config {
     cacheSize: 100_000, // verdicts per shard
     maxInflight: 200_000, // indicators
     bodyLimit: 16 * 1024 * 1024, // 16 MiB: a 10,000-item bulk with long values and log-only fields fits
-    // Rows per transaction. SQLite pays per dirty page at commit, and a batch dirties a page of the value index for
-    // nearly every row: 20,000 rows per commit writes ~37% more rows/s than 5,000 (bench:history, writer alone).
+    // Records per transaction (whole parts: a scoring worker's chunk of one request is never split). With items
+    // stored as parts (src/store/sqlite-history.ts) the size hardly matters to SQLite: 2,000, 5,000 and 20,000 wrote
+    // 796,000, 818,000 and 732,000 records/s (bench:history, writer alone, 2026-11-24). It bounds one transaction.
     historyBatch: 20_000,
     historyFlushMs: 100, // ms
     historyMaxBacklog: 500_000, // records (~50 full bulks)
