@@ -10,7 +10,7 @@
  * surrogate (one unit either way).
  */
 import { ByteSink } from '../pool/byte-sink.ts'
-import { column, type HistoryRow } from './history-rows.ts'
+import { column, requestFields, type HistoryRequestFields, type HistoryRow } from './history-rows.ts'
 
 /** Strings per encoded item: type, value, normalized, JSON fragment. */
 export const kStride = 4
@@ -184,23 +184,10 @@ export function partStrings (part: Uint8Array): Array<string | null> {
 }
 
 /**
- * A request's share of a history batch: the request-level fields (as HistoryRow has them, columns sanitized with
- * column()) and one encoded part of `count` items. Every part of one request carries the same uid and envelope.
+ * A request's share of a history batch: the request-level fields and one encoded part of `count` items. Every part
+ * of one request carries the same uid and envelope.
  */
-export interface HistoryPart {
-  uid: string
-  ts: number
-  date: string
-  day: string
-  tenant: string
-  requestId: string
-  bulkRequestId: string | null
-  httpStatus: number
-  authType: string
-  apikey: string
-  userId: string | null
-  /** JSON object text of the request-level fields. */
-  envelope: string
+export interface HistoryPart extends HistoryRequestFields {
   count: number
   part: Uint8Array
 }
@@ -209,23 +196,13 @@ export interface HistoryPart {
 export function partRows (parts: readonly HistoryPart[], out: HistoryRow[] = []): HistoryRow[] {
   for (const p of parts) {
     const flat = partStrings(p.part)
+    const head = requestFields(p)
     for (let i = 0; i + kStride <= flat.length; i += kStride) {
       out.push({
-        uid: p.uid,
-        ts: p.ts,
-        date: p.date,
-        day: p.day,
-        tenant: p.tenant,
-        requestId: p.requestId,
-        bulkRequestId: p.bulkRequestId,
-        httpStatus: p.httpStatus,
-        authType: p.authType,
-        apikey: p.apikey,
-        userId: p.userId,
+        ...head,
         indicatorType: flat[i] === null ? null : column(flat[i] as string),
         indicatorValue: column(flat[i + 1] ?? ''),
         indicatorNormalized: flat[i + 2] === null ? null : column(flat[i + 2] as string),
-        envelope: p.envelope,
         item: flat[i + 3] as string
       })
     }

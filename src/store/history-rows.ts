@@ -19,13 +19,9 @@ export const MAX_SEARCH_LIMIT = 1000
  */
 export const MAX_INDEXED_CHARS = 512
 
-/**
- * One history record, split into its request half (shared by every record of one request) and its indicator half.
- * The stored record is the JSON object `envelope` with the members of `item` added:
- * `${envelope.slice(0, -1)},${item}}` (see recordJson).
- */
-export interface HistoryRow {
-  /** Unique per request (the service assigns it); every row of one request carries the same uid and envelope. */
+/** The request-level fields of a history record as the stores keep them (columns sanitized with column()). */
+export interface HistoryRequestFields {
+  /** Unique per request (the service assigns it); every row or part of one request carries the same uid and envelope. */
   uid: string
   ts: number
   date: string
@@ -37,11 +33,37 @@ export interface HistoryRow {
   authType: string
   apikey: string
   userId: string | null
+  /** JSON object text of the request-level fields (date, request_id, bulk_request_id, http_status, ...). */
+  envelope: string
+}
+
+/** The request fields of a row or part, copied. */
+export function requestFields (r: HistoryRequestFields): HistoryRequestFields {
+  return {
+    uid: r.uid,
+    ts: r.ts,
+    date: r.date,
+    day: r.day,
+    tenant: r.tenant,
+    requestId: r.requestId,
+    bulkRequestId: r.bulkRequestId,
+    httpStatus: r.httpStatus,
+    authType: r.authType,
+    apikey: r.apikey,
+    userId: r.userId,
+    envelope: r.envelope
+  }
+}
+
+/**
+ * One history record, split into its request half (shared by every record of one request) and its indicator half.
+ * The stored record is the JSON object `envelope` with the members of `item` added:
+ * `${envelope.slice(0, -1)},${item}}` (see recordJson).
+ */
+export interface HistoryRow extends HistoryRequestFields {
   indicatorType: string | null
   indicatorValue: string
   indicatorNormalized: string | null
-  /** JSON object text of the request-level fields (date, request_id, bulk_request_id, http_status, ...). */
-  envelope: string
   /** JSON members text, without braces, of the indicator-level fields ("indicator":...,"risk":...,...). */
   item: string
 }

@@ -9,7 +9,7 @@ import Database from 'better-sqlite3'
 import { generateKey, isKeyId, parseKey, secretMatches, validateKeyOptions } from './api-keys.ts'
 import { HistoryItems, type HistoryPart } from './history-block.ts'
 import {
-  continuationUid, decodeCursor, encodeCursor, MAX_INDEXED_CHARS, recordJson, requestRuns, toRows, usageDeltas,
+  continuationUid, decodeCursor, encodeCursor, MAX_INDEXED_CHARS, recordJson, requestFields, requestRuns, toRows, usageDeltas,
   validateFilters, validateLimit, type HistoryRow
 } from './history-rows.ts'
 import {
@@ -199,21 +199,9 @@ function rowParts (rows: readonly HistoryRow[]): HistoryPart[] {
         const r = rows[i] as HistoryRow
         items.add(r.indicatorType, r.indicatorValue, r.indicatorNormalized, r.item)
       }
-      const r0 = rows[start] as HistoryRow
+      // A uid seen earlier in the batch is filed as a request of its own by writeHistoryPartsSync.
       parts.push({
-        // A uid seen earlier in the batch is filed as a request of its own by #writeParts.
-        uid: r0.uid,
-        ts: r0.ts,
-        date: r0.date,
-        day: r0.day,
-        tenant: r0.tenant,
-        requestId: r0.requestId,
-        bulkRequestId: r0.bulkRequestId,
-        httpStatus: r0.httpStatus,
-        authType: r0.authType,
-        apikey: r0.apikey,
-        userId: r0.userId,
-        envelope: r0.envelope,
+        ...requestFields(rows[start] as HistoryRow),
         count: end - start,
         part: items.encode()
       })
