@@ -1,6 +1,6 @@
 /**
- * The history writer thread. It receives each request's envelope plus the scoring workers' encoded records,
- * batches them by size and time, and writes each batch in one store transaction (rows + usage counters).
+ * The history writer thread. It receives each request's envelope plus the scoring workers' encoded parts, batches
+ * them by size (whole parts) and time, and writes each batch in one store transaction (parts + usage counters).
  * When the store fails, batches go to an fsynced on-disk spool and are replayed in order once it recovers;
  * while a backlog exists, new batches queue behind it so order is kept.
  */

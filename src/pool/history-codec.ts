@@ -1,9 +1,10 @@
 /**
  * History records as they travel from scoring workers to the history writer.
  *
- * A scoring worker knows each indicator's verdict, so it writes each record's per-indicator half as JSON text once
- * (cached with the verdict) plus the three indexed columns; the writer only prepends the request envelope. No thread
- * parses and re-serializes records on the way to the store.
+ * A scoring worker knows each indicator's verdict, so it writes each record's per-indicator half as JSON text once,
+ * with the indicator's type, value and normalized form, into an encoded part (src/store/history-block.ts). The writer
+ * pairs each request's parts with its envelope and hands them to the store, which keeps them as they are (SQLite) or
+ * expands them into rows (PostgreSQL, the spool). No thread parses and re-serializes records on the way.
  */
 import { randomUUID } from 'node:crypto'
 import { column, optionalColumn, utcDayOf, type HistoryRow } from '../store/index.ts'

@@ -128,8 +128,9 @@ const kMigrations: ReadonlyArray<string | ((db: Database.Database) => void)> = [
   ) STRICT;
   INSERT INTO history_segments (seg, min_ts, max_ts) SELECT id >> ${kSegmentShift}, min(ts), max(ts) FROM history GROUP BY 1;
   `,
-  // 3: items are kept in blocks (sqlite-history.ts): the history table and its two indexes cost the writer a row and two
-  // index entries per indicator, which capped sustained bulk throughput. Existing rows move into blocks, ids unchanged.
+  // 3: items are kept as the scoring workers' encoded parts, grouped per tenant into blocks that searches skip by filter
+  // (sqlite-history.ts): the history table and its two indexes cost the writer a row and two index entries per
+  // indicator, which capped sustained bulk throughput. Existing rows move into parts and blocks, ids unchanged.
   migrateRowsToBlocks
 ]
 
@@ -211,9 +212,9 @@ function rowParts (rows: readonly HistoryRow[]): HistoryPart[] {
 }
 
 /**
- * Store on one SQLite file. Searches name their index (INDEXED BY) and loop order (CROSS JOIN) instead of trusting
- * the planner: without ANALYZE statistics SQLite may prefer the tenant-date range over a far more selective key or
- * value filter, and a deterministic plan is what the EXPLAIN tests check (see buildSearch).
+ * Store on one SQLite file. Searches name their index (INDEXED BY) instead of trusting the planner: without ANALYZE
+ * statistics SQLite may prefer the tenant-date range over a far more selective key filter, and a deterministic plan
+ * is what the EXPLAIN tests check (see sqlite-history.ts: scanBlocks, walkRequests).
  */
 export class SqliteStore implements Store {
   readonly #db: Database.Database
@@ -575,6 +576,7 @@ export class SqliteStore implements Store {
     const ms = before instanceof Date ? before.getTime() : Number.NaN
     if (!Number.isFinite(ms)) throw new StoreError('INVALID_REQUEST', 'before must be a valid Date')
     let total = 0
+    // Selected inside the transaction: a writer extending one of these requests cannot slip in between.
     const purgeSome = this.#db.transaction((): boolean => {
       const requests = s.purgeRequests.all(ms) as Array<{ id: number, first_item: number, last_item: number }>
       for (const q of requests) {
