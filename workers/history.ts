@@ -66,7 +66,8 @@ function status (): void {
 
 function expand (envelope: HistoryEnvelope, parts: Uint8Array[]): void {
   const at = pending.length
-  historyParts(envelope, parts, pending)
+  // A part this version cannot read is set aside as it came, for an operator; the rest of the request is kept.
+  historyParts(envelope, parts, pending, (bad) => spool.reject([bad]))
   for (let i = at; i < pending.length; i++) pendingRecords += (pending[i] as HistoryPart).count
 }
 

@@ -26,8 +26,11 @@ export function fragmentOf (indicatorJson: string, verdictMembers: string, actio
 /** Verdict members of a record for an invalid indicator. */
 export const kInvalidVerdictMembers = '"risk":null,"scores":null,"labels":[],"label_count":0'
 
-/** One request's envelope and encoded parts as store parts, one uid per request (writer side). */
-export function historyParts (envelope: HistoryEnvelope, parts: Uint8Array[], out: HistoryPart[]): void {
+/**
+ * One request's envelope and encoded parts as store parts, one uid per request (writer side). A part that cannot be
+ * read (not a format this version writes) goes to `undecodable` when given, else throws.
+ */
+export function historyParts (envelope: HistoryEnvelope, parts: Uint8Array[], out: HistoryPart[], undecodable?: (part: HistoryPart) => void): void {
   const { count: _count, ...fields } = envelope
   const json = JSON.stringify(fields)
   // One uid per request: the store keeps the envelope once and the items refer to it.
@@ -41,9 +44,15 @@ export function historyParts (envelope: HistoryEnvelope, parts: Uint8Array[], ou
   const apikey = column(envelope.apikey)
   const userId = optionalColumn(envelope.user_id)
   for (const part of parts) {
-    const count = partCount(part)
+    let count: number
+    try {
+      count = partCount(part)
+    } catch (err) {
+      if (undecodable === undefined) throw err
+      count = -1
+    }
     if (count === 0) continue
-    out.push({
+    const p: HistoryPart = {
       uid,
       ts,
       date: envelope.date,
@@ -58,7 +67,9 @@ export function historyParts (envelope: HistoryEnvelope, parts: Uint8Array[], ou
       envelope: json,
       count,
       part
-    })
+    }
+    if (count < 0) (undecodable as (part: HistoryPart) => void)(p)
+    else out.push(p)
   }
 }
 

@@ -7,7 +7,7 @@
 import { closeSync, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, writeFileSync, writeSync, fsyncSync } from 'node:fs'
 import { join } from 'node:path'
 import { Packr } from 'msgpackr'
-import type { HistoryRow } from '../store/index.ts'
+import type { HistoryPart, HistoryRow } from '../store/index.ts'
 
 const kPackr = new Packr()
 
@@ -79,9 +79,10 @@ export class Spool {
 
   /**
    * Sets aside a batch the store refused as invalid (same frame format, in history.rejected), so one bad row
-   * cannot block every record behind it; an operator can inspect or re-import it.
+   * cannot block every record behind it; an operator can inspect or re-import it. A part that could not be decoded
+   * into rows is set aside as it came (its request fields and encoded bytes).
    */
-  reject (records: readonly HistoryRow[]): void {
+  reject (records: ReadonlyArray<HistoryRow | HistoryPart>): void {
     const body = kPackr.pack(records)
     const head = Buffer.alloc(4)
     head.writeUInt32LE(body.length)

@@ -4,20 +4,24 @@
  * let a value or type search skip blocks without reading their items.
  *
  * Part layout (one chunk's items, little-endian uint32s):
- *   n (strings, 4 per item) | type mask | 2 value hashes per item | n end offsets | the strings' joined text, UTF-8
+ *   format (kFormat) | n (strings, 4 per item) | type mask | 2 value hashes per item | n end offsets | joined text, UTF-8
+ * SQLite stores parts as they are, so the layout is an on-disk format: a reader refuses a format it does not know.
  * End offsets count UTF-16 code units into the joined text (0xffffffff for a null string), so the reader decodes the
  * text with one native call and slices it; counting code units, the offsets hold even where UTF-8 replaced a lone
  * surrogate (one unit either way).
  */
 import { ByteSink } from '../pool/byte-sink.ts'
+import { StoreError } from './store-error.ts'
 import { column, requestFields, type HistoryRequestFields, type HistoryRow } from './history-rows.ts'
 
 /** Strings per encoded item: type, value, normalized, JSON fragment. */
 export const kStride = 4
 /** End offset marking a null string. */
 const kNull = 0xffffffff
-/** Bytes before the hashes: string count and type mask. */
-const kHead = 8
+/** Format of the part layout above; a change to the layout needs a new number (and a reader for the old one). */
+const kFormat = 1
+/** Bytes before the hashes: format, string count and type mask. */
+const kHead = 12
 
 /**
  * A history value or type as both stores compare it: NUL as U+FFFD (column()) and a lone surrogate as U+FFFD (what
@@ -126,8 +130,9 @@ export class HistoryItems {
     const n = this.n
     const head = kHead + 4 * (n / 2) + 4 * n
     const out = Buffer.allocUnsafeSlow(head + this.text.len)
-    out.writeUInt32LE(n, 0)
-    out.writeUInt32LE(this.types, 4)
+    out.writeUInt32LE(kFormat, 0)
+    out.writeUInt32LE(n, 4)
+    out.writeUInt32LE(this.types, 8)
     let at = kHead
     for (let i = 0; i < n / 2; i++, at += 4) out.writeUInt32LE(this.hashes[i] as number, at)
     for (let i = 0; i < n; i++, at += 4) out.writeUInt32LE(this.ends[i] as number, at)
@@ -142,18 +147,21 @@ function endsHigh (s: string | null): boolean {
   return c >= 0xd800 && c <= 0xdbff
 }
 
+/** The part as a Buffer (no copy), after checking its format. */
 function bufferOf (part: Uint8Array): Buffer {
-  return Buffer.isBuffer(part) ? part : Buffer.from(part.buffer, part.byteOffset, part.byteLength)
+  const buf = Buffer.isBuffer(part) ? part : Buffer.from(part.buffer, part.byteOffset, part.byteLength)
+  if (buf.length < kHead || buf.readUInt32LE(0) !== kFormat) throw new StoreError('INVALID_RECORD', 'history part of an unknown format')
+  return buf
 }
 
 /** Items in an encoded part. */
 export function partCount (part: Uint8Array): number {
-  return bufferOf(part).readUInt32LE(0) / kStride
+  return bufferOf(part).readUInt32LE(4) / kStride
 }
 
 /** Type mask of an encoded part (typeBit of each item, or-ed). */
 export function partTypes (part: Uint8Array): number {
-  return bufferOf(part).readUInt32LE(4)
+  return bufferOf(part).readUInt32LE(8)
 }
 
 /** Value hashes of item `i` of an encoded part, into out[0..1]. */
@@ -165,7 +173,7 @@ export function partHash (part: Buffer, i: number, out: Uint32Array): void {
 /** The strings of an encoded part: type, value, normalized, fragment per item (null where null). */
 export function partStrings (part: Uint8Array): Array<string | null> {
   const buf = bufferOf(part)
-  const n = buf.readUInt32LE(0)
+  const n = buf.readUInt32LE(4)
   const endsAt = kHead + 4 * (n / 2)
   const head = endsAt + 4 * n
   const text = buf.toString('utf8', head)

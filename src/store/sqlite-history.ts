@@ -271,7 +271,8 @@ export function scanBlocks (scan: Database.Statement, s: BlockStatements, tenant
       if (want !== null && !filterHas(b.filter, h1, h2)) continue
       const hits: FoundItem[] = []
       for (const p of s.blockParts.all(b.id) as Array<{ id: number, n: number, req: number, part: Buffer }>) {
-        if (wantType !== null && (partTypes(p.part) & typeBit(wantType)) === 0) continue
+        const types = partTypes(p.part) // also checks the part's format before its hashes are read
+        if (wantType !== null && (types & typeBit(wantType)) === 0) continue
         const r = requestOf(p.req)
         if (r === null || r.ts < gte || r.ts >= lt || !requestMatches(r, f)) continue
         if (cursor !== null && (r.ts > cursor.ts || (r.ts === cursor.ts && p.id >= cursor.id))) continue

@@ -232,12 +232,9 @@ test('a database of schema version 2 is upgraded: its items move into blocks wit
   assert.deepEqual(storedItems(check).map((r) => r.id), [1, 2, 3, 4, 5, 6, 7, 8])
 })
 
-test('one batch of parts from several tenants and requests: ids in arrival order, one block per tenant, each part filed under its request', async (t) => {
-  const path = join(tempDir(t), 'p.db')
-  const store = new SqliteStore({ path })
-  t.after(() => store.close())
-  store.migrateSync()
-  const envelope = (tenant: string, request: string, date: string, count: number): HistoryEnvelope => ({
+/** The envelope of a request of tenant `tenant`, as the service hands it to the writer. */
+function partsEnvelope (tenant: string, request: string, date: string, count: number): HistoryEnvelope {
+  return {
     date,
     request_id: request,
     bulk_request_id: null,
@@ -254,17 +251,26 @@ test('one batch of parts from several tenants and requests: ids in arrival order
     project_id: null,
     project_name: null,
     count
-  })
-  const encoded = (values: string[]): Uint8Array => {
-    const items = new HistoryItems(values.length)
-    for (const v of values) items.add('domain', v, v, itemFragment({ type: 'domain', value: v, normalized: v }, kInvalidVerdictMembers, null, null))
-    return items.encode()
   }
+}
+
+/** One encoded part of domain indicators, as a scoring worker makes it. */
+function encoded (values: string[]): Uint8Array {
+  const items = new HistoryItems(values.length)
+  for (const v of values) items.add('domain', v, v, itemFragment({ type: 'domain', value: v, normalized: v }, kInvalidVerdictMembers, null, null))
+  return items.encode()
+}
+
+test('one batch of parts from several tenants and requests: ids in arrival order, one block per tenant, each part filed under its request', async (t) => {
+  const path = join(tempDir(t), 'p.db')
+  const store = new SqliteStore({ path })
+  t.after(() => store.close())
+  store.migrateSync()
   const parts: HistoryPart[] = []
-  historyParts(envelope('A', 'a1', '2024-07-01T00:00:02.000Z', 3), [encoded(['x.example', 'y.example']), encoded(['z.example'])], parts)
-  historyParts(envelope('B', 'b1', '2024-07-01T00:00:01.000Z', 1), [encoded(['x.example'])], parts)
-  historyParts(envelope('A', 'a2', '2024-07-01T00:00:01.000Z', 1), [encoded(['x.example'])], parts)
-  historyParts(envelope('A', 'a3', '2024-07-01T00:00:00.000Z', 0), [encoded([])], parts)
+  historyParts(partsEnvelope('A', 'a1', '2024-07-01T00:00:02.000Z', 3), [encoded(['x.example', 'y.example']), encoded(['z.example'])], parts)
+  historyParts(partsEnvelope('B', 'b1', '2024-07-01T00:00:01.000Z', 1), [encoded(['x.example'])], parts)
+  historyParts(partsEnvelope('A', 'a2', '2024-07-01T00:00:01.000Z', 1), [encoded(['x.example'])], parts)
+  historyParts(partsEnvelope('A', 'a3', '2024-07-01T00:00:00.000Z', 0), [encoded([])], parts)
   assert.equal(parts.length, 4, 'a request without records gives no part')
   await store.writeHistoryParts(parts)
   const raw = new Database(path, { readonly: true })
@@ -286,4 +292,22 @@ test('one batch of parts from several tenants and requests: ids in arrival order
   assert.deepEqual(await values('B', { indicator_type: 'domain' }), ['b1:x.example'])
   assert.deepEqual(await values('B', { indicator_type: 'ip' }), [])
   assert.deepEqual(await store.usage('A', null, '2024-07-01'), { tenant: 'A', day: '2024-07-01', keys: [{ apikey: 'keypartsaaaa', count: 4 }], total: 4 })
+})
+
+test('a part of an unknown format is refused as INVALID_RECORD, and nothing of its batch is written', async (t) => {
+  const store = new SqliteStore({ path: ':memory:' })
+  t.after(() => store.close())
+  store.migrateSync()
+  const parts: HistoryPart[] = []
+  historyParts(partsEnvelope('F', 'f1', '2024-07-02T00:00:00.000Z', 1), [encoded(['ok.example'])], parts)
+  historyParts(partsEnvelope('F', 'f2', '2024-07-02T00:00:01.000Z', 1), [encoded(['later.example'])], parts)
+  const bad = Buffer.from((parts[1] as HistoryPart).part)
+  assert.equal(bad.readUInt32LE(0), 1, 'a part starts with its format')
+  bad.writeUInt32LE(2, 0)
+  assert.throws(() => store.writeHistoryPartsSync([parts[0] as HistoryPart, { ...(parts[1] as HistoryPart), part: bad }]),
+    (err: { code?: string }) => err.code === 'INVALID_RECORD')
+  assert.deepEqual((await store.searchHistory('F', {}, 10, null)).results, [])
+  assert.equal((await store.usage('F', null, '2024-07-02')).total, 0)
+  await store.writeHistoryParts(parts)
+  assert.deepEqual((await store.searchHistory('F', {}, 10, null)).results.map((r) => r.indicator.value), ['later.example', 'ok.example'])
 })
