@@ -12,26 +12,10 @@ import { startHistory } from '../../src/pool/history-client.ts'
 import { HistoryItems, itemFragment, kInvalidVerdictMembers } from '../../src/pool/history-codec.ts'
 import type { HistoryEnvelope } from '../../src/pool/history-types.ts'
 import { dbPathOf, readHistory } from '../fixtures/read-history.ts'
+import { historyEnvelope } from '../fixtures/history-record.ts'
 
 function envelope (request: string): HistoryEnvelope {
-  return {
-    date: new Date().toISOString(),
-    request_id: request,
-    bulk_request_id: null,
-    http_status: 200,
-    auth_type: 'api_key',
-    tenant: 't1',
-    apikey: 'aaaaaaaaaaaa',
-    user_id: null,
-    evidence_details: 'none',
-    label_details: 'none',
-    source: null,
-    scoring_version: null,
-    query_type: null,
-    project_id: null,
-    project_name: null,
-    count: 1
-  }
+  return historyEnvelope({ tenant: 't1', request_id: request, count: 1 })
 }
 
 function part (value: string, format = 1): Uint8Array {

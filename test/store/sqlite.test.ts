@@ -16,7 +16,7 @@ import type { HistoryRecord, SearchFilters } from '../../src/store/types.ts'
 import { HistoryItems, type HistoryPart } from '../../src/store/history-block.ts'
 import { historyParts, itemFragment, kInvalidVerdictMembers } from '../../src/pool/history-codec.ts'
 import type { HistoryEnvelope } from '../../src/pool/history-types.ts'
-import { historyRecord } from '../fixtures/history-record.ts'
+import { historyEnvelope, historyRecord } from '../fixtures/history-record.ts'
 
 function tempDir (t: { after: (fn: () => void) => void }): string {
   const dir = mkdtempSync(join(tmpdir(), 'iocv-sqlite-'))
@@ -234,24 +234,7 @@ test('a database of schema version 2 is upgraded: its items move into blocks wit
 
 /** The envelope of a request of tenant `tenant`, as the service hands it to the writer. */
 function partsEnvelope (tenant: string, request: string, date: string, count: number): HistoryEnvelope {
-  return {
-    date,
-    request_id: request,
-    bulk_request_id: null,
-    http_status: 200,
-    auth_type: 'api_key',
-    tenant,
-    apikey: 'keypartsaaaa',
-    user_id: null,
-    evidence_details: 'none',
-    label_details: 'none',
-    source: null,
-    scoring_version: null,
-    query_type: null,
-    project_id: null,
-    project_name: null,
-    count
-  }
+  return historyEnvelope({ tenant, request_id: request, date, count, apikey: 'keypartsaaaa' })
 }
 
 /** One encoded part of domain indicators, as a scoring worker makes it. */
