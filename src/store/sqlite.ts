@@ -500,10 +500,12 @@ export class SqliteStore implements Store {
     const c = decodeCursor(cursor)
     let rows: FoundItem[]
     try {
-      // One row more than asked tells whether another page exists, so the last page has next_cursor null.
-      rows = readsBlocks(f)
+      // One row more than asked tells whether another page exists, so the last page has next_cursor null. One read
+      // transaction: the search runs several statements, and they all see the same snapshot (the writer's connection
+      // may append to an open block in between).
+      rows = this.#db.transaction(() => readsBlocks(f)
         ? scanBlocks(this.#prepared(blockScanSql(f.indicatorType !== null)), s, tenant, f, c, n + 1)
-        : walkRequests(this.#prepared(requestWalkSql(f).sql), s, tenant, f, c, n + 1)
+        : walkRequests(this.#prepared(requestWalkSql(f).sql), s, tenant, f, c, n + 1))()
     } catch (err) {
       throw wrap(err)
     }
