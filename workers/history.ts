@@ -205,15 +205,7 @@ port.on('message', (msg: HistoryMessage) => {
       expand(msg.envelope, msg.parts)
       if (pendingRecords > kMaxInMemory) {
         // The store is slower than ingest: keep memory bounded by moving the oldest batches to disk, in order.
-        let keep = 0
-        let k = pending.length
-        while (k > 0 && keep < cfg.batch) keep += (pending[--k] as HistoryPart).count
-        const newest = pending.slice(k)
-        pending = pending.slice(0, k)
-        pendingRecords -= keep
-        spillPending()
-        pending = newest
-        pendingRecords = keep
+        while (pendingRecords > cfg.batch) spool.append(partRows(takePending(Math.min(cfg.batch, pendingRecords - cfg.batch))))
         void pump()
       } else if (pendingRecords >= cfg.batch && spool.backlog === 0) {
         void pump()

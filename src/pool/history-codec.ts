@@ -8,6 +8,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import { column, optionalColumn, utcDayOf, type HistoryRow } from '../store/index.ts'
+import type { HistoryRequestFields } from '../store/history-rows.ts'
 import { partCount, partRows, type HistoryPart } from '../store/history-block.ts'
 import type { HistoryEnvelope } from './history-types.ts'
 
@@ -32,44 +33,32 @@ export const kInvalidVerdictMembers = '"risk":null,"scores":null,"labels":[],"la
  */
 export function historyParts (envelope: HistoryEnvelope, parts: Uint8Array[], out: HistoryPart[], undecodable?: (part: HistoryPart) => void): void {
   const { count: _count, ...fields } = envelope
-  const json = JSON.stringify(fields)
-  // One uid per request: the store keeps the envelope once and the items refer to it.
-  const uid = randomUUID()
   const ts = Date.parse(envelope.date)
-  const day = utcDayOf(ts)
-  const tenant = column(envelope.tenant)
-  const requestId = column(envelope.request_id)
-  const bulkRequestId = optionalColumn(envelope.bulk_request_id)
-  const authType = column(envelope.auth_type)
-  const apikey = column(envelope.apikey)
-  const userId = optionalColumn(envelope.user_id)
+  // One uid per request: the store keeps the envelope once and the items refer to it.
+  const head: HistoryRequestFields = {
+    uid: randomUUID(),
+    ts,
+    date: envelope.date,
+    day: utcDayOf(ts),
+    tenant: column(envelope.tenant),
+    requestId: column(envelope.request_id),
+    bulkRequestId: optionalColumn(envelope.bulk_request_id),
+    httpStatus: envelope.http_status,
+    authType: column(envelope.auth_type),
+    apikey: column(envelope.apikey),
+    userId: optionalColumn(envelope.user_id),
+    envelope: JSON.stringify(fields)
+  }
   for (const part of parts) {
     let count: number
     try {
       count = partCount(part)
     } catch (err) {
       if (undecodable === undefined) throw err
-      count = -1
+      undecodable({ ...head, count: 0, part })
+      continue
     }
-    if (count === 0) continue
-    const p: HistoryPart = {
-      uid,
-      ts,
-      date: envelope.date,
-      day,
-      tenant,
-      requestId,
-      bulkRequestId,
-      httpStatus: envelope.http_status,
-      authType,
-      apikey,
-      userId,
-      envelope: json,
-      count,
-      part
-    }
-    if (count < 0) (undecodable as (part: HistoryPart) => void)(p)
-    else out.push(p)
+    if (count > 0) out.push({ ...head, count, part })
   }
 }
 

@@ -17,6 +17,7 @@
  */
 import { LRUCache } from 'lru-cache'
 import type { Assessment } from '../engine/index.ts'
+import { fnv1a } from '../store/history-block.ts'
 
 /**
  * Ring bytes reserved per verdict of capacity. An entry (header, key, assessment JSON) took 540-1,300 bytes (10th to
@@ -44,9 +45,7 @@ export interface VerdictTexts {
 
 /** FNV-1a of a string's UTF-16 units, cut to 30 bits (a small integer in V8, so the index allocates nothing). */
 export function hash30 (s: string): number {
-  let h = 0x811c9dc5
-  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193)
-  return (h >>> 2) & 0x3fffffff
+  return fnv1a(s) >>> 2
 }
 
 const kWhole = 0

@@ -56,13 +56,17 @@ export function hashValue (value: string, out: Uint32Array, at: number): void {
   out[at + 1] = (h2 | 1) >>> 0 // odd: the probe step of the filter must not be 0
 }
 
+/** 32-bit FNV-1a of a string's UTF-16 units, unsigned. */
+export function fnv1a (s: string): number {
+  let h = 0x811c9dc5
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193)
+  return h >>> 0
+}
+
 /** The bit a type sets in a type mask: one of 31 by hash of comparable(type), bit 31 for no type. */
 export function typeBit (type: string | null): number {
   if (type === null) return 0x80000000
-  const s = comparable(type)
-  let h = 0x811c9dc5
-  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193)
-  return 2 ** ((h >>> 0) % 31)
+  return 2 ** (fnv1a(comparable(type)) % 31)
 }
 
 /** Collects one chunk's history items (worker side). */

@@ -202,7 +202,7 @@ export function blockScanSql (withTypes: boolean): string {
 }
 
 /** SQL of the request walk of a search without a value filter (its parameters: see walkRequests). */
-export function requestWalkSql (f: ValidFilters): { sql: string, index: string } {
+export function requestWalkSql (f: ValidFilters): string {
   const index = f.userId !== null
     ? 'history_requests_tenant_user'
     : f.apikey !== null
@@ -214,9 +214,8 @@ export function requestWalkSql (f: ValidFilters): { sql: string, index: string }
   if (f.excludeBulk) where.push('bulk_request_id IS NULL')
   if (f.authType !== null) where.push('auth_type = ?')
   where.push('ts >= ?', 'ts < ?', '(ts, id) < (?, ?)')
-  const sql = `SELECT ${kRequestColumns} FROM history_requests INDEXED BY ${index} WHERE ${where.join(' AND ')} ` +
+  return `SELECT ${kRequestColumns} FROM history_requests INDEXED BY ${index} WHERE ${where.join(' AND ')} ` +
     'ORDER BY ts DESC, id DESC LIMIT ?'
-  return { sql, index }
 }
 
 /** Parameters of requestWalkSql before the keyset bound and the limit. */
@@ -258,8 +257,9 @@ export function scanBlocks (scan: Database.Statement, s: BlockStatements, tenant
   }
   const gte = f.gteMs ?? Number.MIN_SAFE_INTEGER
   const lt = f.ltMs ?? Number.MAX_SAFE_INTEGER
+  const bit = wantType === null ? 0 : typeBit(wantType)
   const head: unknown[] = [tenant, gte, lt, cursor?.ts ?? Number.MAX_SAFE_INTEGER]
-  if (wantType !== null) head.push(typeBit(wantType))
+  if (wantType !== null) head.push(bit)
   let afterTs = Number.MAX_SAFE_INTEGER
   let afterId = Number.MAX_SAFE_INTEGER
   let found: FoundItem[] = []
@@ -272,7 +272,7 @@ export function scanBlocks (scan: Database.Statement, s: BlockStatements, tenant
       const hits: FoundItem[] = []
       for (const p of s.blockParts.all(b.id) as Array<{ id: number, n: number, req: number, part: Buffer }>) {
         const types = partTypes(p.part) // also checks the part's format before its hashes are read
-        if (wantType !== null && (types & typeBit(wantType)) === 0) continue
+        if (wantType !== null && (types & bit) === 0) continue
         const r = requestOf(p.req)
         if (r === null || r.ts < gte || r.ts >= lt || !requestMatches(r, f)) continue
         if (cursor !== null && (r.ts > cursor.ts || (r.ts === cursor.ts && p.id >= cursor.id))) continue

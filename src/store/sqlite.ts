@@ -505,7 +505,7 @@ export class SqliteStore implements Store {
       // may append to an open block in between).
       rows = this.#db.transaction(() => readsBlocks(f)
         ? scanBlocks(this.#prepared(blockScanSql(f.indicatorType !== null)), s, tenant, f, c, n + 1)
-        : walkRequests(this.#prepared(requestWalkSql(f).sql), s, tenant, f, c, n + 1))()
+        : walkRequests(this.#prepared(requestWalkSql(f)), s, tenant, f, c, n + 1))()
     } catch (err) {
       throw wrap(err)
     }
@@ -528,7 +528,7 @@ export class SqliteStore implements Store {
     decodeCursor(cursor)
     const statements = readsBlocks(f)
       ? [blockScanSql(f.indicatorType !== null), kBlockStatementSql.blockParts, kBlockStatementSql.requestById]
-      : [requestWalkSql(f).sql, kBlockStatementSql.partAt]
+      : [requestWalkSql(f), kBlockStatementSql.partAt]
     // Plans do not depend on parameter values here: bind placeholders of the right count.
     const plan = (sql: string): string[] => {
       const params = new Array((sql.match(/\?/g) ?? []).length).fill(0)
