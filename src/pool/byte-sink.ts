@@ -1,3 +1,20 @@
+type Utf8Write = (this: Buffer, s: string, offset: number, length: number) => number
+/**
+ * Buffer's own UTF-8 writer, which `buf.write(s, offset, 'utf8')` calls after checking its arguments. Those checks
+ * cost about as much as the write itself for the short strings of a verdict (0.17 against 0.09 us for 300 bytes,
+ * measured), and the scoring hot path writes about ten per indicator with offsets it has already bounded. The
+ * method is not part of Buffer's documented API, so when a Node.js version lacks it, `buf.write` takes over.
+ */
+const kUtf8Write = (Buffer.prototype as unknown as { utf8Write?: Utf8Write }).utf8Write
+
+/**
+ * Writes `s` as UTF-8 into `buf` at `at` and returns the bytes written. The caller guarantees `at <= buf.length`;
+ * as with `buf.write`, what does not fit is cut at a character boundary.
+ */
+export function utf8Into (buf: Buffer, s: string, at: number): number {
+  return kUtf8Write === undefined ? buf.write(s, at, 'utf8') : kUtf8Write.call(buf, s, at, buf.length - at)
+}
+
 /**
  * A growable byte buffer that strings are written into as UTF-8 as they are made, so that the text of a whole chunk
  * is never held as JavaScript strings (each of which the garbage collector would copy while the chunk is scored).
@@ -22,7 +39,7 @@ export class ByteSink {
   /** Appends `s` as UTF-8 (a lone surrogate becomes U+FFFD, as in any UTF-8 encoding of it). */
   write (s: string): void {
     this.grow(s.length * 3)
-    this.len += this.buf.write(s, this.len, 'utf8')
+    this.len += utf8Into(this.buf, s, this.len)
   }
 
   bytes (b: Uint8Array): void {
@@ -41,6 +58,17 @@ export class ByteSink {
   copy (from: Buffer, start: number, end: number): void {
     this.grow(end - start)
     this.len += from.copy(this.buf, this.len, start, end)
+  }
+
+  /** Empties the sink for reuse; its buffer stays. */
+  clear (): void {
+    this.len = 0
+  }
+
+  /** Empties the sink and, if its buffer grew past `keepBytes`, lets it go for a buffer of `keepBytes`. */
+  shrink (keepBytes: number): void {
+    this.len = 0
+    if (this.buf.length > keepBytes) this.buf = Buffer.allocUnsafe(Math.max(1024, keepBytes))
   }
 
   /** A fresh, exactly sized copy (its own ArrayBuffer, so it can be transferred). */

@@ -18,6 +18,7 @@
 import { LRUCache } from 'lru-cache'
 import type { Assessment } from '../engine/index.ts'
 import { fnv1a } from '../store/history-block.ts'
+import { utf8Into } from './byte-sink.ts'
 
 /**
  * Ring bytes reserved per verdict of capacity. An entry (header, key, assessment JSON) took 540-1,300 bytes (10th to
@@ -55,6 +56,9 @@ const kOverwritten = 2
 const kRisk = '"risk":'
 /** What stands between risk and scores in a bulk item at signal_details none. */
 const kTailSignals = ',"signals":[],"signal_count":0,"scores":'
+/** The two constant pieces as bytes: copied with a typed-array set, the cheapest write there is. */
+const kRiskBytes = Buffer.from(kRisk, 'latin1')
+const kTailSignalsBytes = Buffer.from(kTailSignals, 'latin1')
 
 /** The bulk item's members after `indicator` at signal_details none, as the cache stores them. */
 export function noneTail (v: VerdictTexts): string {
@@ -166,17 +170,19 @@ export class VerdictCache {
     let p = off + kHeader
     // One native write per piece: joined, each string would first be copied into a flat one (garbage the collector
     // then pays for on every thread). Where a piece is ASCII (bytes = UTF-16 units) its end follows from its length.
-    const keyBytes = r.write(key, p, 'utf8')
+    const keyBytes = utf8Into(r, key, p)
     p += keyBytes
-    p += r.write(v.head, p, 'utf8')
+    p += utf8Into(r, v.head, p)
     const tailStart = p
-    p += r.write(kRisk, p, 'latin1')
-    p += r.write(v.risk, p, 'utf8')
+    r.set(kRiskBytes, p)
+    p += kRiskBytes.length
+    p += utf8Into(r, v.risk, p)
     const riskEnd = p
-    p += r.write(kTailSignals, p, 'latin1')
-    p += r.write(v.scores, p, 'utf8')
+    r.set(kTailSignalsBytes, p)
+    p += kTailSignalsBytes.length
+    p += utf8Into(r, v.scores, p)
     const scoresEnd = p
-    p += r.write(v.rest, p, 'utf8')
+    p += utf8Into(r, v.rest, p)
     const tailEnd = p
     r[p++] = 0x7d // }
     const len = p - off

@@ -80,9 +80,12 @@ export class HistoryItems {
   private n = 0
   private end = 0
 
-  /** `expected`: items the chunk will add, to size the buffers once (they grow past it). */
-  constructor (expected = 1) {
-    this.text = new ByteSink(expected * 384)
+  /**
+   * `expected`: items the chunk will add, to size the buffers once (they grow past it). `text`: an empty sink to write
+   * the strings into, for a thread that reuses one from chunk to chunk (encode() copies out of it).
+   */
+  constructor (expected = 1, text?: ByteSink) {
+    this.text = text ?? new ByteSink(expected * 384)
     this.ends = new Uint32Array(Math.max(1, expected) * kStride)
     this.hashes = new Uint32Array(Math.max(1, expected) * 2)
   }
