@@ -13,10 +13,12 @@ export interface ScoringWorkerData {
   cacheSize: number
 }
 
-/** One task: a msgpack-encoded chunk (transferred) and the request's shared parameters. */
+/** One task: a msgpack-encoded chunk (transferred), the request's shared parameters, and maybe a spare body buffer. */
 export interface ScoringTask {
   items: Uint8Array
   params: ChunkParams
+  /** An earlier body buffer of this shard, merged by the main thread and transferred back for reuse. */
+  spare?: ArrayBuffer
 }
 
 const data = workerData as ScoringWorkerData
@@ -36,7 +38,7 @@ export default function score (task: ScoringTask): unknown {
     const out = scoreSingle(items[0] as ChunkItem, task.params, ctx)
     return move(out, [out.history.buffer])
   }
-  const out = scoreBulkChunk(items, task.params, ctx)
+  const out = scoreBulkChunk(items, task.params, ctx, task.spare)
   return move(out, [out.body.buffer, out.ends.buffer, out.history.buffer])
 }
 

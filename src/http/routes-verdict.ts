@@ -180,6 +180,8 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
         errors: [] as string[]
       }
       const payload = format === 'json' ? mergeJson(meta, chunks, outputs) : mergeMsgpack(meta, chunks, outputs)
+      // The bodies are copied into the payload: their buffers go back to their shards for the next chunks.
+      outputs.forEach((o, s) => { pool.recycle(s, o.body) })
       if (n > 0) {
         await record(req, ticket, history, envelopeOf(req, {
           date: new Date().toISOString(),

@@ -15,6 +15,9 @@ export function utf8Into (buf: Buffer, s: string, at: number): number {
   return kUtf8Write === undefined ? buf.write(s, at, 'utf8') : kUtf8Write.call(buf, s, at, buf.length - at)
 }
 
+/** Room a spare buffer may have beyond twice the output it takes. */
+const kSpareSlack = 64 * 1024
+
 /**
  * A growable byte buffer that strings are written into as UTF-8 as they are made, so that the text of a whole chunk
  * is never held as JavaScript strings (each of which the garbage collector would copy while the chunk is scored).
@@ -71,9 +74,14 @@ export class ByteSink {
     if (this.buf.length > keepBytes) this.buf = Buffer.allocUnsafe(Math.max(1024, keepBytes))
   }
 
-  /** A fresh, exactly sized copy (its own ArrayBuffer, so it can be transferred). */
-  take (): Uint8Array {
-    const out = new Uint8Array(this.len)
+  /**
+   * A copy of the bytes in a buffer of their own, so it can be transferred: `spare` when given and it fits (at least
+   * the bytes, at most twice as many plus 64 KiB), else a new one with a quarter to spare for the next output of about
+   * this size. The view starts at 0 and ends at the last byte written.
+   */
+  take (spare?: ArrayBuffer): Uint8Array<ArrayBuffer> {
+    const fits = spare !== undefined && spare.byteLength >= this.len && spare.byteLength <= 2 * this.len + kSpareSlack
+    const out = new Uint8Array(fits ? spare : new ArrayBuffer(this.len + (this.len >> 2)), 0, this.len)
     out.set(this.buf.subarray(0, this.len))
     return out
   }

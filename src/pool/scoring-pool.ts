@@ -13,6 +13,8 @@ import {
 
 /** Tasks queued per shard before the pool refuses more (the in-flight bound usually triggers first). */
 const kMaxQueuePerShard = 1024
+/** Merged body buffers kept per shard for its next chunks (recycle()). */
+const kSparesPerShard = 2
 
 /** Pool options. */
 export interface ScoringPoolOptions {
@@ -41,6 +43,8 @@ export class ScoringPool {
   readonly size: number
   private readonly pools: Piscina[]
   private readonly inline: ScoringContext | null
+  /** Per shard: body buffers already merged, handed to its next chunks to write into (see recycle()). */
+  private readonly spares: ArrayBuffer[][]
   private closed = false
 
   constructor (data: SnapshotData, options: ScoringPoolOptions) {
@@ -48,6 +52,7 @@ export class ScoringPool {
     this.size = options.size
     this.inline = options.size === 0 ? { snapshot: this.snapshot, cache: createShardCache(options.cacheSize) } : null
     this.pools = []
+    this.spares = Array.from({ length: this.shards }, () => [])
     for (let i = 0; i < options.size; i++) {
       this.pools.push(new Piscina({
         filename: kWorkerShim,
@@ -74,9 +79,25 @@ export class ScoringPool {
   /** Scores one bulk chunk on the shard's worker. */
   async runBulk (shard: number, items: ChunkItem[], params: ChunkParams): Promise<BulkChunkOutput> {
     if (this.closed) throw new Error('scoring pool is closed')
-    if (this.inline !== null) return scoreBulkChunk(items, params, this.inline)
+    const spare = this.spares[shard]?.pop()
+    if (this.inline !== null) return scoreBulkChunk(items, params, this.inline, spare)
     const encoded = copy(threadPackr.pack(items))
-    return await (this.pools[shard] as Piscina).run({ items: encoded, params }, { transferList: [encoded.buffer] }) as BulkChunkOutput
+    const transferList: ArrayBuffer[] = spare === undefined ? [encoded.buffer] : [encoded.buffer, spare]
+    return await (this.pools[shard] as Piscina).run({ items: encoded, params, spare }, { transferList }) as BulkChunkOutput
+  }
+
+  /**
+   * Takes back the buffer of a shard's chunk body once the caller has copied what it needs out of it: the shard's
+   * next chunk writes its body into it instead of a new buffer. A body arrives from a worker as a transferred
+   * buffer, which V8 counts against the main thread's heap limit until a full collection frees it (about 6 MB per
+   * 10,000-item bulk, a full mark-compact every bulk or two); a buffer transferred back stops counting. The caller
+   * must not read `body` after this.
+   */
+  recycle (shard: number, body: Uint8Array): void {
+    const list = this.spares[shard]
+    if (this.closed || list === undefined || list.length >= kSparesPerShard || body.byteLength === 0) return
+    if (!(body.buffer instanceof ArrayBuffer) || body.buffer.byteLength === 0) return
+    list.push(body.buffer)
   }
 
   /** Scores the single endpoint's indicator on its shard's worker. */
@@ -99,12 +120,14 @@ export class ScoringPool {
   async close (): Promise<void> {
     if (this.closed) return
     this.closed = true
+    for (const list of this.spares) list.length = 0
     await Promise.all(this.pools.map(async (p) => await p.close()))
   }
 
   /** Stops the workers now, failing queued tasks. */
   async destroy (): Promise<void> {
     this.closed = true
+    for (const list of this.spares) list.length = 0
     await Promise.all(this.pools.map(async (p) => await p.destroy()))
   }
 }

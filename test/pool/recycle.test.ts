@@ -1,0 +1,76 @@
+/**
+ * Body buffers go back to their shard once merged: the next chunk writes into one that fits, over the thread
+ * boundary too, and every answer stays byte for byte what a fresh buffer gives.
+ */
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { mixedCorpus } from '../../bench/corpus.ts'
+import { scoreBulkChunk, type ChunkItem, type ChunkParams } from '../../src/pool/score-chunk.ts'
+import { ScoringPool } from '../../src/pool/scoring-pool.ts'
+import { sampleSnapshot, sampleSnapshotData } from '../helper.ts'
+
+const kParams: ChunkParams = { mode: 'bulk', format: 'json', scoringVersion: null, signalDetails: 'none', evidenceDetails: 'none' }
+const chunk = (n: number, seed: number): ChunkItem[] => mixedCorpus(n, seed).map((x) => [x.type, x.value, null, null])
+
+test('a chunk writes its body into a spare buffer that fits, and only then', async () => {
+  const snapshot = await sampleSnapshot()
+  const items = chunk(1000, 11)
+  const want = Buffer.from(scoreBulkChunk(items, kParams, { snapshot, cache: null }).body)
+  const fits = new ArrayBuffer(want.length + 100)
+  const got = scoreBulkChunk(items, kParams, { snapshot, cache: null }, fits)
+  assert.equal(got.body.buffer, fits)
+  assert.equal(got.body.byteOffset, 0)
+  assert.equal(got.body.byteLength, want.length)
+  assert.ok(Buffer.from(got.body).equals(want))
+  for (const size of [want.length - 1, 2 * want.length + 64 * 1024 + 1]) {
+    const spare = new ArrayBuffer(size)
+    const other = scoreBulkChunk(items, kParams, { snapshot, cache: null }, spare)
+    assert.notEqual(other.body.buffer, spare, `a spare of ${size} bytes is not used for ${want.length}`)
+    assert.ok(Buffer.from(other.body).equals(want))
+  }
+})
+
+test('inline, a recycled body buffer is the next chunk\'s body; answers are unchanged', async () => {
+  const pool = new ScoringPool(await sampleSnapshotData(), { size: 0, cacheSize: 0 })
+  try {
+    const first = await pool.runBulk(0, chunk(800, 21), kParams)
+    const buffer = first.body.buffer
+    pool.recycle(0, first.body)
+    const items = chunk(800, 22)
+    const second = await pool.runBulk(0, items, kParams)
+    assert.equal(second.body.buffer, buffer)
+    const fresh = scoreBulkChunk(items, kParams, { snapshot: pool.snapshot, cache: null })
+    assert.ok(Buffer.from(second.body).equals(Buffer.from(fresh.body)))
+    // An empty body is not kept.
+    pool.recycle(0, new Uint8Array(0))
+    const third = await pool.runBulk(0, chunk(10, 23), kParams)
+    assert.notEqual(third.body.buffer.byteLength, 0)
+  } finally {
+    await pool.close()
+  }
+})
+
+test('with workers, a recycled buffer is transferred to its shard, and every chunk answers as inline does', async () => {
+  const data = await sampleSnapshotData()
+  const pool = new ScoringPool(data, { size: 2, cacheSize: 1000 })
+  const reference = new ScoringPool(data, { size: 0, cacheSize: 0 })
+  try {
+    await pool.ready()
+    let previous: Uint8Array[] = []
+    for (let round = 0; round < 4; round++) {
+      const outputs = await Promise.all([0, 1].map(async (s) => await pool.runBulk(s, chunk(600 + 50 * round, 100 * round + s), kParams)))
+      for (const [s, o] of outputs.entries()) {
+        const want = await reference.runBulk(0, chunk(600 + 50 * round, 100 * round + s), kParams)
+        assert.ok(Buffer.from(o.body).equals(Buffer.from(want.body)), `round ${round} shard ${s}`)
+        assert.deepEqual([...o.ends], [...want.ends])
+      }
+      // The buffers recycled last round went to the workers with this round's chunks: detached here.
+      for (const body of previous) assert.equal(body.byteLength, 0, `round ${round}`)
+      outputs.forEach((o, s) => { pool.recycle(s, o.body) })
+      previous = outputs.map((o) => o.body)
+    }
+  } finally {
+    await pool.close()
+    await reference.close()
+  }
+})
