@@ -5,6 +5,44 @@
 import { clientPackr } from '../pool/score-chunk.ts'
 import type { Chunks } from './chunk.ts'
 
+/**
+ * Answer buffers of finished responses, kept for the next merges (main thread). An answer of a 10,000-indicator bulk
+ * is about 6 MB outside the heap, which V8 counts against the main thread's heap limit until a full collection frees
+ * it; a buffer used again is counted once. A buffer comes back only once its response has finished (every byte handed
+ * to the operating system), never from a response that did not finish.
+ */
+export class AnswerBuffers {
+  private readonly free: ArrayBuffer[] = []
+  private readonly keep: number
+  private readonly maxBytes: number
+
+  /** Keeps at most `keep` buffers of at most `maxBytes` each. */
+  constructor (keep = 2, maxBytes = 32 << 20) {
+    this.keep = keep
+    this.maxBytes = maxBytes
+  }
+
+  /** A buffer of exactly `size` bytes: over a kept one that fits (at most twice the size plus 64 KiB), else new. */
+  take (size: number): Buffer {
+    for (let i = this.free.length - 1; i >= 0; i--) {
+      const b = this.free[i] as ArrayBuffer
+      if (b.byteLength >= size && b.byteLength <= 2 * size + 64 * 1024) {
+        this.free.splice(i, 1)
+        return Buffer.from(b, 0, size)
+      }
+    }
+    return Buffer.from(new ArrayBuffer(size + (size >> 2)), 0, size)
+  }
+
+  /** Hands back a buffer from take() whose response has finished; the caller must not use it afterwards. */
+  give (buf: Buffer): void {
+    const b = buf.buffer
+    if (!(b instanceof ArrayBuffer) || b.byteLength > this.maxBytes || this.free.length >= this.keep) return
+    if (this.free.includes(b)) return
+    this.free.push(b)
+  }
+}
+
 /** One shard's encoded items: back-to-back bytes and end offsets. */
 export interface EncodedChunk { body: Uint8Array, ends: Uint32Array }
 
@@ -29,12 +67,12 @@ function copyItems (out: Buffer, off: number, chunks: Chunks, outputs: EncodedCh
 }
 
 /** `{"meta":...,"results":[...]}` as JSON bytes. */
-export function mergeJson (meta: object, chunks: Chunks, outputs: EncodedChunk[]): Buffer {
+export function mergeJson (meta: object, chunks: Chunks, outputs: EncodedChunk[], buffers?: AnswerBuffers): Buffer {
   const head = Buffer.from(`{"meta":${JSON.stringify(meta)},"results":[`)
   const n = chunks.shard.length
   let size = head.length + 2 + Math.max(0, n - 1)
   for (const o of outputs) size += o.body.length
-  const out = Buffer.allocUnsafe(size)
+  const out = buffers?.take(size) ?? Buffer.allocUnsafe(size)
   let off = copyItems(out, head.copy(out, 0), chunks, outputs, 0x2c) // items joined by ","
   out[off++] = 0x5d // ]
   out[off++] = 0x7d // }
@@ -42,7 +80,7 @@ export function mergeJson (meta: object, chunks: Chunks, outputs: EncodedChunk[]
 }
 
 /** The same response as standard MessagePack: a 2-entry map whose results array is the items' bytes in order. */
-export function mergeMsgpack (meta: object, chunks: Chunks, outputs: EncodedChunk[]): Buffer {
+export function mergeMsgpack (meta: object, chunks: Chunks, outputs: EncodedChunk[], buffers?: AnswerBuffers): Buffer {
   const n = chunks.shard.length
   const head = Buffer.concat([
     Buffer.from([0x82]),
@@ -53,7 +91,7 @@ export function mergeMsgpack (meta: object, chunks: Chunks, outputs: EncodedChun
   ])
   let size = head.length
   for (const o of outputs) size += o.body.length
-  const out = Buffer.allocUnsafe(size)
+  const out = buffers?.take(size) ?? Buffer.allocUnsafe(size)
   copyItems(out, head.copy(out, 0), chunks, outputs, null)
   return out
 }

@@ -7,7 +7,7 @@ import { selectProfile } from '../engine/index.ts'
 import { InvalidIndicatorError, OverloadedError, ScoringFailedError, TooManyIndicatorsError } from '../errors.ts'
 import type { Admission, Ticket } from '../bulk/admission.ts'
 import { chunkIndicators } from '../bulk/chunk.ts'
-import { mergeJson, mergeMsgpack } from '../bulk/merge.ts'
+import { AnswerBuffers, mergeJson, mergeMsgpack } from '../bulk/merge.ts'
 import type { HistoryEnvelope, HistorySink } from '../pool/history-types.ts'
 import type { IntelService } from '../pool/intel-service.ts'
 import { clientPackr, type BulkChunkOutput, type ChunkParams } from '../pool/score-chunk.ts'
@@ -63,6 +63,7 @@ async function record (req: FastifyRequest, ticket: Ticket, history: HistorySink
 /** Registers the single and bulk verdict routes. */
 export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): void {
   const { intel, history, admission, verifier } = deps
+  const answers = new AnswerBuffers()
 
   app.post('/api/v2/ioc/verdict', {
     schema: { body: singleBodySchema },
@@ -179,7 +180,10 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
         warnings,
         errors: [] as string[]
       }
-      const payload = format === 'json' ? mergeJson(meta, chunks, outputs) : mergeMsgpack(meta, chunks, outputs)
+      const payload = format === 'json' ? mergeJson(meta, chunks, outputs, answers) : mergeMsgpack(meta, chunks, outputs, answers)
+      // Once every byte has gone to the operating system the buffer serves a later answer; an answer that does not
+      // finish (the client went away) keeps its buffer until the collector frees it.
+      reply.raw.once('finish', () => { answers.give(payload) })
       // The bodies are copied into the payload: their buffers go back to their shards for the next chunks.
       outputs.forEach((o, s) => { pool.recycle(s, o.body) })
       if (n > 0) {

@@ -136,3 +136,27 @@ test('concurrent bulks and singles against the pool all succeed and each answers
   })
   await Promise.all(jobs)
 })
+
+test('answers after clients that went away mid-answer, and after each other, are each whole and their own', async () => {
+  const indicatorsOf = (j: number): Item[] => Array.from({ length: 4000 }, (_, i) => ({ value: `172.${16 + (j % 8)}.${i >> 8}.${i & 255}` }))
+  // Clients that read the headers of a 4,000-result answer, then drop the connection.
+  const dropped = Array.from({ length: 4 }, async (_, j) => {
+    const res = await request(`${poolUrl}/api/v2/ioc/verdict/bulk`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': pooled.key },
+      body: JSON.stringify({ indicators: indicatorsOf(j) })
+    })
+    assert.equal(res.statusCode, 200)
+    res.body.destroy()
+  })
+  const kept = Array.from({ length: 4 }, async (_, j) => {
+    for (let round = 0; round < 3; round++) {
+      const indicators = indicatorsOf(4 + j + round)
+      const res = await post(poolUrl, '/api/v2/ioc/verdict/bulk', pooled.key, { indicators })
+      assert.equal(res.status, 200)
+      assert.equal(res.body.results.length, indicators.length)
+      res.body.results.forEach((r: Json, i: number) => assert.equal(r.indicator.value, indicators[i]?.value))
+    }
+  })
+  await Promise.all([...dropped, ...kept])
+})

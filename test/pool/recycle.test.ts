@@ -1,10 +1,12 @@
 /**
  * Body buffers go back to their shard once merged: the next chunk writes into one that fits, over the thread
- * boundary too, and every answer stays byte for byte what a fresh buffer gives.
+ * boundary too; answer buffers serve later answers. Every answer stays byte for byte what a fresh buffer gives.
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { mixedCorpus } from '../../bench/corpus.ts'
+import { AnswerBuffers, mergeJson, mergeMsgpack } from '../../src/bulk/merge.ts'
+import { chunkIndicators } from '../../src/bulk/chunk.ts'
 import { scoreBulkChunk, type ChunkItem, type ChunkParams } from '../../src/pool/score-chunk.ts'
 import { ScoringPool } from '../../src/pool/scoring-pool.ts'
 import { sampleSnapshot, sampleSnapshotData } from '../helper.ts'
@@ -73,4 +75,49 @@ test('with workers, a recycled buffer is transferred to its shard, and every chu
     await pool.close()
     await reference.close()
   }
+})
+
+test('answer buffers: exact sizes, a finished answer\'s buffer serves the next one that fits, within the bounds', () => {
+  const buffers = new AnswerBuffers(2, 1 << 20)
+  const a = buffers.take(100_000)
+  assert.equal(a.length, 100_000)
+  assert.ok(a.buffer.byteLength >= 100_000)
+  buffers.give(a)
+  buffers.give(a) // handed back twice: kept once
+  const b = buffers.take(90_000)
+  assert.equal(b.buffer, a.buffer, 'reused')
+  assert.equal(b.length, 90_000)
+  assert.notEqual(buffers.take(90_000).buffer, a.buffer, 'kept once, so taken once')
+  // Too small, or far too large (over twice the size plus 64 KiB), for the size asked: not used.
+  buffers.give(b)
+  assert.notEqual(buffers.take(200_000).buffer, a.buffer)
+  assert.notEqual(buffers.take(20_000).buffer, a.buffer)
+  assert.equal(buffers.take(100_000).buffer, a.buffer)
+  // At most `keep` buffers, none over maxBytes.
+  const big = buffers.take(2 << 20)
+  buffers.give(big)
+  assert.notEqual(buffers.take(2 << 20).buffer, big.buffer, 'over maxBytes: not kept')
+  const kept = [buffers.take(100), buffers.take(100), buffers.take(100)]
+  for (const k of kept) buffers.give(k)
+  const again = [buffers.take(100), buffers.take(100), buffers.take(100)].map((x) => x.buffer)
+  assert.equal(again.filter((x) => kept.some((k) => k.buffer === x)).length, 2)
+})
+
+test('merging into a reused answer buffer gives the same bytes as a fresh one', async () => {
+  const snapshot = await sampleSnapshot()
+  const items = chunk(300, 77)
+  const chunks = chunkIndicators(items.map(([type, value]) => ({ type, value })) as never, 1)
+  const outputs = [scoreBulkChunk(chunks.items[0] as ChunkItem[], kParams, { snapshot, cache: null })]
+  const meta = { took_ms: 1 }
+  const want = mergeJson(meta, chunks, outputs)
+  const buffers = new AnswerBuffers()
+  const dirty = buffers.take(want.length + 10)
+  dirty.fill(0x58)
+  buffers.give(dirty)
+  const got = mergeJson(meta, chunks, outputs, buffers)
+  assert.equal(got.buffer, dirty.buffer)
+  assert.ok(got.equals(want))
+  assert.equal(JSON.parse(got.toString()).results.length, 300)
+  const packed = mergeMsgpack(meta, chunks, [scoreBulkChunk(chunks.items[0] as ChunkItem[], { ...kParams, format: 'msgpack' }, { snapshot, cache: null })], buffers)
+  assert.ok(packed.length > 0)
 })
