@@ -11,7 +11,14 @@ import { buildApp } from './app.ts'
 import type { Config } from './config.ts'
 import { startHistory, type HistoryClient } from './pool/history-client.ts'
 import { buildSnapshot, IntelService, type IntelSourceOptions } from './pool/intel-service.ts'
+import { SpareBuffers } from './pool/byte-sink.ts'
 import { openQuota, openStore, type QuotaCounter, type Store, type StoreOptions } from './store/index.ts'
+
+/**
+ * History part buffers kept between the writer handing them back and the scoring threads taking them: a bulk takes
+ * one per chunk, so a few cover concurrent bulks; the rest are left to the collector.
+ */
+const kHistorySpares = 8
 
 /** A started service (not yet listening). */
 export interface Service {
@@ -70,7 +77,9 @@ export async function startService (config: Readonly<Config>, options: { logger?
     const built = await buildSnapshot(source)
     logger.info({ intel: { version: built.data.header.version, warm: built.warm, ms: Math.round(built.ms), bytes: built.data.buffer.byteLength } }, 'intel snapshot loaded')
     // scoringEntry swaps the scoring worker module (tests start fixtures that crash); it is not configuration.
-    const poolOptions = { size: config.poolSize, cacheSize: config.cacheSize, ...(options.scoringEntry === undefined ? {} : { entry: options.scoringEntry }) }
+    // Part buffers the history writer has stored come back through here to the scoring threads (byte-sink.ts).
+    const historySpares = new SpareBuffers(kHistorySpares)
+    const poolOptions = { size: config.poolSize, cacheSize: config.cacheSize, historySpares, ...(options.scoringEntry === undefined ? {} : { entry: options.scoringEntry }) }
     const intel = new IntelService(built.data, poolOptions, source)
     closers.push(async () => await intel.close())
     await intel.ready()
@@ -83,7 +92,8 @@ export async function startService (config: Readonly<Config>, options: { logger?
       flushMs: config.historyFlushMs,
       retentionDays: config.retentionDays,
       maxBacklog: config.historyMaxBacklog,
-      logger
+      logger,
+      spares: historySpares
     })
     closers.push(async () => await history.close())
 

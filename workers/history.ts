@@ -107,7 +107,25 @@ async function writeOrSpool (batch: HistoryPart[]): Promise<boolean> {
     lastError = (err as { code?: string }).code ?? 'write failed'
     spool.append(partRows(batch))
     return false
+  } finally {
+    handBack(batch)
   }
+}
+
+/** Part buffers at least this large go back to the main thread once stored (a bulk chunk's part; not a single's). */
+const kSpareMinBytes = 64 * 1024
+
+/**
+ * Transfers the buffers of parts that are stored (or spooled, as rows) back to the main thread, which hands them to
+ * the scoring threads for the next chunks' parts. Received buffers count toward this thread's heap limit until a full
+ * collection frees them (about 4 MB per 10,000-indicator bulk); transferred away, they stop counting.
+ */
+function handBack (batch: readonly HistoryPart[]): void {
+  const buffers = new Set<ArrayBuffer>()
+  for (const p of batch) if (p.part.buffer instanceof ArrayBuffer && p.part.buffer.byteLength >= kSpareMinBytes) buffers.add(p.part.buffer)
+  if (buffers.size === 0) return
+  const list = [...buffers]
+  port!.postMessage({ type: 'spare', buffers: list }, list)
 }
 
 function setAside (batch: readonly HistoryRow[]): void {

@@ -19,6 +19,8 @@ export interface ScoringTask {
   params: ChunkParams
   /** An earlier body buffer of this shard, merged by the main thread and transferred back for reuse. */
   spare?: ArrayBuffer
+  /** A history part buffer the history writer has stored and handed back, for this chunk's part. */
+  historySpare?: ArrayBuffer
 }
 
 const data = workerData as ScoringWorkerData
@@ -38,7 +40,7 @@ export default function score (task: ScoringTask): unknown {
     const out = scoreSingle(items[0] as ChunkItem, task.params, ctx)
     return move(out, [out.history.buffer])
   }
-  const out = scoreBulkChunk(items, task.params, ctx, task.spare)
+  const out = scoreBulkChunk(items, task.params, ctx, task.spare, task.historySpare)
   return move(out, [out.body.buffer, out.ends.buffer, out.history.buffer])
 }
 

@@ -2,6 +2,7 @@
  * Joins the workers' pre-encoded result items in request order into one response body.
  * The main thread copies bytes; it never builds or stringifies per-item objects.
  */
+import { outputBuffer, SpareBuffers } from '../pool/byte-sink.ts'
 import { clientPackr } from '../pool/score-chunk.ts'
 import type { Chunks } from './chunk.ts'
 
@@ -12,34 +13,21 @@ import type { Chunks } from './chunk.ts'
  * to the operating system), never from a response that did not finish.
  */
 export class AnswerBuffers {
-  private readonly free: ArrayBuffer[] = []
-  private readonly keep: number
-  private readonly maxBytes: number
+  private readonly shelf: SpareBuffers
 
   /** Keeps at most `keep` buffers of at most `maxBytes` each. */
   constructor (keep = 2, maxBytes = 32 << 20) {
-    this.keep = keep
-    this.maxBytes = maxBytes
+    this.shelf = new SpareBuffers(keep, maxBytes)
   }
 
-  /** A buffer of exactly `size` bytes: over a kept one that fits (at most twice the size plus 64 KiB), else new. */
+  /** A buffer of exactly `size` bytes: over a kept one that suits it (fitsOutput), else new. */
   take (size: number): Buffer {
-    for (let i = this.free.length - 1; i >= 0; i--) {
-      const b = this.free[i] as ArrayBuffer
-      if (b.byteLength >= size && b.byteLength <= 2 * size + 64 * 1024) {
-        this.free.splice(i, 1)
-        return Buffer.from(b, 0, size)
-      }
-    }
-    return Buffer.from(new ArrayBuffer(size + (size >> 2)), 0, size)
+    return Buffer.from(this.shelf.fit(size) ?? outputBuffer(size), 0, size)
   }
 
   /** Hands back a buffer from take() whose response has finished; the caller must not use it afterwards. */
   give (buf: Buffer): void {
-    const b = buf.buffer
-    if (!(b instanceof ArrayBuffer) || b.byteLength > this.maxBytes || this.free.length >= this.keep) return
-    if (this.free.includes(b)) return
-    this.free.push(b)
+    this.shelf.give(buf.buffer)
   }
 }
 

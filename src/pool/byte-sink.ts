@@ -18,6 +18,62 @@ export function utf8Into (buf: Buffer, s: string, at: number): number {
 /** Room a spare buffer may have beyond twice the output it takes. */
 const kSpareSlack = 64 * 1024
 
+/** Whether buffer `b` suits an output of `size` bytes: large enough, and not more than twice as large plus 64 KiB. */
+export function fitsOutput (b: ArrayBuffer, size: number): boolean {
+  return b.byteLength >= size && b.byteLength <= 2 * size + kSpareSlack
+}
+
+/** A new buffer for an output of `size` bytes, with a quarter to spare for the next output of about this size. */
+export function outputBuffer (size: number): ArrayBuffer {
+  return new ArrayBuffer(size + (size >> 2))
+}
+
+/**
+ * Buffers whose bytes have been used up (merged, sent or stored), kept for the next outputs of the same kind.
+ * A buffer outside the heap counts toward V8's heap limit of the thread that allocated or received it until a full
+ * collection frees it; taken again, or transferred back to the thread that writes into it, it is counted once.
+ * Keeps at most `keep` buffers of at most `maxBytes` each; a buffer is kept once however often it is handed back.
+ */
+export class SpareBuffers {
+  private readonly free: ArrayBuffer[] = []
+  private readonly keep: number
+  private readonly maxBytes: number
+
+  constructor (keep: number, maxBytes = 32 << 20) {
+    this.keep = keep
+    this.maxBytes = maxBytes
+  }
+
+  /** Buffers kept. */
+  get size (): number {
+    return this.free.length
+  }
+
+  /** Keeps `b` if there is room; the caller must not use it afterwards. */
+  give (b: ArrayBufferLike): void {
+    if (!(b instanceof ArrayBuffer) || b.byteLength === 0 || b.byteLength > this.maxBytes) return
+    if (this.free.length >= this.keep || this.free.includes(b)) return
+    this.free.push(b)
+  }
+
+  /** The most recently kept buffer, taken off the shelf. */
+  pop (): ArrayBuffer | undefined {
+    return this.free.pop()
+  }
+
+  /** A kept buffer that suits an output of `size` bytes (fitsOutput), taken off the shelf. */
+  fit (size: number): ArrayBuffer | undefined {
+    for (let i = this.free.length - 1; i >= 0; i--) {
+      const b = this.free[i] as ArrayBuffer
+      if (fitsOutput(b, size)) {
+        this.free.splice(i, 1)
+        return b
+      }
+    }
+    return undefined
+  }
+}
+
 /**
  * A growable byte buffer that strings are written into as UTF-8 as they are made, so that the text of a whole chunk
  * is never held as JavaScript strings (each of which the garbage collector would copy while the chunk is scored).
@@ -75,13 +131,11 @@ export class ByteSink {
   }
 
   /**
-   * A copy of the bytes in a buffer of their own, so it can be transferred: `spare` when given and it fits (at least
-   * the bytes, at most twice as many plus 64 KiB), else a new one with a quarter to spare for the next output of about
-   * this size. The view starts at 0 and ends at the last byte written.
+   * A copy of the bytes in a buffer of their own, so it can be transferred: `spare` when given and it suits
+   * (fitsOutput), else a new one (outputBuffer). The view starts at 0 and ends at the last byte written.
    */
   take (spare?: ArrayBuffer): Uint8Array<ArrayBuffer> {
-    const fits = spare !== undefined && spare.byteLength >= this.len && spare.byteLength <= 2 * this.len + kSpareSlack
-    const out = new Uint8Array(fits ? spare : new ArrayBuffer(this.len + (this.len >> 2)), 0, this.len)
+    const out = new Uint8Array(spare !== undefined && fitsOutput(spare, this.len) ? spare : outputBuffer(this.len), 0, this.len)
     out.set(this.buf.subarray(0, this.len))
     return out
   }

@@ -7,6 +7,7 @@ import { Worker } from 'node:worker_threads'
 import { kWorkerShim, workerEntry } from './worker-entry.ts'
 import type { Logger } from 'pino'
 import type { StoreOptions } from '../store/index.ts'
+import type { SpareBuffers } from './byte-sink.ts'
 import type { HistoryEnvelope, HistorySink } from './history-types.ts'
 
 const kRestartDelayMs = 1_000
@@ -22,6 +23,8 @@ export interface HistoryClientOptions {
   /** Records waiting for the writer at which new requests are refused (503), so memory stays bounded. */
   maxBacklog: number
   logger: Logger
+  /** Where the writer's stored part buffers go, for the scoring threads' next parts (ScoringPool's historySpares). */
+  spares?: SpareBuffers
 }
 
 interface WorkerStatus { written: number, pending: number, spoolBytes: number, reason: string | null }
@@ -68,6 +71,8 @@ export class HistoryClient implements HistorySink {
           // Not 0: records posted after the worker sent this status are still queued for it, and while the worker
           // is busy (a slow or locked store) that queue is the backlog the health check must show.
           this.inTransit = this.submitted - msg.received
+        } else if (msg.type === 'spare') {
+          for (const b of (msg as unknown as { buffers: ArrayBuffer[] }).buffers) this.options.spares?.give(b)
         } else if (msg.type === 'ready') {
           this.alive = true
           resolve()

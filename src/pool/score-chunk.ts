@@ -178,9 +178,10 @@ const kHistorySink = new ByteSink(1 << 20)
 
 /**
  * Scores a bulk chunk. Items answer in chunk order; `ends[i]` is the end offset of item i in `body`. `spare`: the
- * buffer of an earlier chunk's body, merged and handed back (ScoringPool.recycle), which `body` then reuses if it fits.
+ * buffer of an earlier chunk's body, merged and handed back (ScoringPool.recycle), which `body` then reuses if it
+ * suits; `historySpare`: likewise for `history`, a part buffer the history writer has stored and handed back.
  */
-export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: ScoringContext, spare?: ArrayBuffer): BulkChunkOutput {
+export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: ScoringContext, spare?: ArrayBuffer, historySpare?: ArrayBuffer): BulkChunkOutput {
   const { profile } = selectProfile(params.scoringVersion)
   const sink = kBodySink
   sink.clear()
@@ -242,7 +243,7 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
     ends[i] = sink.len
     history.add(ind.type, value as string, ind.normalized, fragmentOf(sentJson, members, actionTaken, actionSource))
   }
-  const out = { body: sink.take(spare), ends, history: history.encode(), cacheHits, invalid }
+  const out = { body: sink.take(spare), ends, history: history.encode(historySpare), cacheHits, invalid }
   sink.shrink(kKeepBytes)
   kHistorySink.shrink(kKeepBytes)
   return out

@@ -5,6 +5,7 @@
  */
 import { Piscina } from 'piscina'
 import { Snapshot, type SnapshotData } from '../engine/index.ts'
+import { SpareBuffers } from './byte-sink.ts'
 import { kWorkerShim, workerEntry } from './worker-entry.ts'
 import {
   createShardCache, scoreBulkChunk, scoreSingle, threadPackr,
@@ -22,6 +23,8 @@ export interface ScoringPoolOptions {
   cacheSize: number
   /** Worker module (a file URL); tests swap in fixtures that crash. */
   entry?: string
+  /** History part buffers the history writer has stored and handed back: each bulk chunk takes one to write into. */
+  historySpares?: SpareBuffers
 }
 
 /** Case-insensitive FNV-1a of the value as sent: cheap, allocation-free shard choice. */
@@ -44,7 +47,8 @@ export class ScoringPool {
   private readonly pools: Piscina[]
   private readonly inline: ScoringContext | null
   /** Per shard: body buffers already merged, handed to its next chunks to write into (see recycle()). */
-  private readonly spares: ArrayBuffer[][]
+  private readonly spares: SpareBuffers[]
+  private readonly historySpares: SpareBuffers | null
   private closed = false
 
   constructor (data: SnapshotData, options: ScoringPoolOptions) {
@@ -52,7 +56,8 @@ export class ScoringPool {
     this.size = options.size
     this.inline = options.size === 0 ? { snapshot: this.snapshot, cache: createShardCache(options.cacheSize) } : null
     this.pools = []
-    this.spares = Array.from({ length: this.shards }, () => [])
+    this.spares = Array.from({ length: this.shards }, () => new SpareBuffers(kSparesPerShard))
+    this.historySpares = options.historySpares ?? null
     for (let i = 0; i < options.size; i++) {
       this.pools.push(new Piscina({
         filename: kWorkerShim,
@@ -80,10 +85,13 @@ export class ScoringPool {
   async runBulk (shard: number, items: ChunkItem[], params: ChunkParams): Promise<BulkChunkOutput> {
     if (this.closed) throw new Error('scoring pool is closed')
     const spare = this.spares[shard]?.pop()
-    if (this.inline !== null) return scoreBulkChunk(items, params, this.inline, spare)
+    const historySpare = this.historySpares?.pop()
+    if (this.inline !== null) return scoreBulkChunk(items, params, this.inline, spare, historySpare)
     const encoded = copy(threadPackr.pack(items))
-    const transferList: ArrayBuffer[] = spare === undefined ? [encoded.buffer] : [encoded.buffer, spare]
-    return await (this.pools[shard] as Piscina).run({ items: encoded, params, spare }, { transferList }) as BulkChunkOutput
+    const transferList: ArrayBuffer[] = [encoded.buffer]
+    if (spare !== undefined) transferList.push(spare)
+    if (historySpare !== undefined) transferList.push(historySpare)
+    return await (this.pools[shard] as Piscina).run({ items: encoded, params, spare, historySpare }, { transferList }) as BulkChunkOutput
   }
 
   /**
@@ -94,10 +102,8 @@ export class ScoringPool {
    * must not read `body` after this.
    */
   recycle (shard: number, body: Uint8Array): void {
-    const list = this.spares[shard]
-    if (this.closed || list === undefined || list.length >= kSparesPerShard || body.byteLength === 0) return
-    if (!(body.buffer instanceof ArrayBuffer) || body.buffer.byteLength === 0) return
-    list.push(body.buffer)
+    if (this.closed || body.byteLength === 0) return
+    this.spares[shard]?.give(body.buffer)
   }
 
   /** Scores the single endpoint's indicator on its shard's worker. */
@@ -120,14 +126,14 @@ export class ScoringPool {
   async close (): Promise<void> {
     if (this.closed) return
     this.closed = true
-    for (const list of this.spares) list.length = 0
+    this.spares.length = 0
     await Promise.all(this.pools.map(async (p) => await p.close()))
   }
 
   /** Stops the workers now, failing queued tasks. */
   async destroy (): Promise<void> {
     this.closed = true
-    for (const list of this.spares) list.length = 0
+    this.spares.length = 0
     await Promise.all(this.pools.map(async (p) => await p.destroy()))
   }
 }

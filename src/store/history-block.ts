@@ -10,7 +10,7 @@
  * text with one native call and slices it; counting code units, the offsets hold even where UTF-8 replaced a lone
  * surrogate (one unit either way).
  */
-import { ByteSink } from '../pool/byte-sink.ts'
+import { ByteSink, fitsOutput, outputBuffer } from '../pool/byte-sink.ts'
 import { StoreError } from './store-error.ts'
 import { column, requestFields, type HistoryRequestFields, type HistoryRow } from './history-rows.ts'
 
@@ -132,11 +132,15 @@ export class HistoryItems {
     return this.n / kStride
   }
 
-  /** The encoded items (the part layout above), in an owned buffer that can be transferred. */
-  encode (): Uint8Array<ArrayBuffer> {
+  /**
+   * The encoded items (the part layout above), in a buffer of their own that can be transferred: `spare` when given
+   * and it suits (fitsOutput), else a new one.
+   */
+  encode (spare?: ArrayBuffer): Uint8Array<ArrayBuffer> {
     const n = this.n
     const head = kHead + 4 * (n / 2) + 4 * n
-    const out = Buffer.allocUnsafeSlow(head + this.text.len)
+    const size = head + this.text.len
+    const out = Buffer.from(spare !== undefined && fitsOutput(spare, size) ? spare : outputBuffer(size), 0, size)
     out.writeUInt32LE(kFormat, 0)
     out.writeUInt32LE(n, 4)
     out.writeUInt32LE(this.types, 8)

@@ -1,6 +1,7 @@
 /**
  * The history writer and parts it cannot read: a part of an unknown format is set aside as it arrives (in the
  * spool folder's history.rejected, for an operator), and the requests around it, in the same batch, are written.
+ * Stored bulk parts' buffers go back to the main thread for reuse.
  */
 import assert from 'node:assert/strict'
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs'
@@ -8,6 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import pino from 'pino'
+import { SpareBuffers } from '../../src/pool/byte-sink.ts'
 import { startHistory } from '../../src/pool/history-client.ts'
 import { HistoryItems, itemFragment, kInvalidVerdictMembers } from '../../src/pool/history-codec.ts'
 import type { HistoryEnvelope } from '../../src/pool/history-types.ts'
@@ -51,4 +53,40 @@ test('a part of an unknown format is set aside on arrival; the requests before a
   const rejected = join(dir, 'spool', 'history.rejected')
   assert.ok(existsSync(rejected) && statSync(rejected).size > 0, 'the refused part is kept for an operator')
   assert.ok(!existsSync(join(dir, 'spool', 'history.spool')) || statSync(join(dir, 'spool', 'history.spool')).size === 0)
+})
+
+test('once stored, a bulk part\'s buffer goes back to the main thread\'s spares; a single call\'s small part does not', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'iocv-writer-spares-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  const spares = new SpareBuffers(4)
+  const writer = await startHistory({
+    store: { kind: 'sqlite', path: dbPathOf(dir) },
+    spoolDir: join(dir, 'spool'),
+    spoolLimit: 1024 * 1024,
+    batch: 100_000,
+    flushMs: 1000,
+    retentionDays: 0,
+    maxBacklog: 1_000_000,
+    logger: pino({ level: 'silent' }),
+    spares
+  })
+  const items = new HistoryItems(600)
+  for (let i = 0; i < 600; i++) {
+    const value = `host-${i}.spares.example`
+    items.add('domain', value, value, itemFragment({ type: 'domain', value, normalized: value }, kInvalidVerdictMembers, null, null))
+  }
+  const big = items.encode()
+  assert.ok(big.byteLength >= 64 * 1024, `${big.byteLength} bytes`)
+  const length = big.buffer.byteLength
+  writer.submit(historyEnvelope({ tenant: 't1', request_id: 'bulk-1', count: 600 }), [big])
+  writer.submit(envelope('single-1'), [part('one.spares.example')])
+  await writer.flush()
+  // The status the flush waits for follows the hand-back on the same port.
+  assert.equal(spares.size, 1)
+  const back = spares.pop() as ArrayBuffer
+  assert.equal(back.byteLength, length)
+  const rows = readHistory(dir)
+  assert.equal(rows.length, 601)
+  assert.equal(rows.filter((r) => r.record.request_id === 'bulk-1').length, 600)
+  await writer.close()
 })

@@ -9,6 +9,8 @@ import { AnswerBuffers, mergeJson, mergeMsgpack } from '../../src/bulk/merge.ts'
 import { chunkIndicators } from '../../src/bulk/chunk.ts'
 import { scoreBulkChunk, type ChunkItem, type ChunkParams } from '../../src/pool/score-chunk.ts'
 import { ScoringPool } from '../../src/pool/scoring-pool.ts'
+import { SpareBuffers } from '../../src/pool/byte-sink.ts'
+import { HistoryItems, itemFragment, kInvalidVerdictMembers } from '../../src/pool/history-codec.ts'
 import { sampleSnapshot, sampleSnapshotData } from '../helper.ts'
 
 const kParams: ChunkParams = { mode: 'bulk', format: 'json', scoringVersion: null, signalDetails: 'none', evidenceDetails: 'none' }
@@ -120,4 +122,49 @@ test('merging into a reused answer buffer gives the same bytes as a fresh one', 
   assert.equal(JSON.parse(got.toString()).results.length, 300)
   const packed = mergeMsgpack(meta, chunks, [scoreBulkChunk(chunks.items[0] as ChunkItem[], { ...kParams, format: 'msgpack' }, { snapshot, cache: null })], buffers)
   assert.ok(packed.length > 0)
+})
+
+test('a history part is encoded into a spare buffer that suits it, with the same bytes', () => {
+  const fill = (items: HistoryItems): void => {
+    for (let i = 0; i < 500; i++) items.add('ip', `198.51.100.${i & 255}`, `198.51.100.${i & 255}`, itemFragment({ type: 'ip', value: `v${i}`, normalized: null }, kInvalidVerdictMembers, null, null))
+  }
+  const a = new HistoryItems(500)
+  fill(a)
+  const want = Buffer.from(a.encode())
+  const spare = new ArrayBuffer(want.length + 1000)
+  const b = new HistoryItems(500)
+  fill(b)
+  const got = b.encode(spare)
+  assert.equal(got.buffer, spare)
+  assert.ok(Buffer.from(got).equals(want))
+  const c = new HistoryItems(500)
+  fill(c)
+  assert.notEqual(c.encode(new ArrayBuffer(10)).buffer.byteLength, 10, 'a spare too small is not used')
+})
+
+test('the pool hands a history spare to the chunk it scores; the part is the same as a fresh one', async () => {
+  const data = await sampleSnapshotData()
+  const historySpares = new SpareBuffers(4)
+  const pool = new ScoringPool(data, { size: 2, cacheSize: 0, historySpares })
+  const inlineSpares = new SpareBuffers(4)
+  const inline = new ScoringPool(data, { size: 0, cacheSize: 0, historySpares: inlineSpares })
+  try {
+    await pool.ready()
+    const items = chunk(2000, 5)
+    const fresh = await pool.runBulk(1, items, kParams)
+    const spare = new ArrayBuffer(fresh.history.byteLength + 100)
+    historySpares.give(spare)
+    const again = await pool.runBulk(1, items, kParams)
+    assert.equal(spare.byteLength, 0, 'transferred to the worker')
+    assert.equal(historySpares.size, 0)
+    assert.ok(Buffer.from(again.history).equals(Buffer.from(fresh.history)))
+    const own = new ArrayBuffer(fresh.history.byteLength + 100)
+    inlineSpares.give(own)
+    const inlined = await inline.runBulk(0, items, kParams)
+    assert.equal(inlined.history.buffer, own, 'inline, the part is written into the spare')
+    assert.ok(Buffer.from(inlined.history).equals(Buffer.from(fresh.history)))
+  } finally {
+    await pool.close()
+    await inline.close()
+  }
 })
