@@ -63,10 +63,19 @@ export function fnv1a (s: string): number {
   return h >>> 0
 }
 
+/** Type bits computed so far: a chunk asks for one of a handful of types thousands of times. */
+const kTypeBits = new Map<string, number>()
+
 /** The bit a type sets in a type mask: one of 31 by hash of comparable(type), bit 31 for no type. */
 export function typeBit (type: string | null): number {
   if (type === null) return 0x80000000
-  return 2 ** (fnv1a(comparable(type)) % 31)
+  let bit = kTypeBits.get(type)
+  if (bit === undefined) {
+    bit = 2 ** (fnv1a(comparable(type)) % 31)
+    // Bounded: a type as sent is any string a caller chose (an invalid item keeps it).
+    if (kTypeBits.size < 64) kTypeBits.set(type, bit)
+  }
+  return bit
 }
 
 /** Collects one chunk's history items (worker side). */
