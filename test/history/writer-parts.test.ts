@@ -7,10 +7,10 @@ import assert from 'node:assert/strict'
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { test } from 'node:test'
+import { test, type TestContext } from 'node:test'
 import pino from 'pino'
 import { SpareBuffers } from '../../src/pool/byte-sink.ts'
-import { startHistory } from '../../src/pool/history-client.ts'
+import { startHistory, type HistoryClient } from '../../src/pool/history-client.ts'
 import { HistoryItems, itemFragment, kInvalidVerdictMembers } from '../../src/pool/history-codec.ts'
 import type { HistoryEnvelope } from '../../src/pool/history-types.ts'
 import { dbPathOf, readHistory } from '../fixtures/read-history.ts'
@@ -28,19 +28,26 @@ function part (value: string, format = 1): Uint8Array {
   return new Uint8Array(bytes)
 }
 
-test('a part of an unknown format is set aside on arrival; the requests before and after it in its batch are written', async (t) => {
+/** A history writer on a SQLite store in a fresh directory (removed after the test). */
+async function startWriter (t: TestContext, batch: number, spares?: SpareBuffers): Promise<{ dir: string, writer: HistoryClient }> {
   const dir = mkdtempSync(join(tmpdir(), 'iocv-writer-parts-'))
   t.after(() => rmSync(dir, { recursive: true, force: true }))
   const writer = await startHistory({
     store: { kind: 'sqlite', path: dbPathOf(dir) },
     spoolDir: join(dir, 'spool'),
     spoolLimit: 1024 * 1024,
-    batch: 100,
+    batch,
     flushMs: 1000,
     retentionDays: 0,
     maxBacklog: 1_000_000,
-    logger: pino({ level: 'silent' })
+    logger: pino({ level: 'silent' }),
+    ...(spares === undefined ? {} : { spares })
   })
+  return { dir, writer }
+}
+
+test('a part of an unknown format is set aside on arrival; the requests before and after it in its batch are written', async (t) => {
+  const { dir, writer } = await startWriter(t, 100)
   writer.submit(envelope('r1'), [part('one.example')])
   writer.submit(envelope('r2'), [part('bad.example', 7)])
   writer.submit(envelope('r3'), [part('three.example')])
@@ -56,20 +63,8 @@ test('a part of an unknown format is set aside on arrival; the requests before a
 })
 
 test('once stored, a bulk part\'s buffer goes back to the main thread\'s spares; a single call\'s small part does not', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'iocv-writer-spares-'))
-  t.after(() => rmSync(dir, { recursive: true, force: true }))
   const spares = new SpareBuffers(4)
-  const writer = await startHistory({
-    store: { kind: 'sqlite', path: dbPathOf(dir) },
-    spoolDir: join(dir, 'spool'),
-    spoolLimit: 1024 * 1024,
-    batch: 100_000,
-    flushMs: 1000,
-    retentionDays: 0,
-    maxBacklog: 1_000_000,
-    logger: pino({ level: 'silent' }),
-    spares
-  })
+  const { dir, writer } = await startWriter(t, 100_000, spares)
   const items = new HistoryItems(600)
   for (let i = 0; i < 600; i++) {
     const value = `host-${i}.spares.example`
