@@ -21,7 +21,12 @@ export function itemFragment (indicator: { type: string | null, value: string, n
 
 /** itemFragment with the indicator object already as JSON text. */
 export function fragmentOf (indicatorJson: string, verdictMembers: string, actionTaken: string | null, actionSource: string | null): string {
-  return `"indicator":${indicatorJson},${verdictMembers},"action_taken":${JSON.stringify(actionTaken)},"action_source":${JSON.stringify(actionSource)}`
+  return `"indicator":${indicatorJson},${verdictMembers},"action_taken":${jsonOrNull(actionTaken)},"action_source":${jsonOrNull(actionSource)}`
+}
+
+/** JSON text of a string or null (most items of a bulk carry no log-only fields). */
+function jsonOrNull (s: string | null): string {
+  return s === null ? 'null' : JSON.stringify(s)
 }
 
 /** Verdict members of a record for an invalid indicator. */

@@ -8,7 +8,7 @@ import { assess, normalize, render, selectProfile, type Assessment, type Scoring
 import type { EvidenceDetails, IndicatorType, NormalizedIndicator, SignalDetails } from '../engine/types.ts'
 import { ByteSink } from './byte-sink.ts'
 import { fragmentOf, HistoryItems, itemFragment, kInvalidVerdictMembers } from './history-codec.ts'
-import { noneTail, VerdictCache, type VerdictTexts } from './verdict-cache.ts'
+import { hash30, noneTail, VerdictCache, type VerdictTexts } from './verdict-cache.ts'
 
 /** One indicator as the main thread forwards it: [type, value, action_taken, action_source (normalized)]. */
 export type ChunkItem = [unknown, unknown, string | null, string | null]
@@ -142,13 +142,14 @@ function historyMembersOf (a: Assessment, signalDetails: SignalDetails): string 
 function writeNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: NormalizedIndicator, sink: ByteSink): { members: string, hit: boolean } {
   const key = cacheKey(ctx, profile.version, ind.type, ind.normalized)
   const cache = ctx.cache
-  const cached = cache?.get(key)
+  const h = cache === null ? 0 : hash30(key)
+  const cached = cache?.get(key, h)
   if (cached !== undefined) {
     sink.copy(cached.ring, cached.tailStart, cached.tailEnd)
     return { members: historyMembers(cached.riskJson(), cached.scoresJson(), kNoLabels), hit: true }
   }
   const t = textsOf(assess(ind, profile, ctx.snapshot))
-  const stored = cache?.set(key, t) ?? null
+  const stored = cache?.set(key, t, h) ?? null
   if (stored !== null) {
     sink.copy(stored.ring, stored.tailStart, stored.tailEnd)
   } else {
@@ -213,8 +214,11 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
       continue
     }
     const ind = n.indicator
-    // The indicator as echoed, as JSON once: the bulk item and the history record both carry it.
-    const sentJson = JSON.stringify({ type: ind.type, value, normalized: ind.normalized })
+    // The indicator as echoed, as JSON once: the bulk item and the history record both carry it. The same text as
+    // JSON.stringify of the object, written out: a known type needs no escaping, and a valid value is a string.
+    const sentJson = typeof value === 'string'
+      ? `{"type":"${ind.type}","value":${JSON.stringify(value)},"normalized":${JSON.stringify(ind.normalized)}}`
+      : JSON.stringify({ type: ind.type, value, normalized: ind.normalized })
     let members: string
     if (params.format === 'json' && params.signalDetails === 'none') {
       sink.write(`{"indicator":${sentJson},`)

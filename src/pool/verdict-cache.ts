@@ -137,8 +137,7 @@ export class VerdictCache {
   }
 
   /** The verdict stored under `key`, or undefined. */
-  get (key: string): CachedVerdict | undefined {
-    const h = hash30(key)
+  get (key: string, h = hash30(key)): CachedVerdict | undefined {
     const off = this.index.get(h)
     if (off === undefined) return undefined
     const state = this.check(off, key)
@@ -159,8 +158,11 @@ export class VerdictCache {
     return new CachedVerdict(this.ring, off)
   }
 
-  /** Stores the verdict of `key` (replacing any entry with the same hash); null when it is too large to keep. */
-  set (key: string, v: VerdictTexts): CachedVerdict | null {
+  /**
+   * Stores the verdict of `key` (replacing any entry with the same hash); null when it is too large to keep. `hash`:
+   * hash30(key), when the caller has it from the get() that missed.
+   */
+  set (key: string, v: VerdictTexts, hash = hash30(key)): CachedVerdict | null {
     // Reserve the most UTF-8 can take, write, then give back what was not used (nothing is written after it).
     const most = kHeader + 3 * (key.length + v.head.length + v.risk.length + v.scores.length + v.rest.length) + kRisk.length + kTailSignals.length + 1
     if (most > this.size / kMaxEntryShare) return null
@@ -194,7 +196,7 @@ export class VerdictCache {
     r.writeUInt32LE(riskEnd - off, off + 16)
     r.writeUInt32LE(scoresEnd - off, off + 20)
     r.writeDoubleLE(stamp, off + 24)
-    this.index.set(hash30(key), off)
+    this.index.set(hash, off)
     return new CachedVerdict(r, off)
   }
 

@@ -80,3 +80,23 @@ test('a scoring thread reuses its sinks: a chunk\'s output is unchanged after th
   const items = JSON.parse(`[${Array.from(a.ends, (end, i) => body.subarray(i === 0 ? 0 : a.ends[i - 1], end).toString()).join(',')}]`) as unknown[]
   assert.equal(items.length, 3000)
 })
+
+test('each bulk item echoes its indicator as JSON.stringify of {type, value, normalized}, escapes and all', async () => {
+  const snapshot = await sampleSnapshot()
+  const params: ChunkParams = { mode: 'bulk', format: 'json', scoringVersion: null, signalDetails: 'none', evidenceDetails: 'none' }
+  const values = ['BÜCHER.de.', 'xn--bcher-kva.de', 'evil[.]example', 'hxxp://bad.example/path', '  192.0.2.1  ', '2001:DB8::1', 'AS13335',
+    'E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855', '10.0.0.0/8', 'пример.рф', 'münchen.de', '\t192.0.2.2\n', 'tab\u0009.example']
+  const out = scoreBulkChunk(values.map((v) => [undefined, v, null, null]), params, { snapshot, cache: null })
+  const body = Buffer.from(out.body)
+  let checked = 0
+  out.ends.forEach((end, i) => {
+    const text = body.subarray(i === 0 ? 0 : out.ends[i - 1], end).toString()
+    const item = JSON.parse(text) as { indicator: { type: string, value: string, normalized: string | null }, errors?: string[] }
+    if (item.errors !== undefined) return
+    const { type, value, normalized } = item.indicator
+    assert.equal(value, values[i])
+    assert.ok(text.startsWith(`{"indicator":${JSON.stringify({ type, value, normalized })},`), text.slice(0, 120))
+    checked++
+  })
+  assert.ok(checked >= 9, `${checked} valid items`)
+})
