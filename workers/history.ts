@@ -117,8 +117,7 @@ const kSpareMinBytes = 64 * 1024
 
 /**
  * Transfers the buffers of parts that are stored (or spooled, as rows) back to the main thread, which hands them to
- * the scoring threads for the next chunks' parts. Received buffers count toward this thread's heap limit until a full
- * collection frees them (about 4 MB per 10,000-indicator bulk); transferred away, they stop counting.
+ * the scoring threads for the next chunks' parts (why: SpareBuffers; about 4 MB per 10,000-indicator bulk).
  */
 function handBack (batch: readonly HistoryPart[]): void {
   const buffers = new Set<ArrayBuffer>()

@@ -7,10 +7,9 @@ import { clientPackr } from '../pool/score-chunk.ts'
 import type { Chunks } from './chunk.ts'
 
 /**
- * Answer buffers of finished responses, kept for the next merges (main thread). An answer of a 10,000-indicator bulk
- * is about 6 MB outside the heap, which V8 counts against the main thread's heap limit until a full collection frees
- * it; a buffer used again is counted once. A buffer comes back only once its response has finished (every byte handed
- * to the operating system), never from a response that did not finish.
+ * Answer buffers of finished responses, kept for the next merges (main thread; why: SpareBuffers). An answer of a
+ * 10,000-indicator bulk is about 6 MB. A buffer comes back only once its response has finished (every byte handed to
+ * the operating system), never from a response that did not finish.
  */
 export class AnswerBuffers {
   private readonly shelf: SpareBuffers
@@ -20,9 +19,9 @@ export class AnswerBuffers {
     this.shelf = new SpareBuffers(keep, maxBytes)
   }
 
-  /** A buffer of exactly `size` bytes: over a kept one that suits it (fitsOutput), else new. */
+  /** A buffer of exactly `size` bytes: over a kept one that suits it, else new (outputBuffer). */
   take (size: number): Buffer {
-    return Buffer.from(this.shelf.fit(size) ?? outputBuffer(size), 0, size)
+    return Buffer.from(outputBuffer(size, this.shelf.fit(size)), 0, size)
   }
 
   /** Hands back a buffer from take() whose response has finished; the caller must not use it afterwards. */

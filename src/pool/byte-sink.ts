@@ -19,13 +19,16 @@ export function utf8Into (buf: Buffer, s: string, at: number): number {
 const kSpareSlack = 64 * 1024
 
 /** Whether buffer `b` suits an output of `size` bytes: large enough, and not more than twice as large plus 64 KiB. */
-export function fitsOutput (b: ArrayBuffer, size: number): boolean {
+function fitsOutput (b: ArrayBuffer, size: number): boolean {
   return b.byteLength >= size && b.byteLength <= 2 * size + kSpareSlack
 }
 
-/** A new buffer for an output of `size` bytes, with a quarter to spare for the next output of about this size. */
-export function outputBuffer (size: number): ArrayBuffer {
-  return new ArrayBuffer(size + (size >> 2))
+/**
+ * The buffer for an output of `size` bytes: `spare` when given and it suits (fitsOutput), else a new one with a
+ * quarter to spare for the next output of about this size.
+ */
+export function outputBuffer (size: number, spare?: ArrayBuffer): ArrayBuffer {
+  return spare !== undefined && fitsOutput(spare, size) ? spare : new ArrayBuffer(size + (size >> 2))
 }
 
 /**
@@ -131,11 +134,11 @@ export class ByteSink {
   }
 
   /**
-   * A copy of the bytes in a buffer of their own, so it can be transferred: `spare` when given and it suits
-   * (fitsOutput), else a new one (outputBuffer). The view starts at 0 and ends at the last byte written.
+   * A copy of the bytes in a buffer of their own (outputBuffer, over `spare` if it suits), so it can be transferred.
+   * The view starts at 0 and ends at the last byte written.
    */
   take (spare?: ArrayBuffer): Uint8Array<ArrayBuffer> {
-    const out = new Uint8Array(spare !== undefined && fitsOutput(spare, this.len) ? spare : outputBuffer(this.len), 0, this.len)
+    const out = new Uint8Array(outputBuffer(this.len, spare), 0, this.len)
     out.set(this.buf.subarray(0, this.len))
     return out
   }

@@ -29,6 +29,8 @@ export interface HistoryClientOptions {
 
 interface WorkerStatus { written: number, pending: number, spoolBytes: number, reason: string | null }
 interface StatusMessage extends WorkerStatus { received: number }
+/** What the writer sends: its status, readiness, replies to flush and close, and stored part buffers ('spare'). */
+type WriterMessage = { type: string, id?: number, buffers?: ArrayBuffer[] } & StatusMessage
 
 /** Starts the history worker and resolves once it has opened its store (or started spooling). */
 export async function startHistory (options: HistoryClientOptions): Promise<HistoryClient> {
@@ -65,14 +67,14 @@ export class HistoryClient implements HistorySink {
     this.submitted = 0
     this.inTransit = 0
     await new Promise<void>((resolve, reject) => {
-      worker.on('message', (msg: { type: string, id?: number } & StatusMessage) => {
+      worker.on('message', (msg: WriterMessage) => {
         if (msg.type === 'status') {
           this.status = { written: this.writtenBefore + msg.written, pending: msg.pending, spoolBytes: msg.spoolBytes, reason: msg.reason }
           // Not 0: records posted after the worker sent this status are still queued for it, and while the worker
           // is busy (a slow or locked store) that queue is the backlog the health check must show.
           this.inTransit = this.submitted - msg.received
         } else if (msg.type === 'spare') {
-          for (const b of (msg as unknown as { buffers: ArrayBuffer[] }).buffers) this.options.spares?.give(b)
+          for (const b of msg.buffers ?? []) this.options.spares?.give(b)
         } else if (msg.type === 'ready') {
           this.alive = true
           resolve()

@@ -78,10 +78,11 @@ function cacheKey (ctx: ScoringContext, profileKey: string, type: IndicatorType,
 /** The assessment of an indicator, from the cache or assessed now (and then cached). */
 function lookup (ctx: ScoringContext, profile: ScoringProfile, ind: NormalizedIndicator): { a: Assessment, hit: boolean } {
   const key = cacheKey(ctx, profile.version, ind.type, ind.normalized)
-  const cached = ctx.cache?.get(key)
+  const h = ctx.cache === null ? 0 : hash30(key)
+  const cached = ctx.cache?.get(key, h)
   if (cached !== undefined) return { a: cached.assessment(), hit: true }
   const a = assess(ind, profile, ctx.snapshot)
-  ctx.cache?.set(key, textsOf(a))
+  ctx.cache?.set(key, textsOf(a), h)
   return { a, hit: false }
 }
 

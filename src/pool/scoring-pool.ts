@@ -96,10 +96,8 @@ export class ScoringPool {
 
   /**
    * Takes back the buffer of a shard's chunk body once the caller has copied what it needs out of it: the shard's
-   * next chunk writes its body into it instead of a new buffer. A body arrives from a worker as a transferred
-   * buffer, which V8 counts against the main thread's heap limit until a full collection frees it (about 6 MB per
-   * 10,000-item bulk, a full mark-compact every bulk or two); a buffer transferred back stops counting. The caller
-   * must not read `body` after this.
+   * next chunk writes its body into it instead of a new buffer (why: SpareBuffers; about 6 MB per 10,000-item bulk).
+   * The caller must not read `body` after this.
    */
   recycle (shard: number, body: Uint8Array): void {
     if (this.closed || body.byteLength === 0) return

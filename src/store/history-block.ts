@@ -10,7 +10,7 @@
  * text with one native call and slices it; counting code units, the offsets hold even where UTF-8 replaced a lone
  * surrogate (one unit either way).
  */
-import { ByteSink, fitsOutput, outputBuffer } from '../pool/byte-sink.ts'
+import { ByteSink, outputBuffer } from '../pool/byte-sink.ts'
 import { StoreError } from './store-error.ts'
 import { column, requestFields, type HistoryRequestFields, type HistoryRow } from './history-rows.ts'
 
@@ -142,14 +142,14 @@ export class HistoryItems {
   }
 
   /**
-   * The encoded items (the part layout above), in a buffer of their own that can be transferred: `spare` when given
-   * and it suits (fitsOutput), else a new one.
+   * The encoded items (the part layout above), in a buffer of their own that can be transferred (outputBuffer, over
+   * `spare` if it suits).
    */
   encode (spare?: ArrayBuffer): Uint8Array<ArrayBuffer> {
     const n = this.n
     const head = kHead + 4 * (n / 2) + 4 * n
     const size = head + this.text.len
-    const out = Buffer.from(spare !== undefined && fitsOutput(spare, size) ? spare : outputBuffer(size), 0, size)
+    const out = Buffer.from(outputBuffer(size, spare), 0, size)
     out.writeUInt32LE(kFormat, 0)
     out.writeUInt32LE(n, 4)
     out.writeUInt32LE(this.types, 8)
