@@ -9,6 +9,7 @@
  *   node --import tsx bench/capacity.ts [--bulks 24] [--concurrency 1,2,4] [--singles 2000] [--pool 2] [--cache-size N] [--rounds 3]
  *     [--isolated 8]
  *
+ * Each server first answers warm-up bulks until its cache shards are full (kWarmup).
  * Both servers run at once and the two modes take turns on idle servers, level by level, for --rounds rounds; the
  * summary gives medians over rounds, and the pool/inline ratio per round (both measured minutes apart at most).
  * --cache-size sets IOC_CACHE_SIZE (verdicts per shard) for both servers; the default is the service's own.
@@ -28,7 +29,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { Agent, request } from 'undici'
+import { Agent, request, type Dispatcher } from 'undici'
+import { defaults } from '../src/config.ts'
 import { mixedCorpus } from './corpus.ts'
 
 const kRoot = join(import.meta.dirname, '..')
@@ -52,6 +54,13 @@ const kSingles = Number(values.singles)
 const kSize = Number(values.size)
 const kRounds = Number(values.rounds)
 const kIsolated = Number(values.isolated)
+/**
+ * Warm-up bulks per mode: JIT and thread start, and then until every cache shard is full (N shards x the cache size)
+ * and evicts, the state a service is in after its first minutes. Until then each new verdict grows the shard's index
+ * and V8 still compiles the paths that only a full cache takes (eviction, the ring wrapping); with 3 bulks the pool's
+ * first round measured that one-time cost. Both modes get the same number; measured bulks still miss the cache.
+ */
+const kWarmup = 3 + Math.ceil(Number(values.pool) * Number(values['cache-size'] ?? defaults().cacheSize) / kSize)
 
 interface Server { proc: ChildProcess, base: string, key: string, dir: string }
 
@@ -136,6 +145,34 @@ function processCpuMs (pid: number | undefined): number | null {
 /** USER_HZ: 100 on every Linux architecture Node supports. */
 const kClockTicks = 100
 
+/** Bytes of an answer's start the bench keeps: a JSON bulk answer's meta, or a whole error body. */
+const kHeadBytes = 4096
+
+/**
+ * Reads an answer to its end, keeping only its first kHeadBytes and counting the rest against content-length.
+ * The client shares the server's cores, so it does not gather megabytes of results it never reads: collecting each
+ * 6 MB answer into one ArrayBuffer cost the client 11-25 ms of CPU per bulk on the 2-core machine, against 9-11 ms
+ * for reading it through.
+ */
+async function readAnswer (res: Dispatcher.ResponseData): Promise<{ head: Buffer, complete: boolean }> {
+  const chunks: Buffer[] = []
+  let kept = 0
+  let bytes = 0
+  await new Promise<void>((resolve, reject) => {
+    res.body.on('data', (chunk: Buffer) => {
+      bytes += chunk.length
+      if (kept < kHeadBytes) {
+        chunks.push(chunk)
+        kept += chunk.length
+      }
+    })
+    res.body.once('end', resolve)
+    res.body.once('error', reject)
+  })
+  const length = Number(res.headers['content-length'] ?? NaN)
+  return { head: Buffer.concat(chunks).subarray(0, kHeadBytes), complete: Number.isNaN(length) || bytes === length }
+}
+
 /**
  * Sends `bodies` over `concurrency` connections and measures them. `before`, when given, is awaited before each request
  * (its time is left out of `seconds`; the server's CPU during it, such as the last request's history write, is not).
@@ -167,13 +204,13 @@ async function drive (s: Server, dispatcher: Agent, bodies: Buffer[], concurrenc
         headers: { 'content-type': 'application/json', 'x-api-key': s.key },
         body: bodies[i] as Buffer
       })
-      const body = await res.body.arrayBuffer()
+      const { head, complete } = await readAnswer(res)
       // meta leads a JSON bulk answer: read took_ms from the head without decoding megabytes of results.
-      const tookMs = /"took_ms":(\d+)/.exec(Buffer.from(body, 0, Math.min(body.byteLength, 4096)).toString('latin1'))?.[1]
+      const tookMs = /"took_ms":(\d+)/.exec(head.toString('latin1'))?.[1]
       if (tookMs !== undefined) took.push(Number(tookMs))
-      if (res.statusCode !== 200) {
+      if (res.statusCode !== 200 || !complete) {
         errors++
-        const code = /"code":"([A-Z_]+)"/.exec(Buffer.from(body).toString())?.[1] ?? ''
+        const code = complete ? /"code":"([A-Z_]+)"/.exec(head.toString())?.[1] ?? '' : 'INCOMPLETE'
         statuses.set(`${res.statusCode} ${code}`, (statuses.get(`${res.statusCode} ${code}`) ?? 0) + 1)
       }
       lat.push(performance.now() - start)
@@ -253,8 +290,8 @@ try {
   }
   for (const [mode] of modes) {
     const { server, dispatcher } = servers.get(mode) as { server: Server, dispatcher: Agent }
-    // Warm-up: JIT and thread start, with its own indicators (not reused later).
-    await drive(server, dispatcher, bulkBodies(3), 1, '/api/v2/ioc/verdict/bulk', kSize, mode, 'warmup')
+    // Warm-up (kWarmup), with its own indicators (not reused later).
+    await drive(server, dispatcher, bulkBodies(kWarmup), 2, '/api/v2/ioc/verdict/bulk', kSize, mode, 'warmup')
   }
   for (let round = 1; round <= kRounds; round++) {
     for (const c of kLevels) {
