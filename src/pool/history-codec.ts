@@ -16,12 +16,12 @@ export { HistoryItems } from '../store/history-block.ts'
 
 /** The per-indicator JSON members of a record (everything that is not in the envelope). */
 export function itemFragment (indicator: { type: string | null, value: string, normalized: string | null }, verdictMembers: string, actionTaken: string | null, actionSource: string | null): string {
-  return fragmentOf(JSON.stringify(indicator), verdictMembers, actionTaken, actionSource)
+  return `"indicator":${JSON.stringify(indicator)},${itemTail(verdictMembers, actionTaken, actionSource)}`
 }
 
-/** itemFragment with the indicator object already as JSON text. */
-export function fragmentOf (indicatorJson: string, verdictMembers: string, actionTaken: string | null, actionSource: string | null): string {
-  return `"indicator":${indicatorJson},${verdictMembers},"action_taken":${jsonOrNull(actionTaken)},"action_source":${jsonOrNull(actionSource)}`
+/** The members of a record after its indicator (HistoryItems.addVerdict): items of a bulk share a few of them. */
+export function itemTail (verdictMembers: string, actionTaken: string | null, actionSource: string | null): string {
+  return `${verdictMembers},"action_taken":${jsonOrNull(actionTaken)},"action_source":${jsonOrNull(actionSource)}`
 }
 
 /** JSON text of a string or null (most items of a bulk carry no log-only fields). */

@@ -7,7 +7,7 @@ import { Packr } from 'msgpackr'
 import { assess, normalize, render, selectProfile, type Assessment, type ScoringProfile, type Snapshot } from '../engine/index.ts'
 import type { EvidenceDetails, IndicatorType, NormalizedIndicator, SignalDetails } from '../engine/types.ts'
 import { ByteSink } from './byte-sink.ts'
-import { fragmentOf, HistoryItems, itemFragment, kInvalidVerdictMembers } from './history-codec.ts'
+import { HistoryItems, itemTail, kInvalidVerdictMembers } from './history-codec.ts'
 import { hash30, noneTail, VerdictCache, type VerdictTexts } from './verdict-cache.ts'
 
 /** One indicator as the main thread forwards it: [type, value, action_taken, action_source (normalized)]. */
@@ -167,16 +167,17 @@ function valueAsText (value: unknown): string {
 const kEmptyScores = { signal_groups: {}, signal_subgroups: {} }
 
 /**
- * The thread's scratch sinks for a bulk chunk's items and history text, reused from chunk to chunk (scoring is
+ * The thread's scratch sinks for a bulk chunk's items and history text (strings and tails), reused from chunk to chunk (scoring is
  * synchronous, so one chunk uses them at a time). A fresh sink per chunk grew by doubling to the chunk's size, about
  * 16 MB of buffers for a 5,000-item chunk's 3 MB of items and 2 MB of history; buffers outside the heap count toward
  * V8's old-generation limit, so that churn set off a full mark-compact every few bulks in every scoring thread. Now a
  * chunk allocates only its exactly sized outputs. A sink that grew past kKeepBytes (a chunk of tens of thousands of
- * items) is replaced by a small one after use, so a thread keeps at most 2 x kKeepBytes of scratch.
+ * items) is replaced by a small one after use, so a thread keeps at most 3 x kKeepBytes of scratch.
  */
 const kKeepBytes = 16 << 20
 const kBodySink = new ByteSink(1 << 20)
 const kHistorySink = new ByteSink(1 << 20)
+const kTailSink = new ByteSink(64 * 1024)
 
 /**
  * Scores a bulk chunk. Items answer in chunk order; `ends[i]` is the end offset of item i in `body`. `spare`: the
@@ -188,8 +189,9 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
   const sink = kBodySink
   sink.clear()
   kHistorySink.clear()
+  kTailSink.clear()
   const ends = new Uint32Array(items.length)
-  const history = new HistoryItems(items.length, kHistorySink)
+  const history = new HistoryItems(items.length, kHistorySink, kTailSink)
   let cacheHits = 0
   let invalid = 0
   for (let i = 0; i < items.length; i++) {
@@ -211,7 +213,7 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
       }
       ends[i] = sink.len
       const text = valueAsText(value)
-      history.add(sentType, text, null, itemFragment({ type: sentType, value: text, normalized: null }, kInvalidVerdictMembers, actionTaken, actionSource))
+      history.addVerdict(sentType, text, null, itemTail(kInvalidVerdictMembers, actionTaken, actionSource))
       continue
     }
     const ind = n.indicator
@@ -246,11 +248,13 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
       sink.bytes(clientPackr.pack(item))
     }
     ends[i] = sink.len
-    history.add(ind.type, value as string, ind.normalized, fragmentOf(sentJson, members, actionTaken, actionSource))
+    // sentJson is the JSON of {type, value, normalized}: a valid value is a string.
+    history.addVerdict(ind.type, value as string, ind.normalized, itemTail(members, actionTaken, actionSource))
   }
   const out = { body: sink.take(spare), ends, history: history.encode(historySpare), cacheHits, invalid }
   sink.shrink(kKeepBytes)
   kHistorySink.shrink(kKeepBytes)
+  kTailSink.shrink(kKeepBytes)
   return out
 }
 
@@ -263,13 +267,13 @@ export function scoreSingle (item: ChunkItem, params: ChunkParams, ctx: ScoringC
   if (!n.ok) {
     const sentType = typeAsSent(type) ?? n.type
     const text = valueAsText(value)
-    history.add(sentType, text, null, itemFragment({ type: sentType, value: text, normalized: null }, kInvalidVerdictMembers, actionTaken, actionSource))
+    history.addVerdict(sentType, text, null, itemTail(kInvalidVerdictMembers, actionTaken, actionSource))
     return { verdict: null, errors: n.errors, warnings: n.warnings, cacheHit: false, history: history.encode() }
   }
   const ind = n.indicator
   const { a, hit } = lookup(ctx, profile, ind)
   const v = render(a, value as string, ind.warnings, { signalDetails: params.signalDetails, evidenceDetails: params.evidenceDetails })
-  history.add(ind.type, v.indicator.value, ind.normalized, itemFragment(v.indicator, historyMembersOf(a, params.signalDetails), actionTaken, actionSource))
+  history.addVerdict(ind.type, v.indicator.value, ind.normalized, itemTail(historyMembersOf(a, params.signalDetails), actionTaken, actionSource))
   const verdict: Record<string, unknown> = {
     indicator: v.indicator,
     risk: v.risk,

@@ -3,23 +3,40 @@
  * and is stored as is by the SQLite store (a block of items per request run, see sqlite.ts), plus the hashes that
  * let a value or type search skip blocks without reading their items.
  *
- * Part layout (one chunk's items, little-endian uint32s):
- *   format (kFormat) | n (strings, 4 per item) | type mask | 2 value hashes per item | n end offsets | joined text, UTF-8
+ * Part layout, format 2 (one chunk's items; m items, n = 4m strings, t tails; little-endian uint32s):
+ *   format (2) | n | type mask | 2 value hashes per item | n end offsets | m tail ids | t | t tail end offsets |
+ *   joined text, UTF-8 (the items' strings, then the tails)
+ * An item's four strings are its type, value, normalized form and head. Its record's JSON members (the fragment) are
+ * `"indicator":<indicator>,<tail>` where the indicator is the head, or JSON.stringify({type, value, normalized}) where
+ * the head is null; an item with no tail (tail id 0xffffffff) has its whole fragment as its head. A tail is the
+ * record's verdict and log-only members, kept once per part however many items share it: most items of a bulk share
+ * a handful ("unknown, no signals" above all), so a part is about a fifth of the bytes of format 1, and the history
+ * writer's cost is mostly the bytes it hands the file system (WAL write, then checkpoint).
+ * A normalized form equal to the value has the end offset 0xfffffffe and no text.
+ * Format 1 (still read): format (1) | n | type mask | 2 value hashes per item | n end offsets | joined text, with the
+ * whole fragment as each item's fourth string.
  * SQLite stores parts as they are, so the layout is an on-disk format: a reader refuses a format it does not know.
  * End offsets count UTF-16 code units into the joined text (0xffffffff for a null string), so the reader decodes the
  * text with one native call and slices it; counting code units, the offsets hold even where UTF-8 replaced a lone
- * surrogate (one unit either way).
+ * surrogate (one unit either way). An item whose strings hold a lone surrogate keeps its whole fragment as its head
+ * (the fragment's JSON escapes it; the replaced text could not rebuild it).
  */
 import { ByteSink, outputBuffer } from '../pool/byte-sink.ts'
 import { StoreError } from './store-error.ts'
 import { column, requestFields, type HistoryRequestFields, type HistoryRow } from './history-rows.ts'
 
-/** Strings per encoded item: type, value, normalized, JSON fragment. */
+/** Strings per encoded item: type, value, normalized, head (format 1: the JSON fragment). */
 export const kStride = 4
-/** End offset marking a null string. */
+/** End offset marking a null string; tail id of an item with no tail. */
 const kNull = 0xffffffff
-/** Format of the part layout above; a change to the layout needs a new number (and a reader for the old one). */
-const kFormat = 1
+/** End offset of a normalized form that is the value itself (format 2). */
+const kSame = 0xfffffffe
+/** Format the encoder writes (the layout above); a change to the layout needs a new number and a reader for the old. */
+const kFormat = 2
+/** The format before tails, still read. */
+const kFormat1 = 1
+/** Distinct tails a part indexes to share them; a chunk with more keeps the rest once per item (bounded memory). */
+const kMaxSharedTails = 1024
 /** Bytes before the hashes: format, string count and type mask. */
 const kHead = 12
 
@@ -80,50 +97,89 @@ export function typeBit (type: string | null): number {
 
 /** Collects one chunk's history items (worker side). */
 export class HistoryItems {
-  /** Every string so far, as UTF-8, back to back: written as each arrives, so none of them outlives its item. */
+  /** The items' strings so far, as UTF-8, back to back: written as each arrives, so none of them outlives its item. */
   private readonly text: ByteSink
-  /** End offset of each string in UTF-16 code units (kNull for null). */
+  /** The tails' text, UTF-8, back to back (joined after the items' strings by encode()). */
+  private readonly tailText: ByteSink
+  /** End offset of each string in UTF-16 code units (kNull for null, kSame for a normalized form equal to the value). */
   private ends: Uint32Array
   private hashes: Uint32Array
+  /** Tail id of each item (kNull: none). */
+  private tailIds: Uint32Array
+  /** Tail ids by text, for the first kMaxSharedTails distinct tails. */
+  private readonly shared = new Map<string, number>()
+  /** End offset of each tail in UTF-16 code units, from the start of the tails. */
+  private tailEnds: Uint32Array
+  private tails = 0
+  private tailEnd = 0
   private types = 0
   private n = 0
   private end = 0
 
   /**
-   * `expected`: items the chunk will add, to size the buffers once (they grow past it). `text`: an empty sink to write
-   * the strings into, for a thread that reuses one from chunk to chunk (encode() copies out of it).
+   * `expected`: items the chunk will add, to size the buffers once (they grow past it). `text`, `tailText`: empty
+   * sinks to write the strings into, for a thread that reuses them from chunk to chunk (encode() copies out of them).
    */
-  constructor (expected = 1, text?: ByteSink) {
-    this.text = text ?? new ByteSink(expected * 384)
-    this.ends = new Uint32Array(Math.max(1, expected) * kStride)
-    this.hashes = new Uint32Array(Math.max(1, expected) * 2)
+  constructor (expected = 1, text?: ByteSink, tailText?: ByteSink) {
+    const m = Math.max(1, expected)
+    this.text = text ?? new ByteSink(m * 64)
+    this.tailText = tailText ?? new ByteSink(1024)
+    this.ends = new Uint32Array(m * kStride)
+    this.hashes = new Uint32Array(m * 2)
+    this.tailIds = new Uint32Array(m)
+    this.tailEnds = new Uint32Array(16)
   }
 
   /**
-   * Adds one record. `fragment` is the JSON members `"indicator":...,"risk":...,"scores":...,"labels":...,
-   * "label_count":...,"action_taken":...,"action_source":...` without braces.
+   * Adds one record whose indicator is `{type, value, normalized}` as JSON.stringify writes it (keys in that order).
+   * `tail`: the record's JSON members after the indicator, `"risk":...,"scores":...,"labels":...,"label_count":...,
+   * "action_taken":...,"action_source":...`, without the leading comma.
+   */
+  addVerdict (type: string | null, value: string, normalized: string | null, tail: string): void {
+    if (!wellFormed(type) || !wellFormed(value) || !wellFormed(normalized)) {
+      this.add(type, value, normalized, `"indicator":${JSON.stringify({ type, value, normalized })},${tail}`)
+      return
+    }
+    let id = this.shared.get(tail)
+    if (id === undefined) {
+      id = this.tails
+      if (this.shared.size < kMaxSharedTails) this.shared.set(tail, id)
+      this.pushTail(tail)
+    }
+    this.item(type, value, normalized, null, id)
+  }
+
+  /**
+   * Adds one record with its fragment as given: the JSON members `"indicator":...,"risk":...,"scores":...,
+   * "labels":...,"label_count":...,"action_taken":...,"action_source":...` without braces.
    */
   add (type: string | null, value: string, normalized: string | null, fragment: string): void {
-    if (this.n + kStride > this.ends.length) {
-      const next = new Uint32Array(this.ends.length * 2)
-      next.set(this.ends)
-      this.ends = next
-      const h = new Uint32Array(this.hashes.length * 2)
-      h.set(this.hashes)
-      this.hashes = h
+    this.item(type, value, normalized, fragment, kNull)
+  }
+
+  private item (type: string | null, value: string, normalized: string | null, head: string | null, tailId: number): void {
+    const m = this.n / kStride
+    if (m === this.tailIds.length) {
+      this.ends = grown(this.ends)
+      this.hashes = grown(this.hashes)
+      this.tailIds = grown(this.tailIds)
     }
-    hashValue(value, this.hashes, this.n / 2)
+    hashValue(value, this.hashes, 2 * m)
+    this.tailIds[m] = tailId
     this.types = (this.types | typeBit(type)) >>> 0
+    const same = normalized === value
     this.push(type)
     this.push(value)
-    this.push(normalized)
-    this.push(fragment)
-    // One native write for the four: offsets count UTF-16 units, so they hold for the joined text. Not where a string
-    // ends in a high surrogate: joined, it could pair with the next string's low one (each half alone is replaced).
-    if (endsHigh(type) || endsHigh(value) || endsHigh(normalized)) {
-      for (const str of [type, value, normalized, fragment]) if (str !== null && str.length > 0) this.text.write(str)
+    if (same) this.ends[this.n++] = kSame
+    else this.push(normalized)
+    this.push(head)
+    // One native write for the strings: offsets count UTF-16 units, so they hold for the joined text. Not where a
+    // string ends in a high surrogate: joined, it could pair with the next string's low one (each half alone is replaced).
+    const norm = same ? null : normalized
+    if (endsHigh(type) || endsHigh(value) || endsHigh(norm)) {
+      for (const str of [type, value, norm, head]) if (str !== null && str.length > 0) this.text.write(str)
     } else {
-      this.text.write((type ?? '') + value + (normalized ?? '') + fragment)
+      this.text.write((type ?? '') + value + (norm ?? '') + (head ?? ''))
     }
   }
 
@@ -134,6 +190,13 @@ export class HistoryItems {
     }
     this.end += str.length
     this.ends[this.n++] = this.end
+  }
+
+  private pushTail (tail: string): void {
+    if (this.tails === this.tailEnds.length) this.tailEnds = grown(this.tailEnds)
+    this.tailEnd += tail.length
+    this.tailEnds[this.tails++] = this.tailEnd
+    this.tailText.write(tail)
   }
 
   /** Items added so far. */
@@ -147,18 +210,31 @@ export class HistoryItems {
    */
   encode (spare?: ArrayBuffer): Uint8Array<ArrayBuffer> {
     const n = this.n
-    const head = kHead + 4 * (n / 2) + 4 * n
-    const size = head + this.text.len
+    const m = n / kStride
+    const t = this.tails
+    const head = kHead + 4 * (2 * m) + 4 * n + 4 * m + 4 + 4 * t
+    const size = head + this.text.len + this.tailText.len
     const out = Buffer.from(outputBuffer(size, spare), 0, size)
     out.writeUInt32LE(kFormat, 0)
     out.writeUInt32LE(n, 4)
     out.writeUInt32LE(this.types, 8)
     let at = kHead
-    for (let i = 0; i < n / 2; i++, at += 4) out.writeUInt32LE(this.hashes[i] as number, at)
+    for (let i = 0; i < 2 * m; i++, at += 4) out.writeUInt32LE(this.hashes[i] as number, at)
     for (let i = 0; i < n; i++, at += 4) out.writeUInt32LE(this.ends[i] as number, at)
+    for (let i = 0; i < m; i++, at += 4) out.writeUInt32LE(this.tailIds[i] as number, at)
+    out.writeUInt32LE(t, at)
+    at += 4
+    for (let i = 0; i < t; i++, at += 4) out.writeUInt32LE(this.end + (this.tailEnds[i] as number), at)
     this.text.buf.copy(out, head, 0, this.text.len)
-    return new Uint8Array(out.buffer, 0, head + this.text.len) as Uint8Array<ArrayBuffer>
+    this.tailText.buf.copy(out, head + this.text.len, 0, this.tailText.len)
+    return new Uint8Array(out.buffer, 0, size) as Uint8Array<ArrayBuffer>
   }
+}
+
+function grown (a: Uint32Array): Uint32Array {
+  const next = new Uint32Array(a.length * 2)
+  next.set(a)
+  return next
 }
 
 function endsHigh (s: string | null): boolean {
@@ -167,10 +243,15 @@ function endsHigh (s: string | null): boolean {
   return c >= 0xd800 && c <= 0xdbff
 }
 
+function wellFormed (s: string | null): boolean {
+  return s === null || (s as WellFormed).isWellFormed()
+}
+
 /** The part as a Buffer (no copy), after checking its format. */
 function bufferOf (part: Uint8Array): Buffer {
   const buf = Buffer.isBuffer(part) ? part : Buffer.from(part.buffer, part.byteOffset, part.byteLength)
-  if (buf.length < kHead || buf.readUInt32LE(0) !== kFormat) throw new StoreError('INVALID_RECORD', 'history part of an unknown format')
+  const format = buf.length < kHead ? 0 : buf.readUInt32LE(0)
+  if (format !== kFormat && format !== kFormat1) throw new StoreError('INVALID_RECORD', 'history part of an unknown format')
   return buf
 }
 
@@ -190,23 +271,67 @@ export function partHash (part: Buffer, i: number, out: Uint32Array): void {
   out[1] = part.readUInt32LE(kHead + 8 * i + 4)
 }
 
+function invalidPart (): StoreError {
+  return new StoreError('INVALID_RECORD', 'history part is damaged')
+}
+
 /** The strings of an encoded part: type, value, normalized, fragment per item (null where null). */
 export function partStrings (part: Uint8Array): Array<string | null> {
   const buf = bufferOf(part)
+  const format = buf.readUInt32LE(0)
   const n = buf.readUInt32LE(4)
-  const endsAt = kHead + 4 * (n / 2)
-  const head = endsAt + 4 * n
-  const text = buf.toString('utf8', head)
+  const m = n / kStride
+  const endsAt = kHead + 4 * (2 * m)
+  let at = endsAt + 4 * n
+  let tailIdsAt = 0
+  let tailEndsAt = 0
+  let t = 0
+  if (format !== kFormat1) {
+    tailIdsAt = at
+    at += 4 * m
+    if (!Number.isInteger(m) || at + 4 > buf.length) throw invalidPart()
+    t = buf.readUInt32LE(at)
+    tailEndsAt = at + 4
+    at = tailEndsAt + 4 * t
+  }
+  if (!Number.isInteger(m) || at > buf.length) throw invalidPart()
+  const text = buf.toString('utf8', at)
+  const slice = (start: number, end: number): string => {
+    if (end < start || end > text.length) throw invalidPart()
+    return text.slice(start, end)
+  }
   const out: Array<string | null> = new Array(n)
   let start = 0
   for (let i = 0; i < n; i++) {
     const end = buf.readUInt32LE(endsAt + 4 * i)
     if (end === kNull) {
       out[i] = null
+    } else if (end === kSame && i % kStride === 2 && format !== kFormat1) {
+      out[i] = out[i - 1] as string
+    } else {
+      out[i] = slice(start, end)
+      start = end
+    }
+  }
+  if (format === kFormat1) return out
+  const tails: string[] = new Array(t)
+  for (let i = 0; i < t; i++) {
+    const end = buf.readUInt32LE(tailEndsAt + 4 * i)
+    tails[i] = slice(start, end)
+    start = end
+  }
+  for (let i = 0; i < m; i++) {
+    const id = buf.readUInt32LE(tailIdsAt + 4 * i)
+    const j = i * kStride
+    const head = out[j + 3] as string | null
+    if (id === kNull) {
+      if (head === null) throw invalidPart()
       continue
     }
-    out[i] = text.slice(start, end)
-    start = end
+    const tail = tails[id]
+    if (tail === undefined) throw invalidPart()
+    const indicator = head ?? JSON.stringify({ type: out[j], value: out[j + 1], normalized: out[j + 2] })
+    out[j + 3] = `"indicator":${indicator},${tail}`
   }
   return out
 }

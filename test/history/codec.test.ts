@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { historyRows, HistoryItems, itemFragment, kInvalidVerdictMembers } from '../../src/pool/history-codec.ts'
+import { historyRows, HistoryItems, itemFragment, itemTail, kInvalidVerdictMembers } from '../../src/pool/history-codec.ts'
 import type { HistoryEnvelope } from '../../src/pool/history-types.ts'
 import { recordJson, type HistoryRow } from '../../src/store/history-rows.ts'
 
@@ -80,4 +80,106 @@ test('halves of a surrogate pair split across two strings are each replaced, nev
   historyRows(kEnvelope, [items.encode()], rows)
   assert.equal(rows[0]?.indicatorValue, 'a\uFFFD')
   assert.equal(rows[0]?.indicatorNormalized, '\uFFFDb')
+})
+
+/** Rows of one encoded part with the `kEnvelope`. */
+function rowsOf (part: Uint8Array): HistoryRow[] {
+  const rows: HistoryRow[] = []
+  historyRows(kEnvelope, [part], rows)
+  return rows
+}
+
+test('items added by verdict keep each record exact, and items that share members store them once', () => {
+  const odd = 'bücher.de \u0000 "quoted" \\ 😀'
+  const unknown = '"risk":{"score":50,"strength":"weak"},"scores":{"signal_groups":{},"signal_subgroups":{}},"labels":[],"label_count":0'
+  const cases: Array<[string | null, string, string | null, string, string | null, string | null]> = [
+    ['domain', odd, 'xn--bcher-kva.de', unknown, 'block', 'edr \u0000 😀'],
+    ['ip', '1.2.3.4', '1.2.3.4', unknown, null, null],
+    [null, '', null, kInvalidVerdictMembers, null, null],
+    ['domain', 'a\ud800', null, kInvalidVerdictMembers, null, null], // lone surrogate: kept whole, still exact
+    ['domain', 'example[.]com', 'example.com', unknown, null, null],
+    ['ip', '5.6.7.8', '5.6.7.8', '"risk":{"score":90},"scores":{},"labels":[],"label_count":0', null, null]
+  ]
+  const items = new HistoryItems()
+  for (const [type, value, normalized, members, taken, source] of cases) items.addVerdict(type, value, normalized, itemTail(members, taken, source))
+  const rows = rowsOf(items.encode())
+  assert.equal(rows.length, cases.length)
+  cases.forEach(([type, value, normalized, members, taken, source], i) => {
+    const row = rows[i] as HistoryRow
+    assert.equal(row.item, itemFragment({ type, value, normalized }, members, taken, source), `item ${i}`)
+    assert.equal(row.indicatorType, type)
+    assert.equal(row.indicatorNormalized, normalized === null ? null : normalized.replaceAll('\u0000', '\uFFFD'))
+    const record = JSON.parse(recordJson(row.envelope, row.item)) as Record<string, unknown>
+    assert.deepEqual(record.indicator, { type, value, normalized })
+  })
+  assert.equal(rows[0]?.indicatorValue, odd.replaceAll('\u0000', '\uFFFD'))
+  assert.equal(rows[3]?.indicatorValue, 'a\uFFFD')
+
+  // 1,000 items with one set of members: the members are stored once, not 1,000 times.
+  const shared = new HistoryItems(1000)
+  const each = new HistoryItems(1000)
+  for (let i = 0; i < 1000; i++) {
+    const ip = `10.0.${i >> 8}.${i & 255}`
+    shared.addVerdict('ip', ip, ip, itemTail(unknown, null, null))
+    each.add('ip', ip, ip, itemFragment({ type: 'ip', value: ip, normalized: ip }, unknown, null, null))
+  }
+  const sharedPart = shared.encode()
+  assert.ok(sharedPart.byteLength < 1000 * 60, `${sharedPart.byteLength} bytes`)
+  assert.ok(each.encode().byteLength > 1000 * unknown.length)
+  assert.deepEqual(rowsOf(sharedPart).map((r) => r.item), rowsOf(each.encode()).map((r) => r.item))
+})
+
+test('a chunk with more distinct members than a part shares still keeps every record exact', () => {
+  const items = new HistoryItems(3000)
+  const expected: string[] = []
+  for (let i = 0; i < 3000; i++) {
+    const members = `"risk":{"score":${i % 1500}},"scores":{},"labels":[],"label_count":0`
+    items.addVerdict('domain', `d${i}.example`, `d${i}.example`, itemTail(members, i % 2 === 0 ? 'allow' : null, null))
+    expected.push(itemFragment({ type: 'domain', value: `d${i}.example`, normalized: `d${i}.example` }, members, i % 2 === 0 ? 'allow' : null, null))
+  }
+  assert.deepEqual(rowsOf(items.encode()).map((r) => r.item), expected)
+})
+
+/** A part in format 1 (before shared members), as versions before format 2 stored it. */
+function formatOnePart (items: Array<[string | null, string, string | null, string]>): Uint8Array {
+  const strings = items.flat()
+  const text = Buffer.from(strings.map((s) => s ?? '').join(''))
+  const head = 12 + 8 * items.length + 4 * strings.length
+  const out = Buffer.alloc(head + text.length)
+  out.writeUInt32LE(1, 0)
+  out.writeUInt32LE(strings.length, 4)
+  let at = 12 + 8 * items.length
+  let end = 0
+  for (const s of strings) {
+    if (s === null) {
+      out.writeUInt32LE(0xffffffff, at)
+    } else {
+      end += s.length
+      out.writeUInt32LE(end, at)
+    }
+    at += 4
+  }
+  text.copy(out, head)
+  return out
+}
+
+test('parts stored in format 1 read as before', () => {
+  const first = itemFragment({ type: 'domain', value: 'bücher.de', normalized: 'xn--bcher-kva.de' }, kInvalidVerdictMembers, 'block', null)
+  const second = itemFragment({ type: null, value: '', normalized: null }, kInvalidVerdictMembers, null, null)
+  const rows = rowsOf(formatOnePart([['domain', 'bücher.de', 'xn--bcher-kva.de', first], [null, '', null, second]]))
+  assert.deepEqual(rows.map((r) => [r.indicatorType, r.indicatorValue, r.indicatorNormalized, r.item]),
+    [['domain', 'bücher.de', 'xn--bcher-kva.de', first], [null, '', null, second]])
+})
+
+test('a part of an unknown format or with a damaged member table is refused, not misread', () => {
+  const items = new HistoryItems()
+  items.addVerdict('ip', '1.2.3.4', '1.2.3.4', itemTail(kInvalidVerdictMembers, null, null))
+  const part = Buffer.from(items.encode())
+  const unknown = Buffer.from(part)
+  unknown.writeUInt32LE(3, 0)
+  assert.throws(() => rowsOf(unknown), { code: 'INVALID_RECORD' })
+  const damaged = Buffer.from(part)
+  damaged.writeUInt32LE(7, 12 + 8 + 16) // the item's tail id: no such tail
+  assert.throws(() => rowsOf(damaged), { code: 'INVALID_RECORD' })
+  assert.equal(rowsOf(part).length, 1, 'the intact part still reads')
 })

@@ -20,19 +20,25 @@ function envelope (request: string): HistoryEnvelope {
   return historyEnvelope({ tenant: 't1', request_id: request, count: 1 })
 }
 
-function part (value: string, format = 1): Uint8Array {
+/** An encoded part of one item, its format number replaced by `format` when given. */
+function part (value: string, format?: number): Uint8Array {
   const items = new HistoryItems(1)
   items.add('domain', value, value, itemFragment({ type: 'domain', value, normalized: value }, kInvalidVerdictMembers, null, null))
   const bytes = Buffer.from(items.encode())
-  bytes.writeUInt32LE(format, 0)
+  if (format !== undefined) bytes.writeUInt32LE(format, 0)
   return new Uint8Array(bytes)
 }
 
 /** A history writer on a SQLite store in a fresh directory (removed after the test). */
 async function startWriter (t: TestContext, batch: number, spares?: SpareBuffers): Promise<{ dir: string, writer: HistoryClient }> {
   const dir = mkdtempSync(join(tmpdir(), 'iocv-writer-parts-'))
-  t.after(() => rmSync(dir, { recursive: true, force: true }))
-  const writer = await startHistory({
+  const open: { writer?: HistoryClient } = {}
+  // Closed here too (close() is idempotent), so a failed assertion does not leave the writer thread holding the run.
+  t.after(async () => {
+    await open.writer?.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  const writer = open.writer = await startHistory({
     store: { kind: 'sqlite', path: dbPathOf(dir) },
     spoolDir: join(dir, 'spool'),
     spoolLimit: 1024 * 1024,

@@ -285,8 +285,8 @@ test('a part of an unknown format is refused as INVALID_RECORD, and nothing of i
   historyParts(partsEnvelope('F', 'f1', '2024-07-02T00:00:00.000Z', 1), [encoded(['ok.example'])], parts)
   historyParts(partsEnvelope('F', 'f2', '2024-07-02T00:00:01.000Z', 1), [encoded(['later.example'])], parts)
   const bad = Buffer.from((parts[1] as HistoryPart).part)
-  assert.equal(bad.readUInt32LE(0), 1, 'a part starts with its format')
-  bad.writeUInt32LE(2, 0)
+  assert.equal(bad.readUInt32LE(0), 2, 'a part starts with its format')
+  bad.writeUInt32LE(3, 0)
   assert.throws(() => store.writeHistoryPartsSync([parts[0] as HistoryPart, { ...(parts[1] as HistoryPart), part: bad }]),
     (err: { code?: string }) => err.code === 'INVALID_RECORD')
   assert.deepEqual((await store.searchHistory('F', {}, 10, null)).results, [])
