@@ -7,9 +7,9 @@
  * garbage collection) and this client spent per indicator while it ran: with the cores a fleet has, that sizes it.
  *
  *   node --import tsx bench/capacity.ts [--bulks 24] [--concurrency 1,2,4] [--singles 2000] [--pool 2] [--cache-size N] [--rounds 3]
- *     [--isolated 8]
+ *     [--isolated 8] [--warmup N]
  *
- * Each server first answers warm-up bulks until its cache shards are full (kWarmup).
+ * Each server first answers warm-up bulks until its cache shards are full and V8's compiler has settled (kWarmup).
  * Both servers run at once and the two modes take turns on idle servers, level by level, for --rounds rounds; the
  * summary gives medians over rounds, and the pool/inline ratio per round (both measured minutes apart at most).
  * --cache-size sets IOC_CACHE_SIZE (verdicts per shard) for both servers; the default is the service's own.
@@ -45,7 +45,8 @@ const { values } = parseArgs({
     size: { type: 'string', default: '10000' },
     'cache-size': { type: 'string' },
     rounds: { type: 'string', default: '3' },
-    isolated: { type: 'string', default: '8' }
+    isolated: { type: 'string', default: '8' },
+    warmup: { type: 'string' }
   }
 })
 const kBulks = Number(values.bulks)
@@ -55,12 +56,19 @@ const kSize = Number(values.size)
 const kRounds = Number(values.rounds)
 const kIsolated = Number(values.isolated)
 /**
- * Warm-up bulks per mode: JIT and thread start, and then until every cache shard is full (N shards x the cache size)
- * and evicts, the state a service is in after its first minutes. Until then each new verdict grows the shard's index
- * and V8 still compiles the paths that only a full cache takes (eviction, the ring wrapping); with 3 bulks the pool's
- * first round measured that one-time cost. Both modes get the same number; measured bulks still miss the cache.
+ * Warm-up bulks per mode (--warmup overrides): JIT and thread start, every cache shard full (N shards x the cache
+ * size) and evicting, and V8's optimizing compiler settled: the state of a service after its first minutes. Until a
+ * cache is full each new verdict grows the shard's index, and V8 keeps compiling paths that only a full cache or a
+ * rare input takes (eviction, the ring wrapping, an item that deoptimizes a hot function), once per isolate: the
+ * pool's two scoring threads each compile the same code, on the cores they score on. Measured on a pool of 2 (30
+ * bulks at concurrency 2, `--trace-opt` and per-thread CPU, 2026-11-24): after 23 warm-up bulks the compiler still
+ * took 203 ms over the next 30, and the V8 helper threads 9 ms per bulk; after 150, 10.6 ms and 4.3 ms per bulk.
+ * So at least 1,500,000 indicators (150 bulks of 10,000; 10-15 s per mode). Both modes get the same number;
+ * measured bulks still miss the cache.
  */
-const kWarmup = 3 + Math.ceil(Number(values.pool) * Number(values['cache-size'] ?? defaults().cacheSize) / kSize)
+const kWarmup = values.warmup !== undefined
+  ? Number(values.warmup)
+  : Math.max(3 + Math.ceil(Number(values.pool) * Number(values['cache-size'] ?? defaults().cacheSize) / kSize), Math.ceil(1_500_000 / kSize))
 
 interface Server { proc: ChildProcess, base: string, key: string, dir: string }
 
