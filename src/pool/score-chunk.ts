@@ -167,12 +167,13 @@ function valueAsText (value: unknown): string {
 const kEmptyScores = { signal_groups: {}, signal_subgroups: {} }
 
 /**
- * The thread's scratch sinks for a bulk chunk's items and history text (strings and tails), reused from chunk to chunk (scoring is
- * synchronous, so one chunk uses them at a time). A fresh sink per chunk grew by doubling to the chunk's size, about
- * 16 MB of buffers for a 5,000-item chunk's 3 MB of items and 2 MB of history; buffers outside the heap count toward
- * V8's old-generation limit, so that churn set off a full mark-compact every few bulks in every scoring thread. Now a
- * chunk allocates only its exactly sized outputs. A sink that grew past kKeepBytes (a chunk of tens of thousands of
- * items) is replaced by a small one after use, so a thread keeps at most 3 x kKeepBytes of scratch.
+ * The thread's scratch sinks for a bulk chunk's items and history text (the items' strings, and the tails), reused
+ * from chunk to chunk (scoring is synchronous, so one chunk uses them at a time). A fresh sink per chunk grew by
+ * doubling to the chunk's size, about 16 MB of buffers for a 5,000-item chunk's 3 MB of items and 2 MB of history
+ * (history part format 1); buffers outside the heap count toward V8's old-generation limit, so that churn set off a
+ * full mark-compact every few bulks in every scoring thread. Now a chunk allocates only its exactly sized outputs. A
+ * sink that grew past kKeepBytes (a chunk of tens of thousands of items) is replaced by a small one after use, so a
+ * thread keeps at most 3 x kKeepBytes of scratch.
  */
 const kKeepBytes = 16 << 20
 const kBodySink = new ByteSink(1 << 20)
