@@ -95,6 +95,19 @@ export function typeBit (type: string | null): number {
   return bit
 }
 
+/**
+ * A record's per-indicator JSON members as stored and returned: the indicator, then the tail (its verdict and log-only
+ * members). The one place that joins them, for both what the encoder keeps whole and what the reader rebuilds.
+ */
+export function recordFragment (indicator: string, tail: string): string {
+  return `"indicator":${indicator},${tail}`
+}
+
+/** The indicator object of a record as JSON.stringify writes it, keys in this order (a part rebuilds it so). */
+function indicatorJson (type: string | null, value: string | null, normalized: string | null): string {
+  return JSON.stringify({ type, value, normalized })
+}
+
 /** Collects one chunk's history items (worker side). */
 export class HistoryItems {
   /** The items' strings so far, as UTF-8, back to back: written as each arrives, so none of them outlives its item. */
@@ -137,7 +150,7 @@ export class HistoryItems {
    */
   addVerdict (type: string | null, value: string, normalized: string | null, tail: string): void {
     if (!wellFormed(type) || !wellFormed(value) || !wellFormed(normalized)) {
-      this.add(type, value, normalized, `"indicator":${JSON.stringify({ type, value, normalized })},${tail}`)
+      this.add(type, value, normalized, recordFragment(indicatorJson(type, value, normalized), tail))
       return
     }
     let id = this.shared.get(tail)
@@ -281,6 +294,7 @@ export function partStrings (part: Uint8Array): Array<string | null> {
   const format = buf.readUInt32LE(0)
   const n = buf.readUInt32LE(4)
   const m = n / kStride
+  if (!Number.isInteger(m)) throw invalidPart()
   const endsAt = kHead + 4 * (2 * m)
   let at = endsAt + 4 * n
   let tailIdsAt = 0
@@ -289,12 +303,12 @@ export function partStrings (part: Uint8Array): Array<string | null> {
   if (format !== kFormat1) {
     tailIdsAt = at
     at += 4 * m
-    if (!Number.isInteger(m) || at + 4 > buf.length) throw invalidPart()
+    if (at + 4 > buf.length) throw invalidPart()
     t = buf.readUInt32LE(at)
     tailEndsAt = at + 4
     at = tailEndsAt + 4 * t
   }
-  if (!Number.isInteger(m) || at > buf.length) throw invalidPart()
+  if (at > buf.length) throw invalidPart()
   const text = buf.toString('utf8', at)
   const slice = (start: number, end: number): string => {
     if (end < start || end > text.length) throw invalidPart()
@@ -330,8 +344,7 @@ export function partStrings (part: Uint8Array): Array<string | null> {
     }
     const tail = tails[id]
     if (tail === undefined) throw invalidPart()
-    const indicator = head ?? JSON.stringify({ type: out[j], value: out[j + 1], normalized: out[j + 2] })
-    out[j + 3] = `"indicator":${indicator},${tail}`
+    out[j + 3] = recordFragment(head ?? indicatorJson(out[j] ?? null, out[j + 1] ?? null, out[j + 2] ?? null), tail)
   }
   return out
 }
