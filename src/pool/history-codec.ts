@@ -9,15 +9,10 @@
 import { randomUUID } from 'node:crypto'
 import { column, optionalColumn, utcDayOf, type HistoryRow } from '../store/index.ts'
 import type { HistoryRequestFields } from '../store/history-rows.ts'
-import { partCount, partRows, recordFragment, type HistoryPart } from '../store/history-block.ts'
+import { partCount, partRows, type HistoryPart } from '../store/history-block.ts'
 import type { HistoryEnvelope } from './history-types.ts'
 
 export { HistoryItems } from '../store/history-block.ts'
-
-/** The per-indicator JSON members of a record (everything that is not in the envelope). */
-export function itemFragment (indicator: { type: string | null, value: string, normalized: string | null }, verdictMembers: string, actionTaken: string | null, actionSource: string | null): string {
-  return recordFragment(JSON.stringify(indicator), itemTail(verdictMembers, actionTaken, actionSource))
-}
 
 /** The members of a record after its indicator (HistoryItems.addVerdict): items of a bulk share a few of them. */
 export function itemTail (verdictMembers: string, actionTaken: string | null, actionSource: string | null): string {

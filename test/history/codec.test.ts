@@ -4,7 +4,8 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { historyRows, HistoryItems, itemFragment, itemTail, kInvalidVerdictMembers } from '../../src/pool/history-codec.ts'
+import { historyRows, HistoryItems, itemTail, kInvalidVerdictMembers } from '../../src/pool/history-codec.ts'
+import { itemFragment } from '../fixtures/history-record.ts'
 import type { HistoryEnvelope } from '../../src/pool/history-types.ts'
 import { recordJson, type HistoryRow } from '../../src/store/history-rows.ts'
 

@@ -11,10 +11,10 @@ import { test, type TestContext } from 'node:test'
 import pino from 'pino'
 import { SpareBuffers } from '../../src/pool/byte-sink.ts'
 import { startHistory, type HistoryClient } from '../../src/pool/history-client.ts'
-import { HistoryItems, itemFragment, kInvalidVerdictMembers } from '../../src/pool/history-codec.ts'
+import { HistoryItems, kInvalidVerdictMembers } from '../../src/pool/history-codec.ts'
 import type { HistoryEnvelope } from '../../src/pool/history-types.ts'
 import { dbPathOf, readHistory } from '../fixtures/read-history.ts'
-import { historyEnvelope } from '../fixtures/history-record.ts'
+import { historyEnvelope, itemFragment } from '../fixtures/history-record.ts'
 
 function envelope (request: string): HistoryEnvelope {
   return historyEnvelope({ tenant: 't1', request_id: request, count: 1 })

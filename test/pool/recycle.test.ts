@@ -10,7 +10,8 @@ import { chunkIndicators } from '../../src/bulk/chunk.ts'
 import { scoreBulkChunk, type ChunkItem, type ChunkParams } from '../../src/pool/score-chunk.ts'
 import { ScoringPool } from '../../src/pool/scoring-pool.ts'
 import { SpareBuffers } from '../../src/pool/byte-sink.ts'
-import { HistoryItems, itemFragment, kInvalidVerdictMembers } from '../../src/pool/history-codec.ts'
+import { HistoryItems, kInvalidVerdictMembers } from '../../src/pool/history-codec.ts'
+import { itemFragment } from '../fixtures/history-record.ts'
 import { sampleSnapshot, sampleSnapshotData } from '../helper.ts'
 
 const kParams: ChunkParams = { mode: 'bulk', format: 'json', scoringVersion: null, signalDetails: 'none', evidenceDetails: 'none' }

@@ -14,9 +14,9 @@ import { SqliteStore } from '../../src/store/sqlite.ts'
 import { kBlockItems, storedItems } from '../../src/store/sqlite-history.ts'
 import type { HistoryRecord, SearchFilters } from '../../src/store/types.ts'
 import { HistoryItems, type HistoryPart } from '../../src/store/history-block.ts'
-import { historyParts, itemFragment, kInvalidVerdictMembers } from '../../src/pool/history-codec.ts'
+import { historyParts, kInvalidVerdictMembers } from '../../src/pool/history-codec.ts'
 import type { HistoryEnvelope } from '../../src/pool/history-types.ts'
-import { historyEnvelope, historyRecord } from '../fixtures/history-record.ts'
+import { historyEnvelope, historyRecord, itemFragment } from '../fixtures/history-record.ts'
 
 function tempDir (t: { after: (fn: () => void) => void }): string {
   const dir = mkdtempSync(join(tmpdir(), 'iocv-sqlite-'))
