@@ -21,10 +21,8 @@ import { join } from 'node:path'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { Bench } from 'tinybench'
-import {
-  assess, compileSnapshot, DEFAULT_PROFILE, loadManifest, loadSnapshot, normalize, render, score, Snapshot,
-  type IndicatorType, type NormalizedIndicator, type ScoreParams
-} from '../src/engine/index.ts'
+import { assess, DEFAULT_PROFILE, normalize, render, score, Snapshot, type IndicatorType, type NormalizedIndicator, type ScoreParams } from '../src/engine/index.ts'
+import { compileSnapshot, loadManifest, loadSnapshot } from '../src/intel/index.ts'
 import { mixedCorpus, type CorpusItem } from './corpus.ts'
 
 const kRoot = join(import.meta.dirname, '..')

@@ -13,7 +13,7 @@ import { registerParsers } from './http/content.ts'
 import { mgmtRoutes } from './http/routes-mgmt.ts'
 import { serviceRoutes } from './http/routes-service.ts'
 import { verdictRoutes } from './http/routes-verdict.ts'
-import type { HistorySink } from './pool/history-types.ts'
+import type { HistorySink } from './history/types.ts'
 import type { IntelService } from './pool/intel-service.ts'
 import type { QuotaCounter, Store } from './store/index.ts'
 

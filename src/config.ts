@@ -87,6 +87,18 @@ const kFields: Record<string, Field> = {
   IOC_SHUTDOWN_TIMEOUT_MS: { key: 'shutdownTimeoutMs', kind: 'int', min: 100, max: 3_600_000 }
 }
 
+/** Which store to open (the history writer's thread opens its own connection with the same options). */
+export type StoreOptions =
+  | { kind: 'sqlite', path: string }
+  | { kind: 'postgres', url: string, schema?: string }
+
+/** Store options from the config (the history worker opens its own connection with the same options). */
+export function storeOptions (config: Readonly<Config>): StoreOptions {
+  return config.store === 'postgres'
+    ? { kind: 'postgres', url: config.databaseUrl as string, schema: config.databaseSchema }
+    : { kind: 'sqlite', path: join(config.dataDir, 'ioc-verdict.db') }
+}
+
 /** Defaults, with units. */
 export function defaults (): Config {
   return {

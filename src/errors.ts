@@ -42,3 +42,30 @@ export const InternalError = createError('INTERNAL_ERROR', 'internal error', 500
 
 /** Codes that carry a Retry-After header. */
 export const kRetryAfterCodes = new Set(['QUOTA_EXCEEDED', 'OVERLOADED', 'SCORING_FAILED'])
+
+// --- internal: store and quota layer -----------------------------------------------------------
+// Plain Error subclasses with a stable `code` and no Fastify dependency, so the stores, the history writer's
+// thread and the CLI use them too; the HTTP error handler maps them onto the public codes above (toPublicError).
+// Messages never carry a key, a secret or a connection string: callers may show them to operators.
+
+/** Stable codes of store errors; `INVALID_REQUEST` is the public 400 code, the others are internal. */
+export type StoreErrorCode =
+  | 'INVALID_REQUEST'
+  | 'INVALID_KEY_OPTIONS'
+  | 'INVALID_RECORD'
+  | 'INVALID_OPTIONS'
+  | 'STORE_CLOSED'
+  | 'STORE_UNAVAILABLE'
+  | 'STORE_ERROR'
+  | 'QUOTA_UNAVAILABLE'
+
+/** An error of the store or quota layer; `code` is stable, `message` is for humans. */
+export class StoreError extends Error {
+  readonly code: StoreErrorCode
+
+  constructor (code: StoreErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'StoreError'
+    this.code = code
+  }
+}

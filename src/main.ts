@@ -5,10 +5,11 @@
  */
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { ConfigError, loadConfig, type Config } from './config.ts'
-import { DEFAULT_PROFILE, intelBuild, intelCheck, loadManifest, score, selectProfile, Snapshot, loadSnapshot } from './engine/index.ts'
+import { ConfigError, loadConfig, storeOptions, type Config } from './config.ts'
+import { DEFAULT_PROFILE, score, selectProfile, Snapshot } from './engine/index.ts'
+import { intelBuild, intelCheck, loadManifest, loadSnapshot } from './intel/index.ts'
 import { openStore, PERMISSIONS } from './store/index.ts'
-import { intelSource, startService, storeOptions } from './service.ts'
+import { intelSource, startService } from './service.ts'
 
 const kUsage = `usage: ioc-verdict <command>
 

@@ -8,11 +8,12 @@ import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import pino, { type Logger } from 'pino'
 import { buildApp } from './app.ts'
-import type { Config } from './config.ts'
-import { startHistory, type HistoryClient } from './pool/history-client.ts'
-import { buildSnapshot, IntelService, type IntelSourceOptions } from './pool/intel-service.ts'
-import { SpareBuffers } from './pool/byte-sink.ts'
-import { openQuota, openStore, type QuotaCounter, type Store, type StoreOptions } from './store/index.ts'
+import { storeOptions, type Config } from './config.ts'
+import { startHistory, type HistoryClient } from './history/client.ts'
+import { buildSnapshot, type IntelSourceOptions } from './intel/index.ts'
+import { IntelService } from './pool/intel-service.ts'
+import { SpareBuffers } from './bytes/byte-sink.ts'
+import { openQuota, openStore, type QuotaCounter, type Store } from './store/index.ts'
 
 /**
  * History part buffers kept between the writer handing them back and the scoring threads taking them: a bulk takes
@@ -30,13 +31,6 @@ export interface Service {
   logger: Logger
   /** Key printed on a first start, or null. */
   bootstrapKey: string | null
-}
-
-/** Store options from the config (the history worker opens its own connection with the same options). */
-export function storeOptions (config: Readonly<Config>): StoreOptions {
-  return config.store === 'postgres'
-    ? { kind: 'postgres', url: config.databaseUrl as string, schema: config.databaseSchema }
-    : { kind: 'sqlite', path: join(config.dataDir, 'ioc-verdict.db') }
 }
 
 /** Where the intel snapshot comes from. */

@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, type TestContext } from 'node:test'
 import { loadConfig, type Config } from '../src/config.ts'
-import { loadManifest, loadSnapshot, Snapshot, type SnapshotData } from '../src/engine/index.ts'
+import { Snapshot, type SnapshotData } from '../src/engine/index.ts'
+import { loadManifest, loadSnapshot } from '../src/intel/index.ts'
 import { startService, type Service } from '../src/service.ts'
 
 /** Compiled intel shared by every test process (keyed by its inputs, so it is never stale). */

@@ -6,9 +6,9 @@
  */
 import { parentPort, workerData } from 'node:worker_threads'
 import { openStore, partRows, type HistoryPart, type HistoryRow, type Store, type StoreOptions } from '../src/store/index.ts'
-import { historyParts } from '../src/pool/history-codec.ts'
-import type { HistoryEnvelope } from '../src/pool/history-types.ts'
-import { Spool } from '../src/pool/spool.ts'
+import { historyParts } from '../src/history/codec.ts'
+import type { HistoryEnvelope } from '../src/history/types.ts'
+import { Spool } from '../src/history/spool.ts'
 
 /** Settings from the main thread. */
 export interface HistoryWorkerData {

@@ -3,7 +3,7 @@
  * The snapshot's SharedArrayBuffer is shared with the receiver, not copied.
  */
 import { parentPort, workerData } from 'node:worker_threads'
-import { loadManifest, loadSnapshot } from '../src/engine/index.ts'
+import { loadManifest, loadSnapshot } from '../src/intel/index.ts'
 
 /** Input of a build. */
 export interface IntelBuildRequest {

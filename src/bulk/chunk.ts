@@ -2,10 +2,17 @@
  * Groups a bulk request's indicators by shard, remembering where each came from, so every shard's worker
  * gets one chunk and the merge can put each answer back at its original index.
  */
-import { normalizeActionSource, normalizeActionTaken } from '../http/request-fields.ts'
-import type { BulkBody } from '../http/schemas.ts'
+import { normalizeActionSource, normalizeActionTaken } from './log-fields.ts'
 import { shardOf } from '../pool/scoring-pool.ts'
 import type { ChunkItem } from '../pool/score-chunk.ts'
+
+/** One indicator of a bulk request as the route's schema lets it through (spec 4.2): type and value are checked per item by the scoring workers. */
+export interface BulkIndicator {
+  type?: unknown
+  value?: unknown
+  action_taken?: string | null
+  action_source?: string | null
+}
 
 /** Indicators grouped by shard with their positions. */
 export interface Chunks {
@@ -20,12 +27,12 @@ export interface Chunks {
  * Validates log-only fields (a bad action_source rejects the whole batch: spec 4.2 rule 3) and groups by shard.
  * The loop touches each item once and allocates only the forwarded tuple.
  */
-export function chunkIndicators (indicators: BulkBody['indicators'], shards: number): Chunks {
+export function chunkIndicators (indicators: readonly BulkIndicator[], shards: number): Chunks {
   const items: ChunkItem[][] = Array.from({ length: shards }, () => [])
   const shard = new Uint16Array(indicators.length)
   const pos = new Uint32Array(indicators.length)
   for (let i = 0; i < indicators.length; i++) {
-    const ind = indicators[i] as BulkBody['indicators'][number]
+    const ind = indicators[i] as BulkIndicator
     const actionSource = normalizeActionSource(ind.action_source, i)
     const s = shardOf(ind.value, shards)
     const list = items[s] as ChunkItem[]

@@ -2,7 +2,7 @@
  * Joins the workers' pre-encoded result items in request order into one response body.
  * The main thread copies bytes; it never builds or stringifies per-item objects.
  */
-import { outputBuffer, SpareBuffers } from '../pool/byte-sink.ts'
+import { outputBuffer, SpareBuffers } from '../bytes/byte-sink.ts'
 import { clientPackr } from '../pool/score-chunk.ts'
 import type { Chunks } from './chunk.ts'
 

@@ -7,10 +7,10 @@
  */
 import { parse as parseDomain } from 'tldts'
 import { formatIp, normalize } from './normalize/index.ts'
-import { networkKey } from './intel/compile.ts'
-import type { KeyPair } from './intel/hash.ts'
-import type { Snapshot } from './intel/snapshot.ts'
-import type { SourceMeta } from './intel/source.ts'
+import { networkKey } from './snapshot/format.ts'
+import type { KeyPair } from './snapshot/hash.ts'
+import type { Snapshot } from './snapshot/snapshot.ts'
+import type { SourceMeta } from './snapshot/source.ts'
 import type { ScoringProfile } from './profiles.ts'
 import { dgaLike, homograph, lookalike } from './signals/lexical.ts'
 import {

@@ -3,7 +3,7 @@
  */
 import type { FastifyInstance } from 'fastify'
 import { NotFoundError } from '../errors.ts'
-import type { HistorySink } from '../pool/history-types.ts'
+import type { HistorySink } from '../history/types.ts'
 import type { IntelService } from '../pool/intel-service.ts'
 import type { QuotaCounter, Store } from '../store/index.ts'
 

@@ -8,12 +8,13 @@ import { InvalidIndicatorError, OverloadedError, ScoringFailedError, TooManyIndi
 import type { Admission, Ticket } from '../bulk/admission.ts'
 import { chunkIndicators } from '../bulk/chunk.ts'
 import { AnswerBuffers, mergeJson, mergeMsgpack } from '../bulk/merge.ts'
-import type { HistoryEnvelope, HistorySink } from '../pool/history-types.ts'
+import type { HistoryEnvelope, HistorySink } from '../history/types.ts'
 import type { IntelService } from '../pool/intel-service.ts'
 import { clientPackr, type BulkChunkOutput, type ChunkParams } from '../pool/score-chunk.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
 import { responseFormat } from './content.ts'
-import { engineVersion, envelopeOf, normalizeActionSource, normalizeActionTaken, sourceOf } from './request-fields.ts'
+import { normalizeActionSource, normalizeActionTaken } from '../bulk/log-fields.ts'
+import { engineVersion, envelopeOf, sourceOf } from './request-fields.ts'
 import { bulkBodySchema, singleBodySchema, type BulkBody, type SingleBody } from './schemas.ts'
 
 /** Most indicators one bulk request may carry (spec 8). */

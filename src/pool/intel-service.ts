@@ -4,38 +4,9 @@
  * (one request never mixes snapshots), and the old pool closes once drained. Cache keys carry the snapshot
  * version, so no verdict from the old data is served after the swap.
  */
-import { Worker } from 'node:worker_threads'
-import { kWorkerShim, workerEntry } from './worker-entry.ts'
 import type { SnapshotData } from '../engine/index.ts'
+import { buildSnapshot, type IntelSourceOptions } from '../intel/index.ts'
 import { ScoringPool, type ScoringPoolOptions } from './scoring-pool.ts'
-
-/** Where snapshots come from. */
-export interface IntelSourceOptions {
-  manifest: string
-  cacheDir: string | null
-  asnDir: string | null
-  countryDir: string | null
-}
-
-/** Loads or compiles a snapshot on a worker thread. */
-export async function buildSnapshot (options: IntelSourceOptions, force = false): Promise<{ data: SnapshotData, warm: boolean, ms: number }> {
-  return await new Promise((resolve, reject) => {
-    const worker = new Worker(kWorkerShim, { workerData: { entry: workerEntry('intel-build'), ...options, force } })
-    let settled = false
-    worker.once('message', (msg: { ok: true, data: SnapshotData, warm: boolean, ms: number } | { ok: false, message: string }) => {
-      settled = true
-      if (msg.ok) resolve({ data: msg.data, warm: msg.warm, ms: msg.ms })
-      else reject(new Error(`intel build failed: ${msg.message}`))
-    })
-    worker.once('error', (err) => {
-      settled = true
-      reject(new Error('intel build worker failed', { cause: err }))
-    })
-    worker.once('exit', (code) => {
-      if (!settled) reject(new Error(`intel build worker exited with code ${code}`))
-    })
-  })
-}
 
 /** Result of a reload. */
 export interface ReloadResult { version: string, data_timestamp: string, warm: boolean, build_ms: number }

@@ -6,8 +6,8 @@
 import { Packr } from 'msgpackr'
 import { assess, normalize, render, selectProfile, type Assessment, type ScoringProfile, type Snapshot } from '../engine/index.ts'
 import type { EvidenceDetails, IndicatorType, NormalizedIndicator, SignalDetails } from '../engine/types.ts'
-import { ByteSink } from './byte-sink.ts'
-import { HistoryItems, itemTail, kInvalidVerdictMembers } from './history-codec.ts'
+import { ByteSink } from '../bytes/byte-sink.ts'
+import { HistoryItems, itemTail, kInvalidVerdictMembers } from '../history/codec.ts'
 import { hash30, noneTail, VerdictCache, type VerdictTexts } from './verdict-cache.ts'
 
 /** One indicator as the main thread forwards it: [type, value, action_taken, action_source (normalized)]. */

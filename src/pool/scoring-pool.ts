@@ -4,9 +4,10 @@
  * scorer on the calling thread; it is the tests' and the benchmark's baseline.
  */
 import { Piscina } from 'piscina'
+import { fnv1aFolded } from '../bytes/fnv.ts'
 import { Snapshot, type SnapshotData } from '../engine/index.ts'
-import { SpareBuffers } from './byte-sink.ts'
-import { kWorkerShim, workerEntry } from './worker-entry.ts'
+import { SpareBuffers } from '../bytes/byte-sink.ts'
+import { kWorkerShim, workerEntry } from '../worker-entry.ts'
 import {
   createShardCache, scoreBulkChunk, scoreSingle, threadPackr,
   type BulkChunkOutput, type ChunkItem, type ChunkParams, type ScoringContext, type SingleChunkOutput
@@ -31,13 +32,7 @@ export interface ScoringPoolOptions {
 export function shardOf (value: unknown, shards: number): number {
   if (shards <= 1) return 0
   if (typeof value !== 'string') return 0
-  let h = 0x811c9dc5
-  for (let i = 0; i < value.length; i++) {
-    let c = value.charCodeAt(i)
-    if (c >= 65 && c <= 90) c += 32
-    h = Math.imul(h ^ c, 0x01000193)
-  }
-  return (h >>> 0) % shards
+  return fnv1aFolded(value) % shards
 }
 
 /** Scores chunks on worker threads or inline. */

@@ -17,8 +17,8 @@
  */
 import { LRUCache } from 'lru-cache'
 import type { Assessment } from '../engine/index.ts'
-import { fnv1a } from '../store/history-block.ts'
-import { utf8Into } from './byte-sink.ts'
+import { fnv1a } from '../bytes/fnv.ts'
+import { utf8Into } from '../bytes/byte-sink.ts'
 
 /**
  * Ring bytes reserved per verdict of capacity. An entry (header, key, assessment JSON) took 540-1,300 bytes (10th to

@@ -7,7 +7,7 @@
  * strong and keeps authentication off the CPU budget of the request path.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
-import { StoreError } from './store-error.ts'
+import { StoreError } from '../errors.ts'
 import type { CreateKeyOptions } from './types.ts'
 
 /** Every permission a key may carry, in canonical order. */

@@ -4,24 +4,22 @@
 import { PostgresStore } from './postgres.ts'
 import { MemoryQuota, RedisQuota, type QuotaCounter, type UsageSource } from './quota.ts'
 import { SqliteStore } from './sqlite.ts'
-import { StoreError } from './store-error.ts'
+import { StoreError } from '../errors.ts'
 import type { Store } from './types.ts'
+import type { StoreOptions } from '../config.ts'
 
 export { PERMISSIONS, type Permission } from './api-keys.ts'
-export { DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, column, optionalColumn, type HistoryRow } from './history-rows.ts'
-export { HistoryItems, partRows, type HistoryPart } from './history-block.ts'
+export { DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, column, optionalColumn, type HistoryRow } from '../history/rows.ts'
+export { HistoryItems, partRows, type HistoryPart } from '../history/block.ts'
 export { PostgresStore, type PostgresStoreOptions } from './postgres.ts'
 export { MemoryQuota, RedisQuota } from './quota.ts'
 export type { QuotaCounter, ReserveResult, UsageSource, MemoryQuotaOptions, RedisQuotaOptions } from './quota.ts'
 export { SqliteStore, type SqliteStoreOptions } from './sqlite.ts'
-export { StoreError, type StoreErrorCode } from './store-error.ts'
-export { utcDayOf, secondsUntilNextUtcMidnight } from './utc-day.ts'
+export { StoreError, type StoreErrorCode } from '../errors.ts'
+export { utcDayOf, secondsUntilNextUtcMidnight } from '../history/utc-day.ts'
 export type * from './types.ts'
 
-/** Which store to open. */
-export type StoreOptions =
-  | { kind: 'sqlite', path: string }
-  | { kind: 'postgres', url: string, schema?: string }
+export type { StoreOptions } from '../config.ts'
 
 /** Which quota counter to open; `store` seeds counters from durable usage. */
 export type QuotaOptions =

@@ -8,14 +8,14 @@
  */
 import pg from 'pg'
 import { generateKey, isKeyId, parseKey, secretMatches, validateKeyOptions } from './api-keys.ts'
-import { partRows, type HistoryPart } from './history-block.ts'
+import { partRows, type HistoryPart } from '../history/block.ts'
 import {
   columnFilter, continuationUid, decodeCursor, encodeCursor, MAX_INDEXED_CHARS, recordJson, requestRuns, toRows, usageDeltas,
   validateFilters, validateLimit, type Cursor, type HistoryRow, type ValidFilters
-} from './history-rows.ts'
+} from '../history/rows.ts'
 import { safeCause, scrub, secretsOf } from './redact.ts'
-import { StoreError } from './store-error.ts'
-import { assertUtcDay } from './utc-day.ts'
+import { StoreError } from '../errors.ts'
+import { assertUtcDay } from '../history/utc-day.ts'
 import type {
   ApiKeyRecord, CreatedKey, CreateKeyOptions, HistoryRecord, SearchFilters, SearchPage, Store, UsageReport
 } from './types.ts'

@@ -8,8 +8,8 @@
  */
 import { Redis } from 'ioredis'
 import { safeCause, scrub, secretsOf } from './redact.ts'
-import { StoreError } from './store-error.ts'
-import { assertUtcDay, secondsUntilNextUtcMidnight, utcDayOf, utcDayStartMs } from './utc-day.ts'
+import { StoreError } from '../errors.ts'
+import { assertUtcDay, secondsUntilNextUtcMidnight, utcDayOf, utcDayStartMs } from '../history/utc-day.ts'
 import type { Store } from './types.ts'
 
 /** Outcome of a reservation: admitted with the new count, or refused with the count unchanged. */

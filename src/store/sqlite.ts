@@ -7,17 +7,17 @@
  */
 import Database from 'better-sqlite3'
 import { generateKey, isKeyId, parseKey, secretMatches, validateKeyOptions } from './api-keys.ts'
-import { HistoryItems, type HistoryPart } from './history-block.ts'
+import { HistoryItems, type HistoryPart } from '../history/block.ts'
 import {
   continuationUid, decodeCursor, encodeCursor, MAX_INDEXED_CHARS, recordJson, requestFields, requestRuns, toRows, usageDeltas,
   validateFilters, validateLimit, type HistoryRow
-} from './history-rows.ts'
+} from '../history/rows.ts'
 import {
   BlockWriter, blockScanSql, kBlockItems, kBlockStatementSql, migrateRowsToBlocks, prepareBlockWriter, readsBlocks,
   requestWalkSql, scanBlocks, walkRequests, type BlockStatements, type BlockWriterStatements, type FoundItem
-} from './sqlite-history.ts'
-import { StoreError } from './store-error.ts'
-import { assertUtcDay } from './utc-day.ts'
+} from '../history/sqlite-search.ts'
+import { StoreError } from '../errors.ts'
+import { assertUtcDay } from '../history/utc-day.ts'
 import type {
   ApiKeyRecord, CreatedKey, CreateKeyOptions, HistoryRecord, SearchFilters, SearchPage, Store, UsageReport
 } from './types.ts'

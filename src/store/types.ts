@@ -33,75 +33,6 @@ export interface CreatedKey {
   record: ApiKeyRecord
 }
 
-/** Indicator as recorded in history: the value exactly as sent, plus its type and normalized form when known. */
-export interface HistoryIndicator {
-  type: string | null
-  value: string
-  normalized: string | null
-}
-
-/** Caller identification for audit logging (spec 2.2 `source`). */
-export interface HistorySource {
-  channel?: string
-  product?: string
-  integration_id?: string
-  event_type?: string
-  severity_hint?: string
-}
-
-/** One history record (spec 2.6 plus API.md "History and its replacement"); plain data, msgpack-friendly. */
-export interface HistoryRecord {
-  /** ISO 8601 with millisecond precision; stored and returned as `YYYY-MM-DDTHH:mm:ss.sssZ`. */
-  date: string
-  request_id: string
-  /** Null for single calls. */
-  bulk_request_id: string | null
-  http_status: number
-  /** 'api_key' for the verdict endpoints. */
-  auth_type: string
-  tenant: string
-  /** The key id, never the key. */
-  apikey: string
-  indicator: HistoryIndicator
-  evidence_details: string
-  label_details: string
-  risk: object | null
-  scores: object | null
-  labels: object[]
-  label_count: number
-  action_taken: string | null
-  action_source: string | null
-  source: HistorySource | null
-  scoring_version: string | null
-  query_type: string | null
-  project_id: string | null
-  project_name: string | null
-  user_id: string | null
-}
-
-/** Filters of GET /api/v2/mgmt/enrich-logs/search-history (API.md); all optional and combined with AND. */
-export interface SearchFilters {
-  /** Inclusive lower bound, ISO 8601 date-time with offset, or a date (UTC midnight). */
-  date_gte?: string
-  /** Exclusive upper bound, same formats as date_gte. */
-  date_lt?: string
-  user_id?: string
-  apikey?: string
-  /** True drops every record that carries a bulk_request_id. */
-  exclude_bulk_requests?: boolean
-  auth_type?: string
-  indicator_type?: string
-  /** Matches `indicator.value` exactly as sent (not the normalized form; see searchHistory). */
-  indicator_value?: string
-}
-
-/** One page of search results, newest first. */
-export interface SearchPage {
-  results: HistoryRecord[]
-  /** Opaque; pass it back to get the next page. Null on the last page. */
-  next_cursor: string | null
-}
-
 /** Usage of one key on one day. */
 export interface KeyUsage {
   apikey: string
@@ -118,8 +49,11 @@ export interface UsageReport {
   total: number
 }
 
-import type { HistoryRow } from './history-rows.ts'
-import type { HistoryPart } from './history-block.ts'
+import type { HistoryRow } from '../history/rows.ts'
+import type { HistoryPart } from '../history/block.ts'
+import type { HistoryRecord, SearchFilters, SearchPage } from '../history/types.ts'
+
+export type { HistoryIndicator, HistoryRecord, HistorySource, SearchFilters, SearchPage } from '../history/types.ts'
 
 /** Persistence of keys, history and usage counters. */
 export interface Store {

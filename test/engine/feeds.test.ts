@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os'
 import { dirname, isAbsolute, join } from 'node:path'
 import { describe, test, type TestContext } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { kFeedParsers, parseFeed } from '../../src/engine/intel/feeds/index.ts'
-import { parseStixPattern } from '../../src/engine/intel/feeds/stix-pattern.ts'
-import { loadManifest, readFeed } from '../../src/engine/intel/manifest.ts'
+import { kFeedParsers, parseFeed } from '../../src/intel/feeds/index.ts'
+import { parseStixPattern } from '../../src/intel/feeds/stix-pattern.ts'
+import { loadManifest, readFeed } from '../../src/intel/manifest.ts'
 import { FEED_FORMATS, type FeedEntry, type FeedFormat, type FeedParseResult } from '../../src/engine/types.ts'
 
 const kRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..')

@@ -9,10 +9,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
 import { mixedCorpus } from '../../bench/corpus.ts'
-import {
-  assess, compileSnapshot, DEFAULT_PROFILE, kTopSignals, loadManifest, normalize, PROFILES, render, score, selectProfile,
-  Snapshot, type ScoreParams, type ScoringProfile, type ThreatSignal, type Verdict
-} from '../../src/engine/index.ts'
+import { assess, DEFAULT_PROFILE, kTopSignals, normalize, PROFILES, render, score, selectProfile, Snapshot, type ScoreParams, type ScoringProfile, type ThreatSignal, type Verdict } from '../../src/engine/index.ts'
+import { compileSnapshot, loadManifest } from '../../src/intel/index.ts'
 import { kParseOptions } from '../../src/engine/score.ts'
 import { kSampleManifest, sampleSnapshot, sampleSnapshotData } from '../helper.ts'
 

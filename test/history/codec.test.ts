@@ -4,10 +4,10 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { historyRows, HistoryItems, itemTail, kInvalidVerdictMembers } from '../../src/pool/history-codec.ts'
+import { historyRows, HistoryItems, itemTail, kInvalidVerdictMembers } from '../../src/history/codec.ts'
 import { itemFragment } from '../fixtures/history-record.ts'
-import type { HistoryEnvelope } from '../../src/pool/history-types.ts'
-import { recordJson, type HistoryRow } from '../../src/store/history-rows.ts'
+import type { HistoryEnvelope } from '../../src/history/types.ts'
+import { recordJson, type HistoryRow } from '../../src/history/rows.ts'
 
 const kEnvelope: HistoryEnvelope = {
   date: '2026-11-21T10:00:00.000Z',

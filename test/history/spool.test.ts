@@ -7,7 +7,7 @@ import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test, type TestContext } from 'node:test'
-import { Spool } from '../../src/pool/spool.ts'
+import { Spool } from '../../src/history/spool.ts'
 import type { HistoryRow } from '../../src/store/index.ts'
 
 function spoolDir (t: TestContext): string {

@@ -3,8 +3,8 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { decodeCursor, encodeCursor, recordJson, requestRuns, toRows, usageDeltas } from '../../src/store/history-rows.ts'
-import { isUtcDay, parseTimestamp, secondsUntilNextUtcMidnight } from '../../src/store/utc-day.ts'
+import { decodeCursor, encodeCursor, recordJson, requestRuns, toRows, usageDeltas } from '../../src/history/rows.ts'
+import { isUtcDay, parseTimestamp, secondsUntilNextUtcMidnight } from '../../src/history/utc-day.ts'
 import type { HistoryRecord } from '../../src/store/types.ts'
 
 test('timestamps need an offset unless they are a plain date, and fractions are cut to milliseconds', () => {

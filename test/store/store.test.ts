@@ -3,7 +3,7 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { toRows, type HistoryRow } from '../../src/store/history-rows.ts'
+import { toRows, type HistoryRow } from '../../src/history/rows.ts'
 import type { HistoryRecord, SearchFilters } from '../../src/store/types.ts'
 import { storeBackends, type ExplainableStore } from './backends.ts'
 import { historyRecord } from '../fixtures/history-record.ts'

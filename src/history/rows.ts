@@ -1,0 +1,345 @@
+/**
+ * Store-independent handling of history: record validation and flattening into rows, usage deltas,
+ * search filter validation and the opaque pagination cursor. SQLite and PostgreSQL differ only in SQL.
+ */
+import { randomUUID } from 'node:crypto'
+import { StoreError } from '../errors.ts'
+import { isCanonicalIso, parseTimestamp, utcDayOf } from './utc-day.ts'
+import type { HistoryRecord, SearchFilters } from './types.ts'
+
+/** Page size of search-history when the caller gives none (API.md). */
+export const DEFAULT_SEARCH_LIMIT = 100
+/** Largest page a search may ask for. */
+export const MAX_SEARCH_LIMIT = 1000
+/**
+ * The indicator_value index covers only this many leading characters (an expression index): a PostgreSQL btree
+ * entry must fit in about 2.7 kB, and one over-long value must not make a whole batch fail forever. Searches
+ * compare the prefix through the index and the full value on the row, so matching stays exact.
+ * Part of the schema (migration 1 of both stores): changing it needs a new migration that rebuilds the index.
+ */
+export const MAX_INDEXED_CHARS = 512
+
+/** The request-level fields of a history record as the stores keep them (columns sanitized with column()). */
+export interface HistoryRequestFields {
+  /** Unique per request (the service assigns it); every row or part of one request carries the same uid and envelope. */
+  uid: string
+  ts: number
+  date: string
+  day: string
+  tenant: string
+  requestId: string
+  bulkRequestId: string | null
+  httpStatus: number
+  authType: string
+  apikey: string
+  userId: string | null
+  /** JSON object text of the request-level fields (date, request_id, bulk_request_id, http_status, ...). */
+  envelope: string
+}
+
+/** The request fields of a row or part, copied. */
+export function requestFields (r: HistoryRequestFields): HistoryRequestFields {
+  return {
+    uid: r.uid,
+    ts: r.ts,
+    date: r.date,
+    day: r.day,
+    tenant: r.tenant,
+    requestId: r.requestId,
+    bulkRequestId: r.bulkRequestId,
+    httpStatus: r.httpStatus,
+    authType: r.authType,
+    apikey: r.apikey,
+    userId: r.userId,
+    envelope: r.envelope
+  }
+}
+
+/**
+ * One history record, split into its request half (shared by every record of one request) and its indicator half.
+ * The stored record is the JSON object `envelope` with the members of `item` added:
+ * `${envelope.slice(0, -1)},${item}}` (see recordJson).
+ */
+export interface HistoryRow extends HistoryRequestFields {
+  indicatorType: string | null
+  indicatorValue: string
+  indicatorNormalized: string | null
+  /** JSON members text, without braces, of the indicator-level fields ("indicator":...,"risk":...,...). */
+  item: string
+}
+
+/** The record's JSON text from its two halves. */
+export function recordJson (envelope: string, item: string): string {
+  return `${envelope.slice(0, -1)},${item}}`
+}
+
+/** Rows to add to one usage counter. */
+export interface UsageDelta {
+  tenant: string
+  keyId: string
+  day: string
+  count: number
+}
+
+/** Validated search filters, timestamps as epoch milliseconds. */
+export interface ValidFilters {
+  gteMs: number | null
+  ltMs: number | null
+  userId: string | null
+  apikey: string | null
+  excludeBulk: boolean
+  authType: string | null
+  indicatorType: string | null
+  indicatorValue: string | null
+}
+
+/** Position after the last row of a page: newest-first order is (date, item id) descending. */
+export interface Cursor {
+  ts: number
+  date: string
+  id: number
+}
+
+// PostgreSQL text cannot hold NUL; replacing it in the column copies (the envelope and item JSON keep the
+// original, escaped) keeps both stores accepting and matching the same records.
+/** A text column value: NUL becomes U+FFFD (PostgreSQL text cannot hold NUL; the JSON halves keep the original). */
+export function column (value: string): string {
+  return value.includes('\u0000') ? value.replaceAll('\u0000', '\uFFFD') : value
+}
+
+/** column() for nullable values. */
+export function optionalColumn (value: string | null | undefined): string | null {
+  return value === null || value === undefined ? null : column(value)
+}
+
+function invalid (index: number, what: string): StoreError {
+  return new StoreError('INVALID_RECORD', `history record ${index}: ${what}`)
+}
+
+function requireString (value: unknown, index: number, name: string): string {
+  if (typeof value !== 'string' || value.length === 0) throw invalid(index, `${name} must be a non-empty string`)
+  return value
+}
+
+function optionalString (value: unknown, index: number, name: string): string | null {
+  if (value === null || value === undefined) return null
+  if (typeof value !== 'string') throw invalid(index, `${name} must be a string or null`)
+  return value
+}
+
+/**
+ * Members of a record that belong to its indicator (the `item` half); every other member is request-level and goes
+ * to the `envelope`. The same split as the service's (src/pool/history-codec.ts).
+ */
+const kItemKeys: ReadonlySet<string> = new Set(['indicator', 'risk', 'scores', 'labels', 'label_count', 'action_taken', 'action_source'])
+
+/** The two halves of a validated record: envelope (JSON object text) and item (JSON members text, no braces). */
+function splitRecord (r: HistoryRecord, date: string): { envelope: string, item: string } {
+  const head: Record<string, unknown> = {}
+  const tail: Record<string, unknown> = {}
+  for (const key of Object.keys(r)) {
+    const value = key === 'date' ? date : (r as unknown as Record<string, unknown>)[key]
+    if (kItemKeys.has(key)) tail[key] = value
+    else head[key] = value
+  }
+  const envelope = JSON.stringify(head)
+  const item = JSON.stringify(tail)
+  // `indicator` is validated present, so item is never `{}`; a toJSON() could still turn a member into nothing.
+  if (typeof envelope !== 'string' || typeof item !== 'string' || item.length < 3 || !envelope.endsWith('}')) {
+    throw new Error('record halves are not JSON objects')
+  }
+  return { envelope, item: item.slice(1, -1) }
+}
+
+/**
+ * Validates and flattens records before any write, so a bad record rejects the batch before the transaction
+ * starts. Throws INVALID_RECORD (no field values in the message: they may be anything a client sent).
+ *
+ * Requests: consecutive records whose request-level half (envelope text: date, tenant, request_id, bulk_request_id,
+ * http_status, auth_type, apikey, user_id, ... everything but the indicator's members) is identical share one new
+ * uid, so they are stored as one request row; any other record starts a new one. Grouping only saves space: a
+ * search returns the same records either way.
+ */
+export function toRows (records: readonly HistoryRecord[]): HistoryRow[] {
+  if (!Array.isArray(records)) throw new StoreError('INVALID_RECORD', 'history records must be an array')
+  const rows: HistoryRow[] = new Array(records.length)
+  let previous: HistoryRow | null = null
+  for (let i = 0; i < records.length; i++) {
+    const r = records[i] as HistoryRecord
+    if (r === null || typeof r !== 'object') throw invalid(i, 'not an object')
+    const ts = parseTimestamp(r.date)
+    if (ts === null) throw invalid(i, 'date must be an ISO 8601 timestamp with offset')
+    const date = new Date(ts).toISOString()
+    if (!Number.isInteger(r.http_status)) throw invalid(i, 'http_status must be an integer')
+    const ind = r.indicator
+    if (ind === null || typeof ind !== 'object' || typeof ind.value !== 'string') throw invalid(i, 'indicator.value must be a string')
+    let halves: { envelope: string, item: string }
+    try {
+      halves = splitRecord(r, date)
+    } catch (err) {
+      throw new StoreError('INVALID_RECORD', `history record ${i}: not serializable as JSON`, { cause: err })
+    }
+    const row: HistoryRow = {
+      uid: previous !== null && previous.envelope === halves.envelope ? previous.uid : randomUUID(),
+      ts,
+      date,
+      day: utcDayOf(ts),
+      tenant: column(requireString(r.tenant, i, 'tenant')),
+      requestId: column(requireString(r.request_id, i, 'request_id')),
+      bulkRequestId: optionalColumn(optionalString(r.bulk_request_id, i, 'bulk_request_id')),
+      httpStatus: r.http_status,
+      authType: column(requireString(r.auth_type, i, 'auth_type')),
+      apikey: column(requireString(r.apikey, i, 'apikey')),
+      userId: optionalColumn(optionalString(r.user_id, i, 'user_id')),
+      indicatorType: optionalColumn(optionalString(ind.type, i, 'indicator.type')),
+      indicatorValue: column(ind.value),
+      indicatorNormalized: optionalColumn(optionalString(ind.normalized, i, 'indicator.normalized')),
+      envelope: halves.envelope,
+      item: halves.item
+    }
+    rows[i] = row
+    previous = row
+  }
+  return rows
+}
+
+/** A run of consecutive rows of one request within a batch: rows[start..end). */
+export interface RequestRun {
+  start: number
+  end: number
+  /** The row's uid, or null when an earlier run of the same batch already used it (see requestRuns). */
+  uid: string | null
+}
+
+/**
+ * Splits a batch into runs of consecutive rows with the same uid. A uid may legitimately continue the last run of
+ * the previous batch (the writer cuts batches anywhere); a uid that reappears later in the same batch (not expected
+ * from the writer) gets uid null, and the store files that run under a derived uid as a request row of its own.
+ */
+export function requestRuns (rows: readonly HistoryRow[]): RequestRun[] {
+  const runs: RequestRun[] = []
+  const seen = new Set<string>()
+  let start = 0
+  for (let i = 1; i <= rows.length; i++) {
+    const uid = (rows[start] as HistoryRow).uid
+    if (i < rows.length && (rows[i] as HistoryRow).uid === uid) continue
+    runs.push({ start, end: i, uid: seen.has(uid) ? null : uid })
+    seen.add(uid)
+    start = i
+  }
+  return runs
+}
+
+/**
+ * uid of a request row holding a run that cannot extend its request's row: the item ids of a request row form one
+ * contiguous range, so a continuation that does not start right after that range (another writer's items came in
+ * between, or a batch is replayed) becomes a row of its own. The derived uid is unique: an item id is only ever
+ * reused (SQLite, after a purge) once every item above it is gone, and with them every request row holding them.
+ */
+export function continuationUid (uid: string, firstItem: number): string {
+  return `${uid}:${firstItem}`
+}
+
+/** What usageDeltas counts: a row (one record) or a part of `count` records. */
+export interface Countable {
+  tenant: string
+  apikey: string
+  day: string
+  count?: number
+}
+
+/**
+ * One delta per (tenant, key, day), sorted: PostgreSQL transactions that upsert several counters then always
+ * lock them in the same order, so two concurrent batches cannot deadlock.
+ */
+export function usageDeltas (rows: readonly Countable[]): UsageDelta[] {
+  const byKey = new Map<string, UsageDelta>()
+  let d: UsageDelta | undefined
+  for (const row of rows) {
+    const n = row.count ?? 1
+    // Rows of one request are consecutive and share the three: count them without building a key.
+    if (d !== undefined && d.tenant === row.tenant && d.keyId === row.apikey && d.day === row.day) {
+      d.count += n
+      continue
+    }
+    const k = `${row.tenant}\u0000${row.apikey}\u0000${row.day}`
+    d = byKey.get(k)
+    if (d === undefined) {
+      d = { tenant: row.tenant, keyId: row.apikey, day: row.day, count: 0 }
+      byKey.set(k, d)
+    }
+    d.count += n
+  }
+  return [...byKey.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map((e) => e[1])
+}
+
+function filterString (value: unknown, name: string): string | null {
+  if (value === undefined || value === null) return null
+  if (typeof value !== 'string') throw new StoreError('INVALID_REQUEST', `${name} must be a string`)
+  return value
+}
+
+function filterDate (value: unknown, name: string): number | null {
+  if (value === undefined || value === null) return null
+  const ms = parseTimestamp(value)
+  if (ms === null) throw new StoreError('INVALID_REQUEST', `${name} must be an ISO 8601 date-time with offset, or a date`)
+  return ms
+}
+
+/** Validates search filters; throws INVALID_REQUEST. */
+export function validateFilters (filters: SearchFilters): ValidFilters {
+  if (filters === null || typeof filters !== 'object') throw new StoreError('INVALID_REQUEST', 'filters must be an object')
+  const excludeBulk = filters.exclude_bulk_requests ?? false
+  if (typeof excludeBulk !== 'boolean') throw new StoreError('INVALID_REQUEST', 'exclude_bulk_requests must be a boolean')
+  return {
+    gteMs: filterDate(filters.date_gte, 'date_gte'),
+    ltMs: filterDate(filters.date_lt, 'date_lt'),
+    userId: filterString(filters.user_id, 'user_id'),
+    apikey: filterString(filters.apikey, 'apikey'),
+    excludeBulk,
+    authType: filterString(filters.auth_type, 'auth_type'),
+    indicatorType: filterString(filters.indicator_type, 'indicator_type'),
+    indicatorValue: filterString(filters.indicator_value, 'indicator_value')
+  }
+}
+
+/** A text filter as compared with the columns: the full value, and the prefix the indicator_value index holds. */
+export function columnFilter (value: string): { full: string, prefix: string } {
+  const full = column(value)
+  // SQL substr/left count code points, not UTF-16 units: slice the same way or an emoji shifts the prefix.
+  const prefix = full.length <= MAX_INDEXED_CHARS ? full : Array.from(full).slice(0, MAX_INDEXED_CHARS).join('')
+  return { full, prefix }
+}
+
+/** Throws INVALID_REQUEST unless limit is an integer in 1..MAX_SEARCH_LIMIT. */
+export function validateLimit (limit: unknown): number {
+  if (!Number.isInteger(limit) || (limit as number) < 1 || (limit as number) > MAX_SEARCH_LIMIT) {
+    throw new StoreError('INVALID_REQUEST', `limit must be an integer from 1 to ${MAX_SEARCH_LIMIT}`)
+  }
+  return limit as number
+}
+
+/** Opaque cursor: base64url of JSON [date, id] of the last row returned. */
+export function encodeCursor (date: string, id: number): string {
+  return Buffer.from(JSON.stringify([date, String(id)]), 'utf8').toString('base64url')
+}
+
+/** Decodes a cursor made by encodeCursor; null means the first page. Throws INVALID_REQUEST for anything else. */
+export function decodeCursor (cursor: string | null | undefined): Cursor | null {
+  if (cursor === null || cursor === undefined) return null
+  const bad = new StoreError('INVALID_REQUEST', 'cursor is not a cursor returned by this endpoint')
+  // Buffer.from(.., 'base64url') silently skips foreign characters, so check the alphabet first.
+  if (typeof cursor !== 'string' || cursor.length === 0 || cursor.length > 200 || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw bad
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'))
+  } catch {
+    throw bad
+  }
+  if (!Array.isArray(parsed) || parsed.length !== 2) throw bad
+  const [date, id] = parsed as unknown[]
+  if (!isCanonicalIso(date) || typeof id !== 'string' || !/^[1-9]\d{0,15}$/.test(id)) throw bad
+  const n = Number(id)
+  if (!Number.isSafeInteger(n)) throw bad
+  return { ts: Date.parse(date), date, id: n }
+}

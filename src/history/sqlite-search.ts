@@ -1,0 +1,403 @@
+/**
+ * How the SQLite store keeps history items: as the encoded parts the scoring workers made (history-block.ts), one
+ * row per part, not one row per item.
+ *
+ * A part holds consecutive item ids of one request, [id, id + n). Parts are grouped into blocks per tenant: a block
+ * keeps what lets a search skip its parts without reading them, the date range of its requests, a mask of its
+ * items' types and a filter of its items' values (16 bits per item at kBlockItems, 4 probes). A tenant has one open
+ * block that new parts join until it holds kBlockItems items, so low-rate traffic (single calls, a few per flush)
+ * fills blocks as well as bulks do and a value search reads about one block per kBlockItems records.
+ *
+ * Writing a 10,000-item bulk is then a few part, block and request rows instead of 10,000 rows and 20,000 index
+ * entries: the history writer's cost per item fell from about 6 us to well under 1 us (docs/OPERATIONS.md).
+ */
+import type Database from 'better-sqlite3'
+import {
+  comparable, filterAdd, filterBits, filterHas, hashValue, HistoryItems, kStride, partHash, partStrings, partTypes, typeBit
+} from './block.ts'
+import type { Cursor, ValidFilters } from './rows.ts'
+
+/**
+ * Items a block takes before it closes. A part never straddles two blocks: the store cuts larger runs into parts of
+ * at most this size, and a scoring worker's part is one chunk of one request (at most 10,000 items).
+ */
+export const kBlockItems = 16_384
+/** Bytes of every block's value filter. */
+const kFilterBytes = filterBits(kBlockItems) / 8
+/** Blocks read per statement while a search scans blocks newest first. */
+const kBlockPage = 64
+/** Requests read per statement while a search walks requests newest first. */
+const kRequestPage = 256
+
+/** The part and block tables and their indexes (schema version 3). */
+export const kBlocksSchema = `
+  CREATE TABLE history_parts (
+    id INTEGER PRIMARY KEY,                -- the first item's id: the part holds items id .. id + n - 1
+    n INTEGER NOT NULL,
+    req INTEGER NOT NULL,                  -- history_requests.id (every item of a part belongs to one request)
+    block INTEGER NOT NULL,                -- history_blocks.id
+    part BLOB NOT NULL                     -- the encoded items (history-block.ts)
+  ) STRICT;
+  CREATE INDEX history_parts_block ON history_parts (block, id);
+  CREATE TABLE history_blocks (
+    id INTEGER PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    n INTEGER NOT NULL,                    -- items added (purge does not subtract: the filter still holds them)
+    min_ts INTEGER NOT NULL,               -- date range (epoch ms) of the requests of its parts
+    max_ts INTEGER NOT NULL,
+    types INTEGER NOT NULL,                -- typeBit of every item, or-ed
+    open INTEGER NOT NULL,                 -- 1 while new parts join it (one open block per tenant)
+    filter BLOB NOT NULL                   -- value filter (history-block.ts filterAdd)
+  ) STRICT;
+  -- Value and type searches read a tenant's blocks newest first; a block's newest item bounds the rest of it.
+  CREATE INDEX history_blocks_tenant ON history_blocks (tenant, max_ts, id);
+  CREATE INDEX history_blocks_open ON history_blocks (tenant) WHERE open = 1;
+  -- Purge: blocks whose newest item is older than the cut.
+  CREATE INDEX history_blocks_date ON history_blocks (max_ts);
+`
+
+/** SQL of the statements BlockWriter uses. */
+export const kBlockWriterSql = {
+  openBlock: 'SELECT id, n, min_ts, max_ts, types, filter FROM history_blocks WHERE tenant = ? AND open = 1 ORDER BY id DESC LIMIT 1',
+  insertBlock: 'INSERT INTO history_blocks (tenant, n, min_ts, max_ts, types, open, filter) VALUES (?, 0, 0, 0, 0, 1, ?)',
+  updateBlock: 'UPDATE history_blocks SET n = ?, min_ts = ?, max_ts = ?, types = ?, open = ?, filter = ? WHERE id = ?',
+  insertPart: 'INSERT INTO history_parts (id, n, req, block, part) VALUES (?, ?, ?, ?, ?)'
+}
+
+/** Statements of kBlockWriterSql, prepared. */
+export type BlockWriterStatements = { [K in keyof typeof kBlockWriterSql]: Database.Statement }
+
+interface BlockState { id: number, n: number, minTs: number, maxTs: number, types: number, filter: Buffer }
+
+/** Adds parts to their tenants' open blocks within one transaction; finish() writes the blocks back. */
+export class BlockWriter {
+  readonly #s: BlockWriterStatements
+  readonly #blocks = new Map<string, BlockState>()
+  readonly #h = new Uint32Array(2)
+
+  constructor (s: BlockWriterStatements) {
+    this.#s = s
+  }
+
+  /** Stores part `part` (items id .. id + n - 1 of request `req`, dated ts) in its tenant's open block. */
+  add (tenant: string, id: number, n: number, req: number, ts: number, part: Uint8Array): void {
+    let b = this.#blocks.get(tenant)
+    if (b === undefined) {
+      const row = this.#s.openBlock.get(tenant) as { id: number, n: number, min_ts: number, max_ts: number, types: number, filter: Buffer } | undefined
+      b = row === undefined ? this.#create(tenant) : { id: row.id, n: row.n, minTs: row.min_ts, maxTs: row.max_ts, types: row.types, filter: row.filter }
+      this.#blocks.set(tenant, b)
+    }
+    if (b.n > 0 && b.n + n > kBlockItems) {
+      this.#save(b, false)
+      b = this.#create(tenant)
+      this.#blocks.set(tenant, b)
+    }
+    this.#s.insertPart.run(id, n, req, b.id, part)
+    const buf = Buffer.isBuffer(part) ? part : Buffer.from(part.buffer, part.byteOffset, part.byteLength)
+    const h = this.#h
+    for (let i = 0; i < n; i++) {
+      partHash(buf, i, h)
+      filterAdd(b.filter, h[0] as number, h[1] as number)
+    }
+    if (b.n === 0 || ts < b.minTs) b.minTs = ts
+    if (b.n === 0 || ts > b.maxTs) b.maxTs = ts
+    b.types = (b.types | partTypes(part)) >>> 0
+    b.n += n
+  }
+
+  /** Writes every block this writer changed. */
+  finish (): void {
+    for (const b of this.#blocks.values()) this.#save(b, b.n < kBlockItems)
+    this.#blocks.clear()
+  }
+
+  #create (tenant: string): BlockState {
+    const filter = Buffer.alloc(kFilterBytes)
+    const id = Number(this.#s.insertBlock.run(tenant, filter).lastInsertRowid)
+    return { id, n: 0, minTs: 0, maxTs: 0, types: 0, filter }
+  }
+
+  #save (b: BlockState, open: boolean): void {
+    this.#s.updateBlock.run(b.n, b.minTs, b.maxTs, b.types, open ? 1 : 0, b.filter, b.id)
+  }
+}
+
+/** One stored item, as decoded from its part. */
+export interface BlockItem {
+  type: string | null
+  value: string
+  fragment: string
+}
+
+/** The strings of a stored part, decoded once. */
+class PartItems {
+  readonly #strings: Array<string | null>
+
+  constructor (part: Buffer) {
+    this.#strings = partStrings(part)
+  }
+
+  /** Item i of the part. */
+  item (i: number): BlockItem {
+    const j = i * kStride
+    return { type: this.#strings[j] ?? null, value: this.#strings[j + 1] ?? '', fragment: this.#strings[j + 3] as string }
+  }
+}
+
+/** A request as a search needs it. */
+export interface RequestInfo {
+  id: number
+  ts: number
+  envelope: string
+  user_id: string | null
+  apikey: string
+  bulk_request_id: string | null
+  auth_type: string
+  first_item: number
+  last_item: number
+}
+
+/** A search result before it is turned into a record. */
+export interface FoundItem {
+  id: number
+  ts: number
+  envelope: string
+  item: string
+}
+
+/** (ts, id) descending, the order of every search. */
+export function newestFirst (a: FoundItem, b: FoundItem): number {
+  return b.ts - a.ts || b.id - a.id
+}
+
+/** Whether a request passes the request-level filters. */
+function requestMatches (r: RequestInfo, f: ValidFilters): boolean {
+  return (f.userId === null || r.user_id === f.userId) &&
+    (f.apikey === null || r.apikey === f.apikey) &&
+    (!f.excludeBulk || r.bulk_request_id === null) &&
+    (f.authType === null || r.auth_type === f.authType)
+}
+
+/** Statements the block searches use. */
+export interface BlockStatements {
+  requestById: Database.Statement
+  blockParts: Database.Statement
+  partAt: Database.Statement
+}
+
+const kRequestColumns = 'id, ts, envelope, user_id, apikey, bulk_request_id, auth_type, first_item, last_item'
+
+/** SQL of the statements above. */
+export const kBlockStatementSql = {
+  requestById: `SELECT ${kRequestColumns} FROM history_requests WHERE id = ?`,
+  blockParts: 'SELECT id, n, req, part FROM history_parts WHERE block = ? ORDER BY id',
+  partAt: 'SELECT id, n, part FROM history_parts WHERE id <= ? ORDER BY id DESC LIMIT 1'
+}
+
+/** SQL of the block scan of a value or type search (its parameters: see scanBlocks). */
+export function blockScanSql (withTypes: boolean): string {
+  return 'SELECT id, max_ts, filter FROM history_blocks INDEXED BY history_blocks_tenant ' +
+    'WHERE tenant = ? AND max_ts >= ? AND min_ts < ? AND min_ts <= ?' + (withTypes ? ' AND (types & ?) != 0' : '') +
+    ' AND (max_ts, id) < (?, ?) ORDER BY max_ts DESC, id DESC LIMIT ?'
+}
+
+/** SQL of the request walk of a search without a value filter (its parameters: see walkRequests). */
+export function requestWalkSql (f: ValidFilters): string {
+  const index = f.userId !== null
+    ? 'history_requests_tenant_user'
+    : f.apikey !== null
+      ? 'history_requests_tenant_apikey'
+      : f.excludeBulk ? 'history_requests_tenant_bulk' : 'history_requests_tenant_date'
+  const where = ['tenant = ?']
+  if (f.userId !== null) where.push('user_id = ?')
+  if (f.apikey !== null) where.push('apikey = ?')
+  if (f.excludeBulk) where.push('bulk_request_id IS NULL')
+  if (f.authType !== null) where.push('auth_type = ?')
+  where.push('ts >= ?', 'ts < ?', '(ts, id) < (?, ?)')
+  return `SELECT ${kRequestColumns} FROM history_requests INDEXED BY ${index} WHERE ${where.join(' AND ')} ` +
+    'ORDER BY ts DESC, id DESC LIMIT ?'
+}
+
+/** Parameters of requestWalkSql before the keyset bound and the limit. */
+function requestWalkParams (tenant: string, f: ValidFilters): unknown[] {
+  const p: unknown[] = [tenant]
+  if (f.userId !== null) p.push(f.userId)
+  if (f.apikey !== null) p.push(f.apikey)
+  if (f.authType !== null) p.push(f.authType)
+  p.push(f.gteMs ?? Number.MIN_SAFE_INTEGER, f.ltMs ?? Number.MAX_SAFE_INTEGER)
+  return p
+}
+
+/** Whether a search reads blocks (an indicator filter) rather than walking requests. */
+export function readsBlocks (f: ValidFilters): boolean {
+  return f.indicatorValue !== null || (f.indicatorType !== null && f.userId === null && f.apikey === null)
+}
+
+/**
+ * A value or type search: the tenant's blocks newest first (by their newest item), skipping blocks whose filter
+ * or type mask rules the indicator out, each candidate's items checked in full. Blocks' date ranges overlap only
+ * where requests were written out of date order, so the scan stops at the first block whose newest item is older
+ * than the last row a full page keeps. Returns up to `limit` rows, newest first.
+ */
+export function scanBlocks (scan: Database.Statement, s: BlockStatements, tenant: string, f: ValidFilters, cursor: Cursor | null, limit: number): FoundItem[] {
+  const want = f.indicatorValue === null ? null : comparable(f.indicatorValue)
+  const wantType = f.indicatorType === null ? null : comparable(f.indicatorType)
+  const h = new Uint32Array(2)
+  if (want !== null) hashValue(want, h, 0)
+  const h1 = h[0] as number
+  const h2 = h[1] as number
+  const requests = new Map<number, RequestInfo | null>()
+  const requestOf = (id: number): RequestInfo | null => {
+    let r = requests.get(id)
+    if (r === undefined) {
+      r = (s.requestById.get(id) as RequestInfo | undefined) ?? null
+      requests.set(id, r)
+    }
+    return r
+  }
+  const gte = f.gteMs ?? Number.MIN_SAFE_INTEGER
+  const lt = f.ltMs ?? Number.MAX_SAFE_INTEGER
+  const bit = wantType === null ? 0 : typeBit(wantType)
+  const head: unknown[] = [tenant, gte, lt, cursor?.ts ?? Number.MAX_SAFE_INTEGER]
+  if (wantType !== null) head.push(bit)
+  let afterTs = Number.MAX_SAFE_INTEGER
+  let afterId = Number.MAX_SAFE_INTEGER
+  let found: FoundItem[] = []
+  const probe = new Uint32Array(2)
+  for (;;) {
+    const blocks = scan.all(...head, afterTs, afterId, kBlockPage) as Array<{ id: number, max_ts: number, filter: Buffer }>
+    for (const b of blocks) {
+      if (found.length >= limit && b.max_ts < (found[limit - 1] as FoundItem).ts) return found
+      if (want !== null && !filterHas(b.filter, h1, h2)) continue
+      const hits: FoundItem[] = []
+      for (const p of s.blockParts.all(b.id) as Array<{ id: number, n: number, req: number, part: Buffer }>) {
+        const types = partTypes(p.part) // also checks the part's format before its hashes are read
+        if (wantType !== null && (types & bit) === 0) continue
+        const r = requestOf(p.req)
+        if (r === null || r.ts < gte || r.ts >= lt || !requestMatches(r, f)) continue
+        if (cursor !== null && (r.ts > cursor.ts || (r.ts === cursor.ts && p.id >= cursor.id))) continue
+        let items: PartItems | null = null
+        for (let i = 0; i < p.n; i++) {
+          if (want !== null) {
+            partHash(p.part, i, probe)
+            if (probe[0] !== h1 || probe[1] !== h2) continue
+          }
+          const id = p.id + i
+          if (cursor !== null && r.ts === cursor.ts && id >= cursor.id) continue
+          items ??= new PartItems(p.part)
+          const it = items.item(i)
+          if (want !== null && comparable(it.value) !== want) continue
+          if (wantType !== null && (it.type === null || comparable(it.type) !== wantType)) continue
+          hits.push({ id, ts: r.ts, envelope: r.envelope, item: it.fragment })
+        }
+      }
+      if (hits.length > 0) found = found.concat(hits).sort(newestFirst).slice(0, limit)
+    }
+    if (blocks.length < kBlockPage) return found
+    const last = blocks[blocks.length - 1] as { id: number, max_ts: number }
+    afterTs = last.max_ts
+    afterId = last.id
+  }
+}
+
+/**
+ * A search without a value filter: the requests matching the request-level filters, newest first through a
+ * tenant-prefixed index, each request's items from its last to its first (its ids are one contiguous range).
+ * Within one ts, request ids and item ids are both insertion order, so this is (ts DESC, item id DESC).
+ */
+export function walkRequests (walk: Database.Statement, s: BlockStatements, tenant: string, f: ValidFilters, cursor: Cursor | null, limit: number): FoundItem[] {
+  const wantType = f.indicatorType === null ? null : comparable(f.indicatorType)
+  const head = requestWalkParams(tenant, f)
+  let afterTs = cursor?.ts ?? Number.MAX_SAFE_INTEGER
+  let afterId = Number.MAX_SAFE_INTEGER
+  const found: FoundItem[] = []
+  let part: { id: number, n: number, items: PartItems } | null = null
+  const itemAt = (id: number): BlockItem | null => {
+    if (part === null || id < part.id || id >= part.id + part.n) {
+      const row = s.partAt.get(id) as { id: number, n: number, part: Buffer } | undefined
+      if (row === undefined || id >= row.id + row.n) return null
+      part = { id: row.id, n: row.n, items: new PartItems(row.part) }
+    }
+    return part.items.item(id - part.id)
+  }
+  for (;;) {
+    const requests = walk.all(...head, afterTs, afterId, kRequestPage) as RequestInfo[]
+    for (const r of requests) {
+      const top = cursor !== null && r.ts === cursor.ts ? Math.min(r.last_item, cursor.id - 1) : r.last_item
+      for (let id = top; id >= r.first_item; id--) {
+        const it = itemAt(id)
+        if (it === null) continue
+        if (wantType !== null && (it.type === null || comparable(it.type) !== wantType)) continue
+        found.push({ id, ts: r.ts, envelope: r.envelope, item: it.fragment })
+        if (found.length >= limit) return found
+      }
+    }
+    if (requests.length < kRequestPage) return found
+    const last = requests[requests.length - 1] as RequestInfo
+    afterTs = last.ts
+    afterId = last.id
+  }
+}
+
+/** Schema 2 to 3: every item row becomes part of a part (one per run of one request); ids and requests are unchanged. */
+export function migrateRowsToBlocks (db: Database.Database): void {
+  db.exec(kBlocksSchema)
+  const page = db.prepare('SELECT id, req, ts, tenant, indicator_type AS type, indicator_value AS value, ' +
+    'indicator_normalized AS normalized, item FROM history WHERE id > ? ORDER BY id LIMIT 10000')
+  const writer = new BlockWriter(prepareBlockWriter(db))
+  interface Run { first: number, next: number, req: number, ts: number, tenant: string, items: HistoryItems }
+  let run: Run | null = null
+  const flush = (): void => {
+    if (run !== null) writer.add(run.tenant, run.first, run.items.count, run.req, run.ts, run.items.encode())
+    run = null
+  }
+  type Row = { id: number, req: number, ts: number, tenant: string, type: string | null, value: string, normalized: string | null, item: string }
+  for (let after = 0; ;) {
+    const rows = page.all(after) as Row[]
+    for (const r of rows) {
+      const current = run as Run | null
+      if (current === null || current.req !== r.req || current.next !== r.id || current.items.count >= kBlockItems) {
+        flush()
+        run = { first: r.id, next: r.id, req: r.req, ts: r.ts, tenant: r.tenant, items: new HistoryItems() }
+      }
+      const open = run as Run
+      open.items.add(r.type, r.value, r.normalized, r.item)
+      open.next = r.id + 1
+    }
+    if (rows.length === 0) break
+    after = (rows[rows.length - 1] as Row).id
+  }
+  flush()
+  writer.finish()
+  db.exec('DROP TABLE history; DROP TABLE history_segments;')
+}
+
+/** Prepares BlockWriter's statements on a connection. */
+export function prepareBlockWriter (db: Database.Database): BlockWriterStatements {
+  return {
+    openBlock: db.prepare(kBlockWriterSql.openBlock),
+    insertBlock: db.prepare(kBlockWriterSql.insertBlock),
+    updateBlock: db.prepare(kBlockWriterSql.updateBlock),
+    insertPart: db.prepare(kBlockWriterSql.insertPart)
+  }
+}
+
+/** A stored item with its request's envelope (diagnostics and tests). */
+export interface StoredItem {
+  id: number
+  envelope: string
+  item: string
+}
+
+/** Every stored history item, in id order. */
+export function storedItems (db: Database.Database): StoredItem[] {
+  const request = db.prepare('SELECT envelope FROM history_requests WHERE id = ?').pluck()
+  const out: StoredItem[] = []
+  for (const p of db.prepare('SELECT id, n, req, part FROM history_parts ORDER BY id').all() as Array<{ id: number, n: number, req: number, part: Buffer }>) {
+    const envelope = request.get(p.req) as string | undefined
+    if (envelope === undefined) throw new Error(`part ${p.id} has no request ${p.req}`)
+    const items = new PartItems(p.part)
+    for (let i = 0; i < p.n; i++) out.push({ id: p.id + i, envelope, item: items.item(i).fragment })
+  }
+  return out
+}

@@ -1,0 +1,93 @@
+/**
+ * What the request path hands to the history writer: one envelope per request (fields shared by its records)
+ * plus the per-indicator parts the scoring workers encoded (history-codec.ts).
+ */
+
+/** Fields shared by every history record of one request: the record minus its indicator half. */
+export type HistoryEnvelope = Omit<HistoryRecord, 'indicator' | 'risk' | 'scores' | 'labels' | 'label_count' | 'action_taken' | 'action_source'> & {
+  /** Number of records in the parts (one per indicator). */
+  count: number
+}
+
+/** Where requests send their history. */
+export interface HistorySink {
+  /** Queues one request's records; the buffers are transferred. */
+  submit: (envelope: HistoryEnvelope, parts: Uint8Array[]) => void
+  /** null while new requests may be admitted, else why not (spool limit reached, writer down). */
+  refusal: () => string | null
+  /** Current state for the health check. */
+  state: () => { status: 'ok' | 'spooling' | 'down', reason: string | null, pending: number, written: number, spoolBytes: number }
+  /** Writes everything pending. */
+  flush: () => Promise<void>
+  /** Flushes, then stops the writer; idempotent. */
+  close: () => Promise<void>
+}
+
+/** Indicator as recorded in history: the value exactly as sent, plus its type and normalized form when known. */
+export interface HistoryIndicator {
+  type: string | null
+  value: string
+  normalized: string | null
+}
+
+/** Caller identification for audit logging (spec 2.2 `source`). */
+export interface HistorySource {
+  channel?: string
+  product?: string
+  integration_id?: string
+  event_type?: string
+  severity_hint?: string
+}
+
+/** One history record (spec 2.6 plus API.md "History and its replacement"); plain data, msgpack-friendly. */
+export interface HistoryRecord {
+  /** ISO 8601 with millisecond precision; stored and returned as `YYYY-MM-DDTHH:mm:ss.sssZ`. */
+  date: string
+  request_id: string
+  /** Null for single calls. */
+  bulk_request_id: string | null
+  http_status: number
+  /** 'api_key' for the verdict endpoints. */
+  auth_type: string
+  tenant: string
+  /** The key id, never the key. */
+  apikey: string
+  indicator: HistoryIndicator
+  evidence_details: string
+  label_details: string
+  risk: object | null
+  scores: object | null
+  labels: object[]
+  label_count: number
+  action_taken: string | null
+  action_source: string | null
+  source: HistorySource | null
+  scoring_version: string | null
+  query_type: string | null
+  project_id: string | null
+  project_name: string | null
+  user_id: string | null
+}
+
+/** Filters of GET /api/v2/mgmt/enrich-logs/search-history (API.md); all optional and combined with AND. */
+export interface SearchFilters {
+  /** Inclusive lower bound, ISO 8601 date-time with offset, or a date (UTC midnight). */
+  date_gte?: string
+  /** Exclusive upper bound, same formats as date_gte. */
+  date_lt?: string
+  user_id?: string
+  apikey?: string
+  /** True drops every record that carries a bulk_request_id. */
+  exclude_bulk_requests?: boolean
+  auth_type?: string
+  indicator_type?: string
+  /** Matches `indicator.value` exactly as sent (not the normalized form; see searchHistory). */
+  indicator_value?: string
+}
+
+/** One page of search results, newest first. */
+export interface SearchPage {
+  results: HistoryRecord[]
+  /** Opaque; pass it back to get the next page. Null on the last page. */
+  next_cursor: string | null
+}

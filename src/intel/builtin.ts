@@ -1,0 +1,223 @@
+/**
+ * Built-in reference data, read from npm packages and data/reference at compile time (never on the scoring path).
+ * Each reader returns plain arrays; compile.ts packs them into the shared snapshot.
+ */
+import { readFile } from 'node:fs/promises'
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import type { FeedEntry, IndicatorType } from '../engine/types.ts'
+import type { SourceInput } from '../engine/snapshot/source.ts'
+
+const kRequire = createRequire(import.meta.url)
+/** The project's data/reference folder. */
+export const kReferenceDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'data', 'reference')
+
+/** Folder of an installed package. */
+export function packageDir (name: string): string {
+  return dirname(kRequire.resolve(`${name}/package.json`))
+}
+
+/** Versions of every package the built-in data comes from: part of the snapshot cache key. */
+export function builtinVersions (): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const name of kBuiltinPackages) {
+    out[name] = (kRequire(`${name}/package.json`) as { version: string }).version
+  }
+  return out
+}
+
+const kBuiltinPackages = [
+  '@ip-location-db/asn', '@ip-location-db/geo-whois-asn-country', 'eth-phishing-detect', 'disposable-email-domains',
+  'cloudflare-ip', 'ipaddr.js', 'tldts'
+]
+
+/** Non-overlapping address ranges with one uint32 value each, sorted by start. */
+export interface RangeList {
+  /** IPv4: one word per range; IPv6: four words per range. */
+  starts: Uint32Array
+  ends: Uint32Array
+  values: Uint32Array
+  count: number
+}
+
+/** AS registry data: ranges and per-AS names. */
+export interface AsnData {
+  v4: RangeList
+  v6: RangeList
+  orgs: Map<number, string>
+  v4Counts: Map<number, number>
+  v6Counts: Map<number, number>
+}
+
+function parseV6Decimal (s: string, out: Uint32Array, at: number): void {
+  let n = BigInt(s)
+  for (let i = 3; i >= 0; i--) {
+    out[at + i] = Number(n & 0xffffffffn)
+    n >>= 32n
+  }
+}
+
+/** Unquotes one CSV field ("a, ""b""" -> a, "b"). */
+function unquote (s: string): string {
+  if (s.length >= 2 && s.charCodeAt(0) === 34 && s.charCodeAt(s.length - 1) === 34) return s.slice(1, -1).replaceAll('""', '"')
+  return s
+}
+
+/**
+ * Reads `<prefix>-ipv4-num.csv` and `<prefix>-ipv6-num.csv` (start,end,value[,rest]) from a folder.
+ * @see https://github.com/sapics/ip-location-db#csv-format
+ */
+async function readRangeCsv (dir: string, prefix: string, v6: boolean, value: (fields: string, rest: string) => number): Promise<RangeList> {
+  const text = await readFile(join(dir, `${prefix}-${v6 ? 'ipv6' : 'ipv4'}-num.csv`), 'latin1')
+  const width = v6 ? 4 : 1
+  let cap = 1024
+  let starts = new Uint32Array(cap * width)
+  let ends = new Uint32Array(cap * width)
+  let values = new Uint32Array(cap)
+  let count = 0
+  let pos = 0
+  while (pos < text.length) {
+    let eol = text.indexOf('\n', pos)
+    if (eol === -1) eol = text.length
+    const c1 = text.indexOf(',', pos)
+    const c2 = c1 === -1 ? -1 : text.indexOf(',', c1 + 1)
+    if (c2 !== -1 && c2 < eol) {
+      let c3 = text.indexOf(',', c2 + 1)
+      if (c3 === -1 || c3 > eol) c3 = eol
+      if (count === cap) {
+        cap *= 2
+        const s = new Uint32Array(cap * width); s.set(starts); starts = s
+        const e = new Uint32Array(cap * width); e.set(ends); ends = e
+        const v = new Uint32Array(cap); v.set(values); values = v
+      }
+      const a = text.slice(pos, c1)
+      const b = text.slice(c1 + 1, c2)
+      if (v6) {
+        parseV6Decimal(a, starts, count * 4)
+        parseV6Decimal(b, ends, count * 4)
+      } else {
+        starts[count] = Number(a)
+        ends[count] = Number(b)
+      }
+      values[count] = value(text.slice(c2 + 1, c3), c3 < eol ? text.slice(c3 + 1, eol).replace(/\r$/, '') : '')
+      count++
+    }
+    pos = eol + 1
+  }
+  return { starts: starts.slice(0, count * width), ends: ends.slice(0, count * width), values: values.slice(0, count), count }
+}
+
+/** Reads the IP -> AS number registry (default: the @ip-location-db/asn package). */
+export async function readAsnData (dir = packageDir('@ip-location-db/asn')): Promise<AsnData> {
+  const orgs = new Map<number, string>()
+  const v4Counts = new Map<number, number>()
+  const v6Counts = new Map<number, number>()
+  const collect = (counts: Map<number, number>) => (field: string, rest: string): number => {
+    const asn = Number(field)
+    counts.set(asn, (counts.get(asn) ?? 0) + 1)
+    if (!orgs.has(asn) && rest !== '') orgs.set(asn, Buffer.from(unquote(rest), 'latin1').toString('utf8'))
+    return asn
+  }
+  const v4 = await readRangeCsv(dir, 'asn', false, collect(v4Counts))
+  const v6 = await readRangeCsv(dir, 'asn', true, collect(v6Counts))
+  return { v4, v6, orgs, v4Counts, v6Counts }
+}
+
+/** Two-letter country code packed in 16 bits. */
+export function packCountry (cc: string): number {
+  return cc.length === 2 ? (cc.charCodeAt(0) << 8) | cc.charCodeAt(1) : 0
+}
+
+/** Reads the IP -> country registry (default: the @ip-location-db/geo-whois-asn-country package). */
+export async function readCountryData (dir = packageDir('@ip-location-db/geo-whois-asn-country')): Promise<{ v4: RangeList, v6: RangeList }> {
+  const value = (field: string): number => packCountry(field.trim())
+  return {
+    v4: await readRangeCsv(dir, 'geo-whois-asn-country', false, value),
+    v6: await readRangeCsv(dir, 'geo-whois-asn-country', true, value)
+  }
+}
+
+/** Signal-bearing built-in source definitions, in the same shape as an operator feed. */
+function source (name: string, fields: Omit<SourceInput, 'name' | 'kind' | 'entries' | 'rejected' | 'lines' | 'halfLifeDays'>, entries: FeedEntry[]): SourceInput {
+  return { name, kind: 'builtin', halfLifeDays: 0, ...fields, entries, rejected: [], lines: entries.length }
+}
+
+function entriesOf (type: IndicatorType | null, values: Iterable<string>, label?: string): FeedEntry[] {
+  const out: FeedEntry[] = []
+  let line = 0
+  for (const value of values) {
+    line++
+    out.push(label === undefined ? { type, value, line } : { type, value, line, label })
+  }
+  return out
+}
+
+/** IANA special-purpose ranges (via ipaddr.js), split by how much they say about a threat. */
+const kNonRoutable = new Set(['unspecified', 'broadcast', 'multicast', 'linkLocal', 'loopback', 'carrierGradeNat', 'private',
+  'uniqueLocal', 'deprecatedSiteLocal', 'discard', 'benchmarking'])
+const kDocumentation = new Set(['192.0.2.0/24', '198.51.100.0/24', '203.0.113.0/24', '2001:db8::/32', '3fff::/20'])
+
+interface IpaddrRange { toString: () => string }
+type SpecialRanges = Record<string, [IpaddrRange, number] | Array<[IpaddrRange, number]>>
+
+function specialRanges (): Array<{ cidr: string, name: string }> {
+  const ipaddr = kRequire('ipaddr.js') as { IPv4: { prototype: { SpecialRanges: SpecialRanges } }, IPv6: { prototype: { SpecialRanges: SpecialRanges } } }
+  const out: Array<{ cidr: string, name: string }> = []
+  for (const table of [ipaddr.IPv4.prototype.SpecialRanges, ipaddr.IPv6.prototype.SpecialRanges]) {
+    for (const [name, spec] of Object.entries(table)) {
+      // IPv4-mapped / translated forms normalize into IPv4 space: they would cover every IPv4 address.
+      if (name === 'unicast' || name === 'ipv4Mapped' || name === 'rfc6145') continue
+      const list = Array.isArray(spec[0]) ? spec as Array<[IpaddrRange, number]> : [spec as [IpaddrRange, number]]
+      for (const [addr, bits] of list) out.push({ cidr: `${addr.toString()}/${bits}`, name })
+    }
+  }
+  return out
+}
+
+/** Every built-in signal source, read from its package or data file. */
+export async function readBuiltinSources (): Promise<SourceInput[]> {
+  const phishing = kRequire('eth-phishing-detect/src/config.json') as { blacklist: string[], whitelist: string[] }
+  const disposable = kRequire('disposable-email-domains') as string[]
+  const cloudflare = kRequire('cloudflare-ip/ips.json') as string[]
+  const infra = JSON.parse(await readFile(join(kReferenceDir, 'infrastructure-asns.json'), 'utf8')) as Record<'cdn' | 'cloud', Array<{ asn: number, org: string }>>
+  const resolvers = (await readFile(join(kReferenceDir, 'public-resolvers.txt'), 'utf8'))
+    .split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'))
+
+  const special = specialRanges()
+  const nonRoutable = special.filter((r) => kNonRoutable.has(r.name) && !kDocumentation.has(r.cidr))
+  const documentation = special.filter((r) => kDocumentation.has(r.cidr))
+  const protocol = special.filter((r) => !kNonRoutable.has(r.name) && !kDocumentation.has(r.cidr))
+  const labelled = (rows: Array<{ cidr: string, name: string }>): FeedEntry[] =>
+    rows.map((r, i) => ({ type: 'ip_block', value: r.cidr, line: i + 1, label: r.name }))
+
+  return [
+    source('eth-phishing-detect', { direction: 'malicious', group: 'reputation', subgroup: 'phishing', category: 'phishing', confidence: 0.9 },
+      // The list holds a few bare IP addresses too: let each entry's type be inferred.
+      entriesOf(null, phishing.blacklist)),
+    source('eth-phishing-allowlist', { direction: 'safe', group: 'reputation', subgroup: 'allowlist', category: 'allowlisted', confidence: 0.9 },
+      entriesOf(null, phishing.whitelist)),
+    source('disposable-email-domains', { direction: 'malicious', group: 'reputation', subgroup: 'disposable_email', category: 'disposable_email', confidence: 0.5 },
+      entriesOf('domain', disposable)),
+    source('special-purpose', { direction: 'safe', group: 'network', subgroup: 'non_routable', category: 'special_purpose', confidence: 1 },
+      labelled(nonRoutable)),
+    source('documentation-ranges', { direction: 'safe', group: 'network', subgroup: 'documentation', category: 'special_purpose', confidence: 1 },
+      labelled(documentation)),
+    source('protocol-assignments', { direction: 'safe', group: 'network', subgroup: 'protocol_assignment', category: 'special_purpose', confidence: 1 },
+      labelled(protocol)),
+    source('cloudflare-ranges', { direction: 'safe', group: 'network', subgroup: 'cdn', category: 'shared_infrastructure', confidence: 0.8 },
+      entriesOf('ip_block', cloudflare, 'Cloudflare')),
+    source('cdn-asns', { direction: 'safe', group: 'network', subgroup: 'cdn', category: 'shared_infrastructure', confidence: 0.6 },
+      infra.cdn.map((r, i) => ({ type: 'asn', value: String(r.asn), line: i + 1, label: r.org }))),
+    source('cloud-asns', { direction: 'safe', group: 'network', subgroup: 'cloud', category: 'cloud_hosting', confidence: 0.5 },
+      infra.cloud.map((r, i) => ({ type: 'asn', value: String(r.asn), line: i + 1, label: r.org }))),
+    source('public-resolvers', { direction: 'safe', group: 'reputation', subgroup: 'public_resolver', category: 'public_dns_resolver', confidence: 1 },
+      entriesOf('ip', resolvers))
+  ]
+}
+
+/** Domains eth-phishing-detect guards against lookalikes of, and its edit-distance tolerance. */
+export function readLookalikeTargets (): { targets: string[], tolerance: number } {
+  const cfg = kRequire('eth-phishing-detect/src/config.json') as { fuzzylist: string[], tolerance: number }
+  return { targets: cfg.fuzzylist, tolerance: cfg.tolerance }
+}
