@@ -7,7 +7,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstanc
 import type { Logger } from 'pino'
 import type { Config } from './config.ts'
 import { Admission } from './bulk/admission.ts'
-import { InternalError, InvalidRequestError, kRetryAfterCodes, NotFoundError, PayloadTooLargeError, UnsupportedMediaTypeError } from './errors.ts'
+import { kRetryAfterCodes, NotFoundError, toPublicError } from './errors.ts'
 import { KeyVerifier } from './http/auth.ts'
 import { registerParsers } from './http/content.ts'
 import { mgmtRoutes } from './http/routes-mgmt.ts'
@@ -33,28 +33,6 @@ const kOverloadRetryAfter = 1 // seconds
 function requestId (req: { headers: Record<string, string | string[] | undefined> }): string {
   const h = req.headers['x-request-id']
   return typeof h === 'string' && kRequestIdPattern.test(h) ? h : randomUUID()
-}
-
-/** Maps any error to the documented body shape; 5xx details go to the log only. */
-function toPublicError (err: FastifyError & { retryAfter?: number }): { status: number, code: string, message: string } {
-  if (err.validation !== undefined) {
-    return { status: 400, code: 'INVALID_REQUEST', message: `${err.validationContext ?? 'body'}${err.message.replace(/^(body|querystring|params|headers)/, '')}` }
-  }
-  switch (err.code) {
-    case 'FST_ERR_CTP_BODY_TOO_LARGE': return fromError(new PayloadTooLargeError('request body is larger than the limit'))
-    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE': return fromError(new UnsupportedMediaTypeError('send application/json or application/msgpack'))
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY': return fromError(new InvalidRequestError('body is empty'))
-    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH': return fromError(new InvalidRequestError('content-length does not match the body'))
-  }
-  const status = err.statusCode ?? 500
-  if (status >= 400 && status < 500 && typeof err.code === 'string' && /^[A-Z_]+$/.test(err.code)) return { status, code: err.code, message: err.message }
-  if (status === 503 && typeof err.code === 'string' && /^[A-Z_]+$/.test(err.code)) return { status, code: err.code, message: err.message }
-  if (status >= 400 && status < 500) return { status, code: 'INVALID_REQUEST', message: err.message }
-  return fromError(new InternalError())
-}
-
-function fromError (e: FastifyError): { status: number, code: string, message: string } {
-  return { status: e.statusCode ?? 500, code: e.code, message: e.message }
 }
 
 /** Builds the Fastify app with every route. */

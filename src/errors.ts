@@ -3,6 +3,7 @@
  * Bodies keep Fastify's shape: {statusCode, code, error, message}.
  */
 import createError from '@fastify/error'
+import type { FastifyError } from 'fastify'
 
 // --- request shape ---------------------------------------------------------------------------
 /** Body failed schema validation, or is not parseable. */
@@ -37,6 +38,8 @@ export const QuotaExceededError = createError('QUOTA_EXCEEDED', '%s', 429)
 export const OverloadedError = createError('OVERLOADED', '%s', 503)
 /** A scoring worker failed while handling this request. */
 export const ScoringFailedError = createError('SCORING_FAILED', 'scoring failed for this request; it was not recorded and may be retried', 503)
+/** A request needed the scoring pool after it began closing (shutdown); answered as 503 OVERLOADED. */
+export const PoolClosedError = createError('POOL_CLOSED', 'the scoring pool is closed', 503)
 /** Anything else: the message is logged, never sent. */
 export const InternalError = createError('INTERNAL_ERROR', 'internal error', 500)
 
@@ -68,4 +71,43 @@ export class StoreError extends Error {
     this.name = 'StoreError'
     this.code = code
   }
+}
+
+// --- public mapping --------------------------------------------------------------------------------
+/** The body every error answer carries (API.md): Fastify's shape, `code` always present. */
+export interface PublicError { status: number, code: string, message: string }
+
+/** Fastify's own codes and internal codes, with the public answer each becomes. Anything not here and not public is 500. */
+const kPublicOf: Readonly<Record<string, (err: { message: string }) => PublicError>> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: () => ({ status: 413, code: 'PAYLOAD_TOO_LARGE', message: 'request body is larger than the limit' }),
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: () => ({ status: 415, code: 'UNSUPPORTED_MEDIA_TYPE', message: 'send application/json or application/msgpack' }),
+  FST_ERR_CTP_EMPTY_JSON_BODY: () => ({ status: 400, code: 'INVALID_REQUEST', message: 'body is empty' }),
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: () => ({ status: 400, code: 'INVALID_REQUEST', message: 'content-length does not match the body' }),
+  POOL_CLOSED: () => ({ status: 503, code: 'OVERLOADED', message: 'service is shutting down; retry on another instance' }),
+  STORE_UNAVAILABLE: () => ({ status: 503, code: 'OVERLOADED', message: 'the store is unavailable; retry shortly' }),
+  QUOTA_UNAVAILABLE: () => ({ status: 503, code: 'OVERLOADED', message: 'the quota counter is unavailable; retry shortly' }),
+  INVALID_REQUEST: (err) => ({ status: 400, code: 'INVALID_REQUEST', message: err.message })
+}
+
+/** Public codes a 4xx or 503 error may carry as they are (the ones docs/API.md lists). */
+const kPublicCodes = new Set([
+  'INVALID_REQUEST', 'INVALID_ACTION_SOURCE', 'INVALID_INDICATOR', 'TOO_MANY_INDICATORS', 'PAYLOAD_TOO_LARGE',
+  'UNSUPPORTED_MEDIA_TYPE', 'NOT_ACCEPTABLE', 'NOT_FOUND', 'MISSING_API_KEY', 'INVALID_API_KEY', 'PERMISSION_DENIED',
+  'QUOTA_EXCEEDED', 'OVERLOADED', 'SCORING_FAILED'
+])
+
+/**
+ * Maps any error to the public body: schema failures to INVALID_REQUEST, the table above, public codes as they are,
+ * other client errors to INVALID_REQUEST, everything else to INTERNAL_ERROR (its message is logged, never sent).
+ */
+export function toPublicError (err: Pick<FastifyError, 'message' | 'code' | 'statusCode' | 'validation' | 'validationContext'>): PublicError {
+  if (err.validation !== undefined) {
+    return { status: 400, code: 'INVALID_REQUEST', message: `${err.validationContext ?? 'body'}${err.message.replace(/^(body|querystring|params|headers)/, '')}` }
+  }
+  const mapped = kPublicOf[err.code]
+  if (mapped !== undefined) return mapped(err)
+  const status = err.statusCode ?? 500
+  if (kPublicCodes.has(err.code) && status >= 400 && status < 600 && status !== 500) return { status, code: err.code, message: err.message }
+  if (status >= 400 && status < 500) return { status, code: 'INVALID_REQUEST', message: err.message }
+  return { status: 500, code: 'INTERNAL_ERROR', message: 'internal error' }
 }

@@ -33,7 +33,7 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
   app.get('/api/v2/ioc/health', async (_req, reply) => {
     const [store, quota] = await Promise.all([check(async () => await deps.store.ping()), check(async () => await deps.quota.ping())])
     const h = deps.history.state()
-    const snap = deps.intel.pool.snapshot
+    const snap = deps.intel.snapshot
     const reasons: string[] = []
     let status: 'ok' | 'degraded' | 'unavailable' = 'ok'
     if (deps.closing()) {
@@ -65,7 +65,7 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
         quota,
         history: { status: h.status, pending: h.pending, written: h.written, spool_bytes: h.spoolBytes },
         intel: { version: snap.version, data_timestamp: snap.dataTimestamp },
-        pool: { workers: deps.intel.pool.size }
+        pool: { workers: deps.intel.size }
       }
     }
   })

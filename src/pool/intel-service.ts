@@ -1,42 +1,103 @@
 /**
- * Owns the current intel snapshot and the scoring pool mapped to it. A reload builds the new snapshot on a
- * worker thread, starts a new pool on it, and swaps: requests already running finish on the old pool
- * (one request never mixes snapshots), and the old pool closes once drained. Cache keys carry the snapshot
- * version, so no verdict from the old data is served after the swap.
+ * Owns the current intel snapshot and the scoring pool mapped to it. A request leases the current pool after it
+ * is admitted and releases it when its answer is ready. A reload builds the new snapshot on a worker thread,
+ * starts a new pool on it and swaps: leases taken before the swap finish on the old pool (one request never mixes
+ * snapshots), and the old pool closes only once its last lease is released, so a reload never fails or stalls a
+ * request. Cache keys carry the snapshot version, so no verdict from the old data is served after the swap.
  */
-import type { SnapshotData } from '../engine/index.ts'
+import type { Snapshot, SnapshotData } from '../engine/index.ts'
+import { PoolClosedError } from '../errors.ts'
 import { buildSnapshot, type IntelSourceOptions } from '../intel/index.ts'
 import { ScoringPool, type ScoringPoolOptions } from './scoring-pool.ts'
 
 /** Result of a reload. */
 export interface ReloadResult { version: string, data_timestamp: string, warm: boolean, build_ms: number }
 
-/** The current pool and snapshot, and the reload procedure. */
+/** A request's hold on one pool: the pool stays open until release() (idempotent). */
+export interface PoolLease {
+  readonly pool: ScoringPool
+  release: () => void
+}
+
+/** A pool and the requests holding it. */
+class Generation {
+  readonly pool: ScoringPool
+  leases = 0
+  private drained: (() => void) | null = null
+
+  constructor (pool: ScoringPool) {
+    this.pool = pool
+  }
+
+  /** Resolves once no lease is held; afterwards the pool is closed by the caller. */
+  async idle (): Promise<void> {
+    if (this.leases === 0) return
+    await new Promise<void>((resolve) => { this.drained = resolve })
+  }
+
+  release (): void {
+    this.leases--
+    if (this.leases === 0 && this.drained !== null) this.drained()
+  }
+}
+
+/** The current pool and snapshot, leases on it, and the reload procedure. */
 export class IntelService {
-  private current: ScoringPool
+  private current: Generation
   private readonly poolOptions: ScoringPoolOptions
   private readonly source: IntelSourceOptions
   private reloading: Promise<ReloadResult> | null = null
   private readonly retiring = new Set<Promise<void>>()
+  /** Every generation not yet closed (the current one and those waiting for their leases). */
+  private readonly live = new Set<Generation>()
+  private closing: Promise<void> | null = null
 
   constructor (data: SnapshotData, poolOptions: ScoringPoolOptions, source: IntelSourceOptions) {
     this.poolOptions = poolOptions
     this.source = source
-    this.current = new ScoringPool(data, poolOptions)
+    this.current = new Generation(new ScoringPool(data, poolOptions))
+    this.live.add(this.current)
   }
 
-  /** The pool new requests use. */
-  get pool (): ScoringPool {
-    return this.current
+  /** The snapshot new requests are scored on. */
+  get snapshot (): Snapshot {
+    return this.current.pool.snapshot
+  }
+
+  /** Scoring threads (0 = inline). */
+  get size (): number {
+    return this.current.pool.size
+  }
+
+  /** Shards of every pool this service starts (the same across reloads). */
+  get shards (): number {
+    return this.current.pool.shards
   }
 
   /** Waits for the workers of the current pool to start. */
   async ready (): Promise<void> {
-    await this.current.ready()
+    await this.current.pool.ready()
+  }
+
+  /** Leases the current pool; throws POOL_CLOSED once close() has begun. */
+  lease (): PoolLease {
+    if (this.closing !== null) throw new PoolClosedError()
+    const gen = this.current
+    gen.leases++
+    let held = true
+    return {
+      pool: gen.pool,
+      release: () => {
+        if (!held) return
+        held = false
+        gen.release()
+      }
+    }
   }
 
   /** Rebuilds the snapshot off the main thread and swaps pools; concurrent calls share one reload. */
   async reload (force = false): Promise<ReloadResult> {
+    if (this.closing !== null) throw new PoolClosedError()
     this.reloading ??= (async () => {
       try {
         const built = await buildSnapshot(this.source, force)
@@ -47,10 +108,13 @@ export class IntelService {
           await next.destroy()
           throw err
         }
-        const old = this.current
-        this.current = next
-        const retiring = old.close().finally(() => { this.retiring.delete(retiring) })
-        this.retiring.add(retiring)
+        if (this.closing !== null) {
+          await next.destroy()
+          throw new PoolClosedError()
+        }
+        this.retire(this.current)
+        this.current = new Generation(next)
+        this.live.add(this.current)
         return { version: next.snapshot.version, data_timestamp: next.snapshot.dataTimestamp, warm: built.warm, build_ms: Math.round(built.ms) }
       } finally {
         this.reloading = null
@@ -59,9 +123,28 @@ export class IntelService {
     return await this.reloading
   }
 
-  /** Drains and stops every pool. */
+  /** Closes a replaced generation once its leases are released. */
+  private retire (gen: Generation): void {
+    const done = gen.idle().then(async () => { await gen.pool.close() }).finally(() => {
+      this.retiring.delete(done)
+      this.live.delete(gen)
+    })
+    this.retiring.add(done)
+  }
+
+  /** Graceful and idempotent: refuses new leases, waits for held ones, drains and stops every pool. */
   async close (): Promise<void> {
-    if (this.reloading !== null) await this.reloading.catch(() => {})
-    await Promise.all([this.current.close(), ...this.retiring])
+    this.closing ??= (async () => {
+      if (this.reloading !== null) await this.reloading.catch(() => {})
+      this.retire(this.current)
+      await Promise.all([...this.retiring])
+    })()
+    await this.closing
+  }
+
+  /** Now: fails queued and running tasks, stops every pool without waiting for leases. */
+  async destroy (): Promise<void> {
+    this.closing ??= Promise.resolve()
+    await Promise.all([...this.live].map(async (gen) => await gen.pool.destroy()))
   }
 }

@@ -5,6 +5,7 @@
  */
 import { Piscina } from 'piscina'
 import { fnv1aFolded } from '../bytes/fnv.ts'
+import { PoolClosedError } from '../errors.ts'
 import { Snapshot, type SnapshotData } from '../engine/index.ts'
 import { SpareBuffers } from '../bytes/byte-sink.ts'
 import { kWorkerShim, workerEntry } from '../worker-entry.ts'
@@ -78,7 +79,7 @@ export class ScoringPool {
 
   /** Scores one bulk chunk on the shard's worker. */
   async runBulk (shard: number, items: ChunkItem[], params: ChunkParams): Promise<BulkChunkOutput> {
-    if (this.closed) throw new Error('scoring pool is closed')
+    if (this.closed) throw new PoolClosedError()
     const spare = this.spares[shard]?.pop()
     const historySpare = this.historySpares?.pop()
     if (this.inline !== null) return scoreBulkChunk(items, params, this.inline, spare, historySpare)
@@ -101,7 +102,7 @@ export class ScoringPool {
 
   /** Scores the single endpoint's indicator on its shard's worker. */
   async runSingle (item: ChunkItem, params: ChunkParams): Promise<SingleChunkOutput> {
-    if (this.closed) throw new Error('scoring pool is closed')
+    if (this.closed) throw new PoolClosedError()
     if (this.inline !== null) return scoreSingle(item, params, this.inline)
     const encoded = copy(threadPackr.pack([item]))
     const shard = shardOf(item[1], this.shards)

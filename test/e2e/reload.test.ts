@@ -98,3 +98,41 @@ test('an intel reload during a stream of requests fails none of them and switche
   assert.ok(timestamps.has(before.body.meta.data_timestamp), 'the stream saw the old snapshot')
   assert.ok([...timestamps].every((ts) => ts === before.body.meta.data_timestamp || ts === reload.body.data_timestamp), 'each answer came from one of the two snapshots')
 })
+
+test('reloading in a loop while bulks with a quota are admitted answers every request 200', { timeout: 180_000 }, async (t) => {
+  // A quota makes admission wait for the quota counter (here slowed to a remote counter's pace), the window in which a
+  // request used to hold a pool that a reload then closed (503 SCORING_FAILED). Reloads here reuse the compiled
+  // snapshot, so they come back to back.
+  const svc = await build(t, { IOC_POOL_SIZE: '2' })
+  const reserve = svc.quota.reserve.bind(svc.quota)
+  svc.quota.reserve = async (...args) => {
+    await new Promise((resolve) => setTimeout(resolve, 15))
+    return await reserve(...args)
+  }
+  const key = await svc.makeKey(['verdict', 'verdict_bulk'], { quota: 10_000_000 })
+  const base = await svc.app.listen({ port: 0, host: '127.0.0.1' })
+  const statuses = new Map<number, number>()
+  const state = { stop: false }
+  const client = async (c: number): Promise<void> => {
+    for (let r = 0; !state.stop; r++) {
+      const single = r % 4 === 3
+      const res = await request(`${base}/api/v2/ioc/verdict${single ? '' : '/bulk'}`, {
+        method: 'POST',
+        headers: { 'x-api-key': key, 'content-type': 'application/json' },
+        body: JSON.stringify(single
+          ? { indicator: { value: `10.${c}.${r & 255}.1` } }
+          : { indicators: Array.from({ length: 100 }, (_, i) => ({ value: `loop${c}-${r}-${i}.example` })) })
+      })
+      await res.body.dump()
+      statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1)
+    }
+  }
+  const clients = [0, 1, 2, 3].map(async (c) => await client(c))
+  let reloads = 0
+  for (; reloads < 8; reloads++) await svc.intel.reload()
+  state.stop = true
+  await Promise.all(clients)
+  const answered = [...statuses.values()].reduce((a, b) => a + b, 0)
+  assert.ok(answered > reloads, `requests ran during the reloads (${answered})`)
+  assert.deepEqual([...statuses.keys()], [200], `every request answered 200: ${JSON.stringify([...statuses])}`)
+})

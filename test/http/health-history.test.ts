@@ -23,7 +23,7 @@ test('health answers 200 with status ok and its checks, without authentication',
   assert.equal(body.checks.store, 'ok')
   assert.equal(body.checks.quota, 'ok')
   assert.equal(typeof body.checks.intel.version, 'string')
-  assert.equal(body.checks.intel.data_timestamp, svc.intel.pool.snapshot.dataTimestamp)
+  assert.equal(body.checks.intel.data_timestamp, svc.intel.snapshot.dataTimestamp)
   assert.equal(typeof res.headers['x-request-id'], 'string')
 })
 

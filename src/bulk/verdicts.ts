@@ -1,0 +1,205 @@
+/**
+ * The orchestration of a verdict request, one function per mode: admit -> lease the pool -> (chunk) -> dispatch ->
+ * merge -> record history -> release. The HTTP routes parse, authenticate and validate, then call these.
+ *
+ * Order matters: the pool is leased after admission (a reload while a request waits for its quota must not hand it
+ * a pool that is being retired), and released only when the answer's bytes are ready (the old pool closes after its
+ * last lease). A request whose scoring or history hand-off fails counts nothing: its quota is refunded.
+ */
+import { randomUUID } from 'node:crypto'
+import { selectProfile, type EvidenceDetails, type SignalDetails } from '../engine/index.ts'
+import { InvalidIndicatorError, OverloadedError, ScoringFailedError } from '../errors.ts'
+import type { HistoryEnvelope, HistorySink } from '../history/types.ts'
+import type { IntelService } from '../pool/intel-service.ts'
+import type { BulkChunkOutput, ChunkParams } from '../pool/score-chunk.ts'
+import type { ApiKeyRecord } from '../store/index.ts'
+import type { Admission, Ticket } from './admission.ts'
+import { chunkIndicators, type BulkIndicator, type Chunks } from './chunk.ts'
+import { AnswerBuffers, mergeJson, mergeMsgpack } from './merge.ts'
+
+/** Where errors of a request are logged (the request's logger). */
+export interface RequestLog { error: (obj: object, msg: string) => void }
+
+/** What the orchestration needs; one per app. */
+export interface VerdictDeps {
+  intel: IntelService
+  history: HistorySink
+  admission: Admission
+  answers: AnswerBuffers
+  /** engine_version for a scoring profile. */
+  engineVersion: (profileVersion: string) => string
+}
+
+/** The request-level history fields the caller fills in (who asked, how). */
+export type EnvelopeOf = (fields: Omit<HistoryEnvelope, 'request_id' | 'auth_type' | 'tenant' | 'apikey' | 'user_id'>) => HistoryEnvelope
+
+/** Runs scoring under a ticket: on failure the request counts nothing and the error is a clean 503. */
+async function scored<T> (log: RequestLog, ticket: Ticket, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run()
+  } catch (err) {
+    log.error({ err }, 'scoring failed')
+    await ticket.refund().catch((e: unknown) => { log.error({ err: e }, 'quota refund failed') })
+    throw new ScoringFailedError({ cause: err })
+  }
+}
+
+/**
+ * Hands the request's history to the writer before the answer goes out: a request whose history cannot be taken
+ * (the writer died after admission) is not answered with verdicts, counts nothing, and may be retried.
+ */
+async function record (log: RequestLog, ticket: Ticket, history: HistorySink, envelope: HistoryEnvelope, parts: Uint8Array[]): Promise<void> {
+  try {
+    history.submit(envelope, parts)
+  } catch (err) {
+    log.error({ err }, 'history writer refused the request')
+    await ticket.refund().catch((e: unknown) => { log.error({ err: e }, 'quota refund failed') })
+    throw new OverloadedError('history writer unavailable; retry shortly', { cause: err })
+  }
+}
+
+/** A single verdict request after validation. */
+export interface SingleRequest {
+  key: ApiKeyRecord
+  log: RequestLog
+  envelopeOf: EnvelopeOf
+  format: 'json' | 'msgpack'
+  type: string | null
+  value: string
+  actionTaken: string | null
+  actionSource: string | null
+  signalDetails: SignalDetails
+  evidenceDetails: EvidenceDetails
+  source: HistoryEnvelope['source']
+  requestId: string
+  started: number
+}
+
+/** Scores one indicator and records it; an invalid value is recorded with status 400, then INVALID_INDICATOR. */
+export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Promise<object> {
+  const params: ChunkParams = { mode: 'single', format: req.format, scoringVersion: null, signalDetails: req.signalDetails, evidenceDetails: req.evidenceDetails }
+  const ticket = await deps.admission.admit(req.key, 1)
+  try {
+    const lease = deps.intel.lease()
+    try {
+      const out = await scored(req.log, ticket, async () => await lease.pool.runSingle([req.type, req.value, req.actionTaken, req.actionSource], params))
+      await record(req.log, ticket, deps.history, req.envelopeOf({
+        date: new Date().toISOString(),
+        bulk_request_id: null,
+        http_status: out.verdict === null ? 400 : 200,
+        evidence_details: params.evidenceDetails,
+        label_details: params.signalDetails,
+        source: req.source,
+        scoring_version: null,
+        query_type: null,
+        project_id: null,
+        project_name: null,
+        count: 1
+      }), [out.history])
+      if (out.verdict === null) throw new InvalidIndicatorError(out.errors.join('; '))
+      return {
+        ...out.verdict,
+        meta: {
+          engine_version: deps.engineVersion(selectProfile(null).profile.version),
+          data_timestamp: lease.pool.snapshot.dataTimestamp,
+          cache_hit: out.cacheHit,
+          query_time_ms: Math.round(performance.now() - req.started),
+          request_id: req.requestId,
+          warnings: out.warnings,
+          errors: [],
+          detail_levels: { signal_details: params.signalDetails, evidence_details: params.evidenceDetails }
+        }
+      }
+    } finally {
+      lease.release()
+    }
+  } finally {
+    ticket.done()
+  }
+}
+
+/** A bulk request after schema validation and chunkBulk(). */
+export interface BulkRequest {
+  key: ApiKeyRecord
+  log: RequestLog
+  envelopeOf: EnvelopeOf
+  format: 'json' | 'msgpack'
+  /** Indicators in the request (the chunks hold them; the parsed body is not kept). */
+  count: number
+  signalDetails: SignalDetails
+  evidenceDetails: string | undefined
+  scoringVersion: string | undefined
+  logged: Pick<HistoryEnvelope, 'source' | 'scoring_version' | 'query_type' | 'project_id' | 'project_name'>
+  started: number
+}
+
+/** The merged answer; give `sent` the payload once its bytes are written, so the buffer serves a later answer. */
+export interface BulkAnswer { payload: Buffer, bulkRequestId: string, sent: () => void }
+
+/** Validates the log-only fields and chunks by shard (throws INVALID_ACTION_SOURCE before anything is admitted). */
+export function chunkBulk (deps: VerdictDeps, indicators: readonly BulkIndicator[]): Chunks {
+  return chunkIndicators(indicators, deps.intel.shards)
+}
+
+/** Scores a bulk request chunk by chunk on the shards' workers, merges in request order and records every item. */
+export async function answerBulk (deps: VerdictDeps, req: BulkRequest, chunks: Chunks): Promise<BulkAnswer> {
+  const n = req.count
+  const warnings: string[] = []
+  if (n === 0) warnings.push('indicators is empty: nothing to score')
+  if (req.evidenceDetails !== undefined && req.evidenceDetails !== 'none') {
+    warnings.push(`evidence_details "${req.evidenceDetails}" ignored: bulk results carry no evidence`)
+  }
+  const { profile, known } = selectProfile(req.scoringVersion)
+  if (!known) warnings.push(`unknown scoring_version "${req.scoringVersion ?? ''}": used the default ${profile.version}`)
+  const params: ChunkParams = { mode: 'bulk', format: req.format, scoringVersion: profile.version, signalDetails: req.signalDetails, evidenceDetails: 'none' }
+
+  const ticket = await deps.admission.admit(req.key, n)
+  try {
+    const lease = deps.intel.lease()
+    try {
+      const pool = lease.pool
+      const pending = chunks.items.map(async (items, s): Promise<BulkChunkOutput> => items.length === 0
+        ? { body: new Uint8Array(0), ends: new Uint32Array(0), history: new Uint8Array(0), cacheHits: 0, invalid: 0 }
+        : await pool.runBulk(s, items, params))
+      // The workers have their copies (or inline mode has scored them): the chunked items, up to ten thousand tuples,
+      // are not kept reachable through the scoring phase, where the young-generation collector would copy and promote
+      // them, and concurrent bulks would each hold theirs.
+      chunks.items = []
+      const outputs = await scored(req.log, ticket, async () => await Promise.all(pending))
+      const bulkRequestId = randomUUID()
+      let invalid = 0
+      for (const o of outputs) invalid += o.invalid
+      if (invalid > 0) warnings.push(`${invalid} of ${n} indicators are invalid: see each result's errors`)
+      const meta = {
+        engine_version: deps.engineVersion(profile.version),
+        data_timestamp: pool.snapshot.dataTimestamp,
+        bulk_request_id: bulkRequestId,
+        signal_details: req.signalDetails,
+        evidence_details: 'none',
+        took_ms: Math.round(performance.now() - req.started),
+        record_count: n,
+        warnings,
+        errors: [] as string[]
+      }
+      const payload = req.format === 'json' ? mergeJson(meta, chunks, outputs, deps.answers) : mergeMsgpack(meta, chunks, outputs, deps.answers)
+      // The bodies are copied into the payload: their buffers go back to their shards for the next chunks.
+      outputs.forEach((o, s) => { pool.recycle(s, o.body) })
+      if (n > 0) {
+        await record(req.log, ticket, deps.history, req.envelopeOf({
+          date: new Date().toISOString(),
+          bulk_request_id: bulkRequestId,
+          http_status: 200,
+          evidence_details: 'none',
+          label_details: req.signalDetails,
+          ...req.logged,
+          count: n
+        }), outputs.filter((o) => o.history.length > 0).map((o) => o.history))
+      }
+      return { payload, bulkRequestId, sent: () => { deps.answers.give(payload) } }
+    } finally {
+      lease.release()
+    }
+  } finally {
+    ticket.done()
+  }
+}

@@ -1,0 +1,44 @@
+/**
+ * toPublicError (src/errors.ts) is the one mapping from any error to the public body: one case per code it knows.
+ */
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import * as errors from '../../src/errors.ts'
+
+type Case = [string, Parameters<typeof errors.toPublicError>[0], { status: number, code: string }]
+
+const fastify = (code: string, statusCode: number): Parameters<typeof errors.toPublicError>[0] => ({ code, statusCode, message: 'x' })
+
+const cases: Case[] = [
+  ['a schema failure', { code: 'FST_ERR_VALIDATION', statusCode: 400, message: 'body must have property indicator', validation: [], validationContext: 'body' }, { status: 400, code: 'INVALID_REQUEST' }],
+  ['a body over the limit', fastify('FST_ERR_CTP_BODY_TOO_LARGE', 413), { status: 413, code: 'PAYLOAD_TOO_LARGE' }],
+  ['an unknown content type', fastify('FST_ERR_CTP_INVALID_MEDIA_TYPE', 415), { status: 415, code: 'UNSUPPORTED_MEDIA_TYPE' }],
+  ['an empty JSON body', fastify('FST_ERR_CTP_EMPTY_JSON_BODY', 400), { status: 400, code: 'INVALID_REQUEST' }],
+  ['a wrong content-length', fastify('FST_ERR_CTP_INVALID_CONTENT_LENGTH', 400), { status: 400, code: 'INVALID_REQUEST' }],
+  ['another Fastify client error', fastify('FST_ERR_CTP_INVALID_JSON_BODY', 400), { status: 400, code: 'INVALID_REQUEST' }],
+  ['a closed pool', new errors.PoolClosedError(), { status: 503, code: 'OVERLOADED' }],
+  ['an unavailable store', new errors.StoreError('STORE_UNAVAILABLE', 'down'), { status: 503, code: 'OVERLOADED' }],
+  ['an unavailable quota counter', new errors.StoreError('QUOTA_UNAVAILABLE', 'down'), { status: 503, code: 'OVERLOADED' }],
+  ['a store-level bad filter', new errors.StoreError('INVALID_REQUEST', 'limit must be an integer'), { status: 400, code: 'INVALID_REQUEST' }],
+  ['a store error with an internal code', new errors.StoreError('STORE_ERROR', 'secret detail'), { status: 500, code: 'INTERNAL_ERROR' }],
+  ['a plain Error', new Error('boom at /srv/app.ts:1'), { status: 500, code: 'INTERNAL_ERROR' }],
+  ['an uncoded 503', Object.assign(new Error('x'), { statusCode: 503 }), { status: 500, code: 'INTERNAL_ERROR' }],
+  ...([
+    [errors.InvalidRequestError, 400], [errors.InvalidActionSourceError, 400], [errors.InvalidIndicatorError, 400],
+    [errors.TooManyIndicatorsError, 400], [errors.PayloadTooLargeError, 413], [errors.UnsupportedMediaTypeError, 415],
+    [errors.NotAcceptableError, 406], [errors.NotFoundError, 404], [errors.MissingApiKeyError, 401],
+    [errors.InvalidApiKeyError, 401], [errors.PermissionDeniedError, 403], [errors.QuotaExceededError, 429],
+    [errors.OverloadedError, 503], [errors.ScoringFailedError, 503]
+  ] as const).map(([E, status]): Case => {
+    const e = new E('m')
+    return [`public code ${e.code}`, e, { status, code: e.code }]
+  })
+]
+
+for (const [what, err, expected] of cases) {
+  test(`${what} is answered ${expected.status} ${expected.code}`, () => {
+    const pub = errors.toPublicError(err as Parameters<typeof errors.toPublicError>[0])
+    assert.deepEqual({ status: pub.status, code: pub.code }, expected)
+    if (expected.status === 500) assert.equal(pub.message, 'internal error', 'a 500 never shows its cause')
+  })
+}
