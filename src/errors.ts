@@ -89,6 +89,9 @@ const kPublicOf: Readonly<Record<string, (err: { message: string }) => PublicErr
   INVALID_REQUEST: (err) => ({ status: 400, code: 'INVALID_REQUEST', message: err.message })
 }
 
+/** What toPublicError reads of an error: Fastify's, ours, or any thrown Error. */
+export type ErrorLike = Error & Partial<Pick<FastifyError, 'code' | 'statusCode' | 'validation' | 'validationContext'>>
+
 /** Public codes a 4xx or 503 error may carry as they are (the ones docs/API.md lists). */
 const kPublicCodes = new Set([
   'INVALID_REQUEST', 'INVALID_ACTION_SOURCE', 'INVALID_INDICATOR', 'TOO_MANY_INDICATORS', 'PAYLOAD_TOO_LARGE',
@@ -100,14 +103,15 @@ const kPublicCodes = new Set([
  * Maps any error to the public body: schema failures to INVALID_REQUEST, the table above, public codes as they are,
  * other client errors to INVALID_REQUEST, everything else to INTERNAL_ERROR (its message is logged, never sent).
  */
-export function toPublicError (err: Pick<FastifyError, 'message' | 'code' | 'statusCode' | 'validation' | 'validationContext'>): PublicError {
+export function toPublicError (err: ErrorLike): PublicError {
   if (err.validation !== undefined) {
     return { status: 400, code: 'INVALID_REQUEST', message: `${err.validationContext ?? 'body'}${err.message.replace(/^(body|querystring|params|headers)/, '')}` }
   }
-  const mapped = kPublicOf[err.code]
+  const code = typeof err.code === 'string' ? err.code : ''
+  const mapped = kPublicOf[code]
   if (mapped !== undefined) return mapped(err)
   const status = err.statusCode ?? 500
-  if (kPublicCodes.has(err.code) && status >= 400 && status < 600 && status !== 500) return { status, code: err.code, message: err.message }
+  if (kPublicCodes.has(code) && status >= 400 && status < 600 && status !== 500) return { status, code, message: err.message }
   if (status >= 400 && status < 500) return { status, code: 'INVALID_REQUEST', message: err.message }
   return { status: 500, code: 'INTERNAL_ERROR', message: 'internal error' }
 }

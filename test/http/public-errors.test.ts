@@ -5,12 +5,12 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import * as errors from '../../src/errors.ts'
 
-type Case = [string, Parameters<typeof errors.toPublicError>[0], { status: number, code: string }]
+type Case = [string, errors.ErrorLike, { status: number, code: string }]
 
-const fastify = (code: string, statusCode: number): Parameters<typeof errors.toPublicError>[0] => ({ code, statusCode, message: 'x' })
+const fastify = (code: string, statusCode: number): errors.ErrorLike => Object.assign(new Error('x'), { code, statusCode })
 
 const cases: Case[] = [
-  ['a schema failure', { code: 'FST_ERR_VALIDATION', statusCode: 400, message: 'body must have property indicator', validation: [], validationContext: 'body' }, { status: 400, code: 'INVALID_REQUEST' }],
+  ['a schema failure', Object.assign(new Error('body must have property indicator'), { code: 'FST_ERR_VALIDATION', statusCode: 400, validation: [], validationContext: 'body' as const }), { status: 400, code: 'INVALID_REQUEST' }],
   ['a body over the limit', fastify('FST_ERR_CTP_BODY_TOO_LARGE', 413), { status: 413, code: 'PAYLOAD_TOO_LARGE' }],
   ['an unknown content type', fastify('FST_ERR_CTP_INVALID_MEDIA_TYPE', 415), { status: 415, code: 'UNSUPPORTED_MEDIA_TYPE' }],
   ['an empty JSON body', fastify('FST_ERR_CTP_EMPTY_JSON_BODY', 400), { status: 400, code: 'INVALID_REQUEST' }],
@@ -37,7 +37,7 @@ const cases: Case[] = [
 
 for (const [what, err, expected] of cases) {
   test(`${what} is answered ${expected.status} ${expected.code}`, () => {
-    const pub = errors.toPublicError(err as Parameters<typeof errors.toPublicError>[0])
+    const pub = errors.toPublicError(err)
     assert.deepEqual({ status: pub.status, code: pub.code }, expected)
     if (expected.status === 500) assert.equal(pub.message, 'internal error', 'a 500 never shows its cause')
   })
