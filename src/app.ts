@@ -10,6 +10,9 @@ import { Admission } from './bulk/admission.ts'
 import { kRetryAfterCodes, NotFoundError, toPublicError } from './errors.ts'
 import { KeyVerifier } from './http/auth.ts'
 import { registerParsers } from './http/content.ts'
+import { Metrics, metricsRoutes } from './http/metrics.ts'
+import { registerOpenApi } from './http/openapi.ts'
+import { kPackageVersion } from './http/request-fields.ts'
 import { mgmtRoutes } from './http/routes-mgmt.ts'
 import { serviceRoutes } from './http/routes-service.ts'
 import { verdictRoutes } from './http/routes-verdict.ts'
@@ -56,6 +59,7 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     if (closing) reply.header('connection', 'close')
   })
   registerParsers(app)
+  await registerOpenApi(app, kPackageVersion)
 
   app.setErrorHandler((err: FastifyError & { retryAfter?: number }, req, reply) => {
     const pub = toPublicError(err)
@@ -75,7 +79,9 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
 
   const verifier = new KeyVerifier(deps.store)
   const admission = new Admission(config.maxInflight, deps.quota, () => closing ? 'service is shutting down' : deps.history.refusal())
-  verdictRoutes(app, { intel: deps.intel, history: deps.history, admission, verifier, bodyLimit: config.bodyLimit })
+  const metrics = new Metrics({ admission, intel: deps.intel, history: deps.history })
+  metricsRoutes(app, metrics)
+  verdictRoutes(app, { intel: deps.intel, history: deps.history, admission, verifier, bodyLimit: config.bodyLimit, observer: metrics })
   serviceRoutes(app, { store: deps.store, quota: deps.quota, history: deps.history, intel: deps.intel, closing: () => closing })
   mgmtRoutes(app, { store: deps.store, quota: deps.quota, intel: deps.intel, verifier })
   return app

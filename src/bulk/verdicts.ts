@@ -20,6 +20,11 @@ import { AnswerBuffers, mergeJson, mergeMsgpack } from './merge.ts'
 /** Where errors of a request are logged (the request's logger). */
 export interface RequestLog { error: (obj: object, msg: string) => void }
 
+/** Told of every answered request's indicators (metrics). */
+export interface VerdictObserver {
+  scored: (mode: 'single' | 'bulk', count: number, cacheHits: number, invalid: number) => void
+}
+
 /** What the orchestration needs; one per app. */
 export interface VerdictDeps {
   intel: IntelService
@@ -28,6 +33,7 @@ export interface VerdictDeps {
   answers: AnswerBuffers
   /** engine_version for a scoring profile. */
   engineVersion: (profileVersion: string) => string
+  observer?: VerdictObserver
 }
 
 /** The request-level history fields the caller fills in (who asked, how). */
@@ -96,6 +102,7 @@ export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Prom
         project_name: null,
         count: 1
       }), [out.history])
+      deps.observer?.scored('single', 1, out.cacheHit ? 1 : 0, out.verdict === null ? 1 : 0)
       if (out.verdict === null) throw new InvalidIndicatorError(out.errors.join('; '))
       return {
         ...out.verdict,
@@ -168,7 +175,11 @@ export async function answerBulk (deps: VerdictDeps, req: BulkRequest, chunks: C
       const outputs = await scored(req.log, ticket, async () => await Promise.all(pending))
       const bulkRequestId = randomUUID()
       let invalid = 0
-      for (const o of outputs) invalid += o.invalid
+      let cacheHits = 0
+      for (const o of outputs) {
+        invalid += o.invalid
+        cacheHits += o.cacheHits
+      }
       if (invalid > 0) warnings.push(`${invalid} of ${n} indicators are invalid: see each result's errors`)
       const meta = {
         engine_version: deps.engineVersion(profile.version),
@@ -195,6 +206,7 @@ export async function answerBulk (deps: VerdictDeps, req: BulkRequest, chunks: C
           count: n
         }), outputs.filter((o) => o.history.length > 0).map((o) => o.history))
       }
+      deps.observer?.scored('bulk', n, cacheHits, invalid)
       return { payload, bulkRequestId, sent: () => { deps.answers.give(payload) } }
     } finally {
       lease.release()

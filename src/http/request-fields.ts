@@ -6,7 +6,8 @@ import type { FastifyRequest } from 'fastify'
 import type { HistoryEnvelope } from '../history/types.ts'
 import type { SourceBody } from './schemas.ts'
 
-const kPackageVersion = (createRequire(import.meta.url)('../../package.json') as { version: string }).version
+/** The package's version, the first half of engine_version. */
+export const kPackageVersion = (createRequire(import.meta.url)('../../package.json') as { version: string }).version
 
 /** engine_version: the engine release and the scoring profile that produced the verdicts. */
 export function engineVersion (profileVersion: string): string {

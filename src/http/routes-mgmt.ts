@@ -7,6 +7,7 @@ import { InvalidRequestError } from '../errors.ts'
 import type { IntelService } from '../pool/intel-service.ts'
 import { StoreError, utcDayOf, type QuotaCounter, type SearchFilters, type Store } from '../store/index.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
+import { errorsOf, reloadSchema, searchPageSchema, usageSchema } from './response-schemas.ts'
 
 const kDefaultLimit = 100
 const kMaxLimit = 1000
@@ -44,7 +45,14 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
   const { store, verifier } = deps
 
   app.get('/api/v2/mgmt/enrich-logs/search-history', {
-    schema: { querystring: kSearchQuery },
+    schema: {
+      tags: ['management'],
+      summary: 'Search the tenant\'s verdict history',
+      description: 'Replaces the retired POST /api/v2/ioc/history. Any key of the tenant; newest first; pass next_cursor back as cursor.',
+      security: [{ apiKey: [] }],
+      querystring: kSearchQuery,
+      response: { 200: searchPageSchema, ...errorsOf(400, 401, 503) }
+    },
     onRequest: requireKey(verifier, null)
   }, async (req) => {
     const q = req.query as SearchQuery
@@ -68,11 +76,15 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
 
   app.get('/api/v2/mgmt/usage', {
     schema: {
+      tags: ['management'],
+      summary: 'Usage of the tenant on one UTC day, and the calling key\'s quota',
+      security: [{ apiKey: [] }],
       querystring: {
         type: 'object',
         additionalProperties: false,
         properties: { day: { type: 'string', pattern: '^[0-9]{4}-[0-9]{2}-[0-9]{2}$' } }
-      }
+      },
+      response: { 200: usageSchema, ...errorsOf(400, 401, 503) }
     },
     onRequest: requireKey(verifier, null)
   }, async (req) => {
@@ -89,6 +101,13 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
   })
 
   app.post('/api/v2/mgmt/intel/reload', {
+    schema: {
+      tags: ['management'],
+      summary: 'Rebuild the intel snapshot and swap it in (admin)',
+      description: 'Requests in flight finish on the snapshot they started with; none fails.',
+      security: [{ apiKey: [] }],
+      response: { 200: reloadSchema, ...errorsOf(401, 403, 503) }
+    },
     onRequest: requireKey(verifier, 'admin')
   }, async (req) => {
     const result = await deps.intel.reload()

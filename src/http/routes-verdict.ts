@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify'
 import { TooManyIndicatorsError } from '../errors.ts'
 import type { Admission } from '../bulk/admission.ts'
 import { AnswerBuffers } from '../bulk/merge.ts'
-import { answerBulk, answerSingle, chunkBulk, type VerdictDeps } from '../bulk/verdicts.ts'
+import { answerBulk, answerSingle, chunkBulk, type VerdictDeps, type VerdictObserver } from '../bulk/verdicts.ts'
 import type { HistorySink } from '../history/types.ts'
 import type { IntelService } from '../pool/intel-service.ts'
 import { clientPackr } from '../pool/score-chunk.ts'
@@ -13,6 +13,7 @@ import { requireKey, type KeyVerifier } from './auth.ts'
 import { responseFormat } from './content.ts'
 import { normalizeActionSource, normalizeActionTaken } from '../bulk/log-fields.ts'
 import { engineVersion, envelopeOf, sourceOf } from './request-fields.ts'
+import { bulkResultSchema, errorsOf, verdictResultSchema } from './response-schemas.ts'
 import { bulkBodySchema, singleBodySchema, type BulkBody, type SingleBody } from './schemas.ts'
 
 /** Most indicators one bulk request may carry (spec 8). */
@@ -25,6 +26,7 @@ export interface VerdictRouteDeps {
   admission: Admission
   verifier: KeyVerifier
   bodyLimit: number
+  observer?: VerdictObserver
 }
 
 function send (reply: FastifyReply, format: 'json' | 'msgpack', payload: Buffer | object): FastifyReply {
@@ -36,10 +38,25 @@ function send (reply: FastifyReply, format: 'json' | 'msgpack', payload: Buffer 
 
 /** Registers the single and bulk verdict routes. */
 export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): void {
-  const verdicts: VerdictDeps = { intel: deps.intel, history: deps.history, admission: deps.admission, answers: new AnswerBuffers(), engineVersion }
+  const verdicts: VerdictDeps = {
+    intel: deps.intel,
+    history: deps.history,
+    admission: deps.admission,
+    answers: new AnswerBuffers(),
+    engineVersion,
+    ...(deps.observer === undefined ? {} : { observer: deps.observer })
+  }
 
   app.post('/api/v2/ioc/verdict', {
-    schema: { body: singleBodySchema },
+    schema: {
+      tags: ['verdicts'],
+      summary: 'Verdict for one indicator',
+      description: 'Requires the `verdict` permission. signal_details defaults to top (3 signals), evidence_details to summary. ' +
+        'An invalid value answers 400 INVALID_INDICATOR (and is recorded with http_status 400).',
+      security: [{ apiKey: [] }],
+      body: singleBodySchema,
+      response: { 200: verdictResultSchema, ...errorsOf(400, 401, 403, 406, 413, 415, 429, 503) }
+    },
     onRequest: requireKey(deps.verifier, 'verdict')
   }, async (req, reply) => {
     const started = performance.now()
@@ -68,7 +85,15 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
   })
 
   app.post('/api/v2/ioc/verdict/bulk', {
-    schema: { body: bulkBodySchema },
+    schema: {
+      tags: ['verdicts'],
+      summary: 'Verdicts for up to 10,000 indicators',
+      description: 'Requires the `verdict_bulk` permission. One parameter set for the batch; results[i] answers indicators[i]; an ' +
+        'invalid item gets `errors` and never fails the batch. Admitted only when the whole batch fits the daily quota.',
+      security: [{ apiKey: [] }],
+      body: bulkBodySchema,
+      response: { 200: bulkResultSchema, ...errorsOf(400, 401, 403, 406, 413, 415, 429, 503) }
+    },
     onRequest: requireKey(deps.verifier, 'verdict_bulk'),
     bodyLimit: deps.bodyLimit
   }, async (req, reply) => {
