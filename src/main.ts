@@ -6,7 +6,9 @@
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig, storeOptions, type Config } from './config.ts'
-import { DEFAULT_PROFILE, score, selectProfile, Snapshot } from './engine/index.ts'
+import { statSync } from 'node:fs'
+import { openInput, scoreFile, type InputFormat, type OutputFormat } from './cli/score-file.ts'
+import { DEFAULT_PROFILE, score, selectProfile, Snapshot, type SignalDetails } from './engine/index.ts'
 import { intelBuild, intelCheck, loadManifest, loadSnapshot } from './intel/index.ts'
 import { openStore, PERMISSIONS } from './store/index.ts'
 import { intelSource, startService } from './service.ts'
@@ -22,9 +24,24 @@ const kUsage = `usage: ioc-verdict <command>
   intel build [--force]                  compile (or load) the snapshot and write the disk cache
   score [--type T] [--scoring-version V] VALUE...
                                          score indicators with the engine, print verdicts as JSON lines
+  score FILE | -  [--input lines|csv|ndjson] [--format ndjson|csv] [--signals none|top|all]
+                                         score a file (or stdin) of indicators, streaming: one line per
+                                         indicator, CSV with a value (and type) column, or NDJSON objects
 
 Configuration: IOC_* environment variables or a JSON file named by IOC_CONFIG (see docs/OPERATIONS.md).
 `
+
+/** A command line the CLI cannot run: printed with the usage, exit 2. */
+class UsageError extends Error {}
+
+/** True when `path` names a regular file (so `score FILE` reads it rather than scoring the name). */
+function isFile (path: string): boolean {
+  try {
+    return statSync(path).isFile()
+  } catch {
+    return false
+  }
+}
 
 function out (line: string): void {
   process.stdout.write(line + '\n')
@@ -153,16 +170,42 @@ async function intel (config: Readonly<Config>, args: string[]): Promise<number>
 async function scoreCmd (config: Readonly<Config>, args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args,
-    options: { type: { type: 'string' }, 'scoring-version': { type: 'string' }, signals: { type: 'string' }, evidence: { type: 'string' } },
+    options: {
+      type: { type: 'string' },
+      'scoring-version': { type: 'string' },
+      signals: { type: 'string' },
+      evidence: { type: 'string' },
+      input: { type: 'string' },
+      format: { type: 'string' }
+    },
     allowPositionals: true,
     strict: true
   })
+  const file = positionals.length === 1 && (positionals[0] === '-' || isFile(positionals[0] as string)) ? positionals[0] as string : null
+  if (values.input !== undefined && !['lines', 'csv', 'ndjson'].includes(values.input)) throw new UsageError('--input must be lines, csv or ndjson')
+  if (values.format !== undefined && !['ndjson', 'csv'].includes(values.format)) throw new UsageError('--format must be ndjson or csv')
+  if (values.signals !== undefined && !['none', 'top', 'all'].includes(values.signals)) throw new UsageError('--signals must be none, top or all')
+  if (file === null && (values.input !== undefined || values.format !== undefined)) throw new UsageError('--input and --format apply to a file or - (stdin)')
   const src = intelSource(config)
   const feeds = await loadManifest(src.manifest)
   const { data } = await loadSnapshot({ feeds, cacheDir: src.cacheDir, ...(src.asnDir === null ? {} : { asnDir: src.asnDir }), ...(src.countryDir === null ? {} : { countryDir: src.countryDir }) })
   const snap = new Snapshot(data)
   const { profile, known } = selectProfile(values['scoring-version'])
   if (!known) err(`unknown scoring version; using ${DEFAULT_PROFILE.version}`)
+  if (file !== null) {
+    const summary = await scoreFile({
+      input: openInput(file),
+      output: process.stdout,
+      snapshot: snap,
+      profile,
+      signalDetails: (values.signals ?? 'top') as SignalDetails,
+      ...(values.input === undefined ? {} : { inputFormat: values.input as InputFormat }),
+      outputFormat: (values.format ?? 'ndjson') as OutputFormat,
+      progress: process.stderr.isTTY ? process.stderr : null
+    })
+    err(`scored ${summary.scored} indicators, ${summary.invalid} invalid, ${summary.skipped} lines skipped`)
+    return 0
+  }
   let failed = 0
   for (const value of positionals) {
     const r = score(value, values.type, { profile, signalDetails: (values.signals ?? 'all') as 'all', evidenceDetails: (values.evidence ?? 'full') as 'full' }, snap)
@@ -204,6 +247,11 @@ async function main (argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then((code) => {
   if (code >= 0) process.exit(code)
 }, (e: unknown) => {
+  if (e instanceof UsageError) {
+    err(`ioc-verdict: ${e.message}`)
+    err(kUsage)
+    process.exit(2)
+  }
   const code = (e as { code?: string }).code
   err(`ioc-verdict: ${(e as Error).message}${code === undefined ? '' : ` (${code})`}`)
   process.exit(1)
