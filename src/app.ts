@@ -12,7 +12,9 @@ import { KeyVerifier } from './http/auth.ts'
 import { registerParsers } from './http/content.ts'
 import { Metrics, metricsRoutes } from './http/metrics.ts'
 import { registerOpenApi } from './http/openapi.ts'
+import { registerRateLimit } from './http/rate-limit.ts'
 import { kPackageVersion } from './http/request-fields.ts'
+import { keyRoutes } from './http/routes-keys.ts'
 import { mgmtRoutes } from './http/routes-mgmt.ts'
 import { serviceRoutes } from './http/routes-service.ts'
 import { verdictRoutes } from './http/routes-verdict.ts'
@@ -60,6 +62,7 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   })
   registerParsers(app)
   await registerOpenApi(app, kPackageVersion)
+  await registerRateLimit(app, { defaultPerMinute: config.rateLimit, redisUrl: config.redisUrl, redisPrefix: config.redisPrefix })
 
   app.setErrorHandler((err: FastifyError & { retryAfter?: number }, req, reply) => {
     const pub = toPublicError(err)
@@ -77,12 +80,13 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     reply.code(404).send({ statusCode: 404, code: new NotFoundError('').code, error: 'Not Found', message: `no route ${req.method} ${req.url.split('?')[0] ?? ''}` })
   })
 
-  const verifier = new KeyVerifier(deps.store)
+  const verifier = new KeyVerifier(deps.store, (err) => { deps.logger.warn({ err }, 'could not record a key\'s last use') })
   const admission = new Admission(config.maxInflight, deps.quota, () => closing ? 'service is shutting down' : deps.history.refusal())
   const metrics = new Metrics({ admission, intel: deps.intel, history: deps.history })
   metricsRoutes(app, metrics)
   verdictRoutes(app, { intel: deps.intel, history: deps.history, admission, verifier, bodyLimit: config.bodyLimit, observer: metrics })
   serviceRoutes(app, { store: deps.store, quota: deps.quota, history: deps.history, intel: deps.intel, closing: () => closing })
   mgmtRoutes(app, { store: deps.store, quota: deps.quota, intel: deps.intel, verifier })
+  keyRoutes(app, { store: deps.store, verifier })
   return app
 }

@@ -17,6 +17,7 @@ const kUsage = `usage: ioc-verdict <command>
 
   serve                                  run the service (default)
   keys create --tenant T --permissions verdict,verdict_bulk[,mgmt,admin] [--quota N]
+              [--rate-limit N] [--expires-at ISO-8601] [--allowed-cidrs CIDR,...]
                                          create a key; prints the key alone on stdout
   keys list                              list keys (never secrets)
   keys revoke ID                         revoke a key
@@ -111,7 +112,18 @@ async function keys (config: Readonly<Config>, args: string[]): Promise<number> 
   const store = await openStore(storeOptions(config))
   try {
     if (sub === 'create') {
-      const { values } = parseArgs({ args: rest, options: { tenant: { type: 'string' }, permissions: { type: 'string' }, quota: { type: 'string' } }, strict: true })
+      const { values } = parseArgs({
+        args: rest,
+        options: {
+          tenant: { type: 'string' },
+          permissions: { type: 'string' },
+          quota: { type: 'string' },
+          'rate-limit': { type: 'string' },
+          'expires-at': { type: 'string' },
+          'allowed-cidrs': { type: 'string' }
+        },
+        strict: true
+      })
       if (values.tenant === undefined || values.permissions === undefined) {
         err('keys create needs --tenant and --permissions')
         return 2
@@ -121,7 +133,21 @@ async function keys (config: Readonly<Config>, args: string[]): Promise<number> 
         err('--quota must be a non-negative integer (indicators per UTC day)')
         return 2
       }
-      const created = await store.createKey({ tenant: values.tenant, permissions: values.permissions.split(',').map((p) => p.trim()).filter(Boolean), quota })
+      const rateLimit = values['rate-limit'] === undefined ? null : Number(values['rate-limit'])
+      if (rateLimit !== null && !Number.isSafeInteger(rateLimit)) {
+        err('--rate-limit must be an integer (requests per minute)')
+        return 2
+      }
+      const list = (v: string): string[] => v.split(',').map((p) => p.trim()).filter(Boolean)
+      // The store validates every option again (the API shares it) and says what is wrong.
+      const created = await store.createKey({
+        tenant: values.tenant,
+        permissions: list(values.permissions),
+        quota,
+        rateLimit,
+        expiresAt: values['expires-at'] ?? null,
+        allowedCidrs: values['allowed-cidrs'] === undefined ? null : list(values['allowed-cidrs'])
+      })
       err(`created key ${created.record.id} for tenant ${created.record.tenant} (${created.record.permissions.join(',')}); it is shown only once:`)
       out(created.key)
       return 0

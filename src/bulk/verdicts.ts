@@ -81,8 +81,11 @@ export interface SingleRequest {
   started: number
 }
 
+/** A verdict answer, with what the caller's daily quota has left (null without a quota). */
+export interface SingleAnswer { verdict: object, quotaRemaining: number | null }
+
 /** Scores one indicator and records it; an invalid value is recorded with status 400, then INVALID_INDICATOR. */
-export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Promise<object> {
+export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Promise<SingleAnswer> {
   const params: ChunkParams = { mode: 'single', format: req.format, scoringVersion: null, signalDetails: req.signalDetails, evidenceDetails: req.evidenceDetails }
   const ticket = await deps.admission.admit(req.key, 1)
   try {
@@ -104,7 +107,7 @@ export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Prom
       }), [out.history])
       deps.observer?.scored('single', 1, out.cacheHit ? 1 : 0, out.verdict === null ? 1 : 0)
       if (out.verdict === null) throw new InvalidIndicatorError(out.errors.join('; '))
-      return {
+      const verdict = {
         ...out.verdict,
         meta: {
           engine_version: deps.engineVersion(selectProfile(null).profile.version),
@@ -117,6 +120,7 @@ export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Prom
           detail_levels: { signal_details: params.signalDetails, evidence_details: params.evidenceDetails }
         }
       }
+      return { verdict, quotaRemaining: ticket.quotaRemaining }
     } finally {
       lease.release()
     }
@@ -140,8 +144,8 @@ export interface BulkRequest {
   started: number
 }
 
-/** The merged answer; give `sent` the payload once its bytes are written, so the buffer serves a later answer. */
-export interface BulkAnswer { payload: Buffer, bulkRequestId: string, sent: () => void }
+/** The merged answer; call `sent` once its bytes are written, so the buffer serves a later answer. */
+export interface BulkAnswer { payload: Buffer, bulkRequestId: string, sent: () => void, quotaRemaining: number | null }
 
 /** Validates the log-only fields and chunks by shard (throws INVALID_ACTION_SOURCE before anything is admitted). */
 export function chunkBulk (deps: VerdictDeps, indicators: readonly BulkIndicator[]): Chunks {
@@ -207,7 +211,7 @@ export async function answerBulk (deps: VerdictDeps, req: BulkRequest, chunks: C
         }), outputs.filter((o) => o.history.length > 0).map((o) => o.history))
       }
       deps.observer?.scored('bulk', n, cacheHits, invalid)
-      return { payload, bulkRequestId, sent: () => { deps.answers.give(payload) } }
+      return { payload, bulkRequestId, sent: () => { deps.answers.give(payload) }, quotaRemaining: ticket.quotaRemaining }
     } finally {
       lease.release()
     }

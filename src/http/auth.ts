@@ -6,11 +6,13 @@
 import { createHash } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { LRUCache } from 'lru-cache'
-import { InvalidApiKeyError, MissingApiKeyError, PermissionDeniedError } from '../errors.ts'
-import type { ApiKeyRecord, Store } from '../store/index.ts'
+import { AddressNotAllowedError, InvalidApiKeyError, KeyInQueryError, MissingApiKeyError, PermissionDeniedError } from '../errors.ts'
+import { addressAllowed, expired, type ApiKeyRecord, type Store } from '../store/index.ts'
 
 const kVerifiedTtlMs = 5_000
 const kVerifiedMax = 10_000
+/** last_used_at is written at most this often per key, so a busy feed does not cost a store write per request. */
+const kTouchIntervalMs = 60_000
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -21,20 +23,30 @@ declare module 'fastify' {
 
 /** Verifies presented keys against the store, with a short-lived cache of successes. */
 export class KeyVerifier {
-  private readonly store: Pick<Store, 'verifyKey'>
+  private readonly store: Pick<Store, 'verifyKey' | 'touchKey'>
   private readonly cache = new LRUCache<string, ApiKeyRecord>({ max: kVerifiedMax, ttl: kVerifiedTtlMs })
+  private readonly touched = new LRUCache<string, true>({ max: kVerifiedMax, ttl: kTouchIntervalMs })
+  private readonly onTouchError: (err: unknown) => void
 
-  constructor (store: Pick<Store, 'verifyKey'>) {
+  constructor (store: Pick<Store, 'verifyKey' | 'touchKey'>, onTouchError: (err: unknown) => void = () => {}) {
     this.store = store
+    this.onTouchError = onTouchError
   }
 
-  /** The active key record, or null. */
+  /** The active, unexpired key record, or null. */
   async verify (presented: string): Promise<ApiKeyRecord | null> {
     const digest = createHash('sha256').update(presented).digest('base64')
-    const hit = this.cache.get(digest)
-    if (hit !== undefined) return hit
-    const rec = await this.store.verifyKey(presented)
-    if (rec !== null) this.cache.set(digest, rec)
+    let rec = this.cache.get(digest) ?? null
+    if (rec === null) {
+      rec = await this.store.verifyKey(presented)
+      if (rec !== null) this.cache.set(digest, rec)
+    }
+    // A cached record may have expired since it was verified.
+    if (rec === null || expired(rec.expiresAt)) return null
+    if (!this.touched.has(rec.id)) {
+      this.touched.set(rec.id, true)
+      this.store.touchKey(rec.id, new Date().toISOString()).catch(this.onTouchError)
+    }
     return rec
   }
 
@@ -42,6 +54,14 @@ export class KeyVerifier {
   clear (): void {
     this.cache.clear()
   }
+}
+
+const kQueryKeyNames = /[?&](api_?key|key|x-api-key|apikey|token)=/i
+
+/** True when the URL's query string carries something named like an API key. */
+export function hasQueryKey (url: string): boolean {
+  const q = url.indexOf('?')
+  return q !== -1 && kQueryKeyNames.test(url.slice(q))
 }
 
 /** `admin` holds every permission. */
@@ -53,9 +73,15 @@ export function hasPermission (key: ApiKeyRecord, permission: string): boolean {
 export function requireKey (verifier: KeyVerifier, permission: string | null) {
   return async function authenticate (req: FastifyRequest, _reply: FastifyReply): Promise<void> {
     const presented = req.headers['x-api-key']
-    if (typeof presented !== 'string' || presented.trim() === '') throw new MissingApiKeyError()
+    if (typeof presented !== 'string' || presented.trim() === '') {
+      // A key in the URL ends up in proxy and browser logs: refuse it with a pointer to the header, even when a
+      // header key is missing, so the caller learns why.
+      if (hasQueryKey(req.url)) throw new KeyInQueryError()
+      throw new MissingApiKeyError()
+    }
     const key = await verifier.verify(presented.trim())
     if (key === null) throw new InvalidApiKeyError()
+    if (key.allowedCidrs !== null && !addressAllowed(req.ip, key.allowedCidrs)) throw new AddressNotAllowedError()
     if (permission !== null && !hasPermission(key, permission)) throw new PermissionDeniedError(permission)
     req.apiKey = key
   }

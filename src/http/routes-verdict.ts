@@ -36,6 +36,13 @@ function send (reply: FastifyReply, format: 'json' | 'msgpack', payload: Buffer 
   return reply.type('application/json; charset=utf-8').send(Buffer.isBuffer(payload) ? payload : JSON.stringify(payload))
 }
 
+/** The daily quota of a key that has one: X-Quota-Limit and X-Quota-Remaining (indicators per UTC day). */
+function quotaHeaders (reply: FastifyReply, quota: number | null, remaining: number | null): void {
+  if (quota === null || remaining === null) return
+  reply.header('x-quota-limit', String(quota))
+  reply.header('x-quota-remaining', String(remaining))
+}
+
 /** Registers the single and bulk verdict routes. */
 export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): void {
   const verdicts: VerdictDeps = {
@@ -66,7 +73,7 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
     // The indicator's log-only fields win over the request's (API.md); empty means not provided, so an empty one
     // falls back to the request's. Every action_source sent is validated, including one that is overridden.
     const topSource = normalizeActionSource(body.action_source, '')
-    const verdict = await answerSingle(verdicts, {
+    const answer = await answerSingle(verdicts, {
       key: req.apiKey!,
       log: req.log,
       envelopeOf: (fields) => envelopeOf(req, fields),
@@ -81,7 +88,8 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
       requestId: req.id,
       started
     })
-    return send(reply, format, verdict)
+    quotaHeaders(reply, req.apiKey!.quota, answer.quotaRemaining)
+    return send(reply, format, answer.verdict)
   })
 
   app.post('/api/v2/ioc/verdict/bulk', {
@@ -127,6 +135,7 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
     // finish (the client went away) keeps its buffer until the collector frees it.
     reply.raw.once('finish', answer.sent)
     reply.header('x-bulk-request-id', answer.bulkRequestId)
+    quotaHeaders(reply, req.apiKey!.quota, answer.quotaRemaining)
     return send(reply, format, answer.payload)
   })
 }

@@ -24,7 +24,9 @@ function servedRoutes (tree: string): Array<[string, string]> {
     const depth = (m[1] as string).length / 4
     stack.length = depth
     stack.push(m[2] as string)
-    for (const method of (m[3] ?? '').split(', ').filter((x) => x !== '' && x !== 'HEAD')) out.push([method, stack.join('')])
+    // OpenAPI writes a path parameter as {id} where Fastify writes :id.
+    const path = stack.join('').replace(/:(\w+)/g, '{$1}')
+    for (const method of (m[3] ?? '').split(', ').filter((x) => x !== '' && x !== 'HEAD')) out.push([method, path])
   }
   return out
 }
@@ -53,7 +55,8 @@ test('recorded answers of every documented route validate against the document',
   const doc = (await svc.app.inject({ url: '/api/v2/openapi.json' })).json() as Json
   const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false })
   const headers = { 'x-api-key': svc.key, 'content-type': 'application/json' }
-  const calls: Array<{ method: 'GET' | 'POST', url: string, payload?: object, headers?: Record<string, string> }> = [
+  const created = (await svc.app.inject({ method: 'POST', url: '/api/v2/mgmt/keys', headers, payload: { permissions: ['verdict'] } })).json() as Json
+  const calls: Array<{ method: 'GET' | 'POST' | 'DELETE', url: string, doc?: string, payload?: object, headers?: Record<string, string> }> = [
     { method: 'POST', url: '/api/v2/ioc/verdict', payload: { indicator: { value: 'hxxp://malware-c2[.]example/x' }, signal_details: 'all', evidence_details: 'full' } },
     { method: 'POST', url: '/api/v2/ioc/verdict', payload: { indicator: { value: 'not an indicator!' } } },
     { method: 'POST', url: '/api/v2/ioc/verdict', payload: { indicator: { value: '8.8.8.8', action_source: 'x'.repeat(65) } } },
@@ -67,12 +70,17 @@ test('recorded answers of every documented route validate against the document',
     { method: 'GET', url: '/api/v2/mgmt/enrich-logs/search-history?limit=2' },
     { method: 'GET', url: '/api/v2/mgmt/enrich-logs/search-history?date_gte=yesterday' },
     { method: 'GET', url: '/api/v2/mgmt/usage' },
-    { method: 'POST', url: '/api/v2/mgmt/intel/reload', headers: { 'x-api-key': svc.key } }
+    { method: 'POST', url: '/api/v2/mgmt/intel/reload', headers: { 'x-api-key': svc.key } },
+    { method: 'POST', url: '/api/v2/mgmt/keys', payload: { permissions: ['verdict'], rate_limit: 60 } },
+    { method: 'POST', url: '/api/v2/mgmt/keys', payload: { permissions: ['nothing'] } },
+    { method: 'GET', url: '/api/v2/mgmt/keys' },
+    { method: 'DELETE', url: `/api/v2/mgmt/keys/${created.record.id as string}`, doc: '/api/v2/mgmt/keys/{id}', headers: { 'x-api-key': svc.key } },
+    { method: 'DELETE', url: '/api/v2/mgmt/keys/unknownkeyid', doc: '/api/v2/mgmt/keys/{id}', headers: { 'x-api-key': svc.key } }
   ]
   const seen = new Set<string>()
   for (const call of calls) {
     const res = await svc.app.inject({ method: call.method, url: call.url, headers: call.headers ?? headers, ...(call.payload === undefined ? {} : { payload: call.payload }) })
-    const path = call.url.split('?')[0] as string
+    const path = call.doc ?? call.url.split('?')[0] as string
     const op = doc.paths[path]?.[call.method.toLowerCase()]
     assert.ok(op !== undefined, `${call.method} ${path} is documented`)
     const schema = op.responses[String(res.statusCode)]?.content?.['application/json']?.schema

@@ -168,7 +168,16 @@ for (const backend of storeBackends) {
       assert.match(key, /^iocv_[a-z2-7]{12}_[A-Za-z0-9_-]{43}$/)
       assert.equal(key.slice(5, 17), record.id)
       assert.deepEqual({ ...record, id: '', createdAt: '' }, {
-        id: '', tenant: 'acme', permissions: ['verdict', 'verdict_bulk'], quota: 1000, createdAt: '', revokedAt: null
+        id: '',
+        tenant: 'acme',
+        permissions: ['verdict', 'verdict_bulk'],
+        quota: 1000,
+        createdAt: '',
+        revokedAt: null,
+        rateLimit: null,
+        expiresAt: null,
+        allowedCidrs: null,
+        lastUsedAt: null
       })
       assert.ok(!Number.isNaN(Date.parse(record.createdAt)))
       assert.deepEqual(await store.verifyKey(key), record)
@@ -176,6 +185,27 @@ for (const backend of storeBackends) {
       const listed = await store.listKeys()
       assert.deepEqual(listed.find((k) => k.id === record.id), record)
       assert.ok(!JSON.stringify(listed).includes(key.slice(18)), 'listKeys must not expose the secret')
+    })
+
+    await t.test('a key keeps its rate limit, expiry and networks; touchKey records the last use and never moves it back', async () => {
+      const { key, record } = await store.createKey({
+        tenant: 'acme', permissions: ['verdict'], rateLimit: 120, expiresAt: '2099-06-01T12:00:00+02:00', allowedCidrs: ['192.0.2.77/24', '2001:db8::1']
+      })
+      assert.deepEqual([record.rateLimit, record.expiresAt, record.allowedCidrs, record.lastUsedAt], [120, '2099-06-01T10:00:00.000Z', ['192.0.2.0/24', '2001:db8::1/128'], null])
+      assert.deepEqual(await store.verifyKey(key), record)
+      await store.touchKey(record.id, '2026-11-25T10:00:00.000Z')
+      await store.touchKey(record.id, '2026-11-25T09:00:00.000Z')
+      assert.equal((await store.listKeys()).find((k) => k.id === record.id)?.lastUsedAt, '2026-11-25T10:00:00.000Z')
+      for (const bad of [{ rateLimit: 0 }, { expiresAt: '2000-01-01T00:00:00Z' }, { expiresAt: 'soon' }, { allowedCidrs: ['10.0.0.0/33'] }, { allowedCidrs: [] }]) {
+        await assert.rejects(store.createKey({ tenant: 'acme', permissions: ['verdict'], ...bad }), { code: 'INVALID_KEY_OPTIONS' }, JSON.stringify(bad))
+      }
+    })
+
+    await t.test('a key past its expiry no longer verifies', async () => {
+      const { key } = await store.createKey({ tenant: 'acme', permissions: ['verdict'], expiresAt: new Date(Date.now() + 300).toISOString() })
+      assert.notEqual(await store.verifyKey(key), null)
+      await new Promise((resolve) => setTimeout(resolve, 350))
+      assert.equal(await store.verifyKey(key), null)
     })
 
     await t.test('permissions are deduplicated into canonical order and quota defaults to unlimited', async () => {
