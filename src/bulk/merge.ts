@@ -5,6 +5,7 @@
 import { outputBuffer, SpareBuffers } from '../bytes/byte-sink.ts'
 import { clientPackr } from '../pool/score-chunk.ts'
 import type { Chunks } from './chunk.ts'
+import { csvRow, kCsvHeader, type CsvItem } from './csv.ts'
 
 /**
  * Answer buffers of finished responses, kept for the next merges (main thread; why: SpareBuffers). An answer of a
@@ -64,6 +65,42 @@ export function mergeJson (meta: object, chunks: Chunks, outputs: EncodedChunk[]
   out[off++] = 0x5d // ]
   out[off++] = 0x7d // }
   return out
+}
+
+/** NDJSON: the JSON result items, one per line in request order, each line ending in a line feed. */
+export function mergeNdjson (chunks: Chunks, outputs: EncodedChunk[], buffers?: AnswerBuffers): Buffer {
+  const n = chunks.shard.length
+  let size = n
+  for (const o of outputs) size += o.body.length
+  const out = buffers?.take(size) ?? Buffer.allocUnsafe(size)
+  const off = copyItems(out, 0, chunks, outputs, 0x0a)
+  if (n > 0) out[off] = 0x0a
+  return out
+}
+
+/** Rows of a CSV answer per piece of a streamed answer. */
+const kCsvRowsPerPiece = 500
+
+/**
+ * CSV: the header, then one row per JSON result item in request order (src/bulk/csv.ts), produced in pieces as the
+ * answer is streamed: each item's JSON is parsed only when its piece is written.
+ */
+export function * csvPieces (chunks: Chunks, outputs: EncodedChunk[]): Generator<string> {
+  const bufs = views(outputs)
+  const n = chunks.shard.length
+  let piece = kCsvHeader
+  for (let i = 0; i < n; i++) {
+    const s = chunks.shard[i] as number
+    const p = chunks.pos[i] as number
+    const ends = (outputs[s] as EncodedChunk).ends
+    const item = JSON.parse((bufs[s] as Buffer).toString('utf8', p === 0 ? 0 : ends[p - 1] as number, ends[p] as number)) as CsvItem
+    piece += csvRow(item)
+    if ((i + 1) % kCsvRowsPerPiece === 0) {
+      yield piece
+      piece = ''
+    }
+  }
+  if (piece !== '') yield piece
 }
 
 /** The same response as standard MessagePack: a 2-entry map whose results array is the items' bytes in order. */

@@ -15,7 +15,7 @@ import type { BulkChunkOutput, ChunkParams } from '../pool/score-chunk.ts'
 import type { ApiKeyRecord } from '../store/index.ts'
 import type { Admission, Ticket } from './admission.ts'
 import { chunkIndicators, type BulkIndicator, type Chunks } from './chunk.ts'
-import { AnswerBuffers, mergeJson, mergeMsgpack } from './merge.ts'
+import { AnswerBuffers, csvPieces, mergeJson, mergeMsgpack, mergeNdjson } from './merge.ts'
 
 /** Where errors of a request are logged (the request's logger). */
 export interface RequestLog { error: (obj: object, msg: string) => void }
@@ -134,7 +134,8 @@ export interface BulkRequest {
   key: ApiKeyRecord
   log: RequestLog
   envelopeOf: EnvelopeOf
-  format: 'json' | 'msgpack'
+  /** ndjson and csv answers are built from the JSON items. */
+  format: 'json' | 'msgpack' | 'ndjson' | 'csv'
   /** Indicators in the request (the chunks hold them; the parsed body is not kept). */
   count: number
   signalDetails: SignalDetails
@@ -144,8 +145,17 @@ export interface BulkRequest {
   started: number
 }
 
-/** The merged answer; call `sent` once its bytes are written, so the buffer serves a later answer. */
-export interface BulkAnswer { payload: Buffer, bulkRequestId: string, sent: () => void, quotaRemaining: number | null }
+/**
+ * The answer: bytes (JSON, msgpack, NDJSON) or CSV pieces to stream; call `sent` once the bytes are written, so their
+ * buffer serves a later answer. `meta` is the JSON and msgpack answers' meta, for the headers of the other formats.
+ */
+export interface BulkAnswer {
+  payload: Buffer | Iterable<string>
+  meta: { engine_version: string, data_timestamp: string, bulk_request_id: string, record_count: number, warnings: string[] }
+  bulkRequestId: string
+  sent: () => void
+  quotaRemaining: number | null
+}
 
 /** Validates the log-only fields and chunks by shard (throws INVALID_ACTION_SOURCE before anything is admitted). */
 export function chunkBulk (deps: VerdictDeps, indicators: readonly BulkIndicator[]): Chunks {
@@ -162,7 +172,7 @@ export async function answerBulk (deps: VerdictDeps, req: BulkRequest, chunks: C
   }
   const { profile, known } = selectProfile(req.scoringVersion)
   if (!known) warnings.push(`unknown scoring_version "${req.scoringVersion ?? ''}": used the default ${profile.version}`)
-  const params: ChunkParams = { mode: 'bulk', format: req.format, scoringVersion: profile.version, signalDetails: req.signalDetails, evidenceDetails: 'none' }
+  const params: ChunkParams = { mode: 'bulk', format: req.format === 'msgpack' ? 'msgpack' : 'json', scoringVersion: profile.version, signalDetails: req.signalDetails, evidenceDetails: 'none' }
 
   const ticket = await deps.admission.admit(req.key, n)
   try {
@@ -196,9 +206,14 @@ export async function answerBulk (deps: VerdictDeps, req: BulkRequest, chunks: C
         warnings,
         errors: [] as string[]
       }
-      const payload = req.format === 'json' ? mergeJson(meta, chunks, outputs, deps.answers) : mergeMsgpack(meta, chunks, outputs, deps.answers)
-      // The bodies are copied into the payload: their buffers go back to their shards for the next chunks.
-      outputs.forEach((o, s) => { pool.recycle(s, o.body) })
+      const payload = req.format === 'json'
+        ? mergeJson(meta, chunks, outputs, deps.answers)
+        : req.format === 'msgpack'
+          ? mergeMsgpack(meta, chunks, outputs, deps.answers)
+          : req.format === 'ndjson' ? mergeNdjson(chunks, outputs, deps.answers) : csvPieces(chunks, outputs)
+      // The bodies are copied into the payload: their buffers go back to their shards for the next chunks. CSV reads
+      // them while it streams, so they are left to the collector.
+      if (req.format !== 'csv') outputs.forEach((o, s) => { pool.recycle(s, o.body) })
       if (n > 0) {
         await record(req.log, ticket, deps.history, req.envelopeOf({
           date: new Date().toISOString(),
@@ -211,7 +226,8 @@ export async function answerBulk (deps: VerdictDeps, req: BulkRequest, chunks: C
         }), outputs.filter((o) => o.history.length > 0).map((o) => o.history))
       }
       deps.observer?.scored('bulk', n, cacheHits, invalid)
-      return { payload, bulkRequestId, sent: () => { deps.answers.give(payload) }, quotaRemaining: ticket.quotaRemaining }
+      const sent = Buffer.isBuffer(payload) ? () => { deps.answers.give(payload) } : () => {}
+      return { payload, meta, bulkRequestId, sent, quotaRemaining: ticket.quotaRemaining }
     } finally {
       lease.release()
     }

@@ -6,21 +6,19 @@
  * Input (detected from the first non-empty line, or --input): one indicator per line (`# comments` and blank lines
  * skipped); CSV with a header naming a `value` column (and optionally `type`); NDJSON objects `{"value", "type"?}`.
  * Output: NDJSON (default), one bulk result item per indicator in input order; or CSV (--format csv) with the columns
- * of kCsvColumns. A progress line goes to stderr when stderr is a terminal.
+ * of the bulk API's CSV answers (src/bulk/csv.ts). A progress line goes to stderr when stderr is a terminal.
  */
 import { createReadStream } from 'node:fs'
 import { once } from 'node:events'
 import { createInterface } from 'node:readline'
 import type { Readable, Writable } from 'node:stream'
-import { assess, kTopSignals, normalize, render, type ScoringProfile, type SignalDetails, type Snapshot } from '../engine/index.ts'
+import { csvRow, kCsvHeader, type CsvItem } from '../bulk/csv.ts'
+import { assess, normalize, render, type ScoringProfile, type SignalDetails, type Snapshot } from '../engine/index.ts'
 
 /** Input formats. */
 export type InputFormat = 'lines' | 'csv' | 'ndjson'
 /** Output formats. */
 export type OutputFormat = 'ndjson' | 'csv'
-
-/** CSV answer columns (the bulk API's text/csv rows have the same). */
-export const kCsvColumns = ['value', 'type', 'normalized', 'score', 'strength', 'category', 'top_signals', 'error'] as const
 
 /** Options of one run. */
 export interface ScoreFileOptions {
@@ -37,11 +35,6 @@ export interface ScoreFileOptions {
 
 /** Counts of one run. */
 export interface ScoreFileSummary { scored: number, invalid: number, skipped: number }
-
-/** A CSV field, quoted when it needs to be (RFC 4180). */
-function csvField (v: string): string {
-  return /[",\r\n]/.test(v) ? `"${v.replace(/"/g, '""')}"` : v
-}
 
 /** Splits one CSV line (RFC 4180 quoting; a quoted field does not span lines here). */
 export function parseCsvLine (line: string): string[] {
@@ -105,7 +98,7 @@ export async function scoreFile (opts: ScoreFileOptions): Promise<ScoreFileSumma
   let format: InputFormat | undefined = opts.inputFormat
   let columns: { value: number, type: number } | null = null
   let lastProgress = 0
-  if (opts.outputFormat === 'csv') await write(opts.output, kCsvColumns.join(',') + '\n')
+  if (opts.outputFormat === 'csv') await write(opts.output, kCsvHeader)
 
   for await (const raw of lines) {
     const line = raw.trim()
@@ -161,7 +154,7 @@ function answer (item: Item, params: { profile: ScoringProfile, signalDetails: S
       result = warnings.length > 0 ? { ...verdict, warnings } : verdict
     }
   }
-  return { line: (opts.outputFormat === 'ndjson' ? JSON.stringify(result) : csvRow(result)) + '\n', invalid }
+  return { line: opts.outputFormat === 'ndjson' ? JSON.stringify(result) + '\n' : csvRow(result as unknown as CsvItem), invalid }
 }
 
 /** A bulk result item for an invalid indicator (docs/API.md "Bulk"). */
@@ -177,22 +170,6 @@ function invalidItem (type: unknown, value: unknown, errors: string[], warnings:
     ...(warnings.length > 0 ? { warnings } : {}),
     errors
   }
-}
-
-/** The CSV row of a result item. */
-function csvRow (r: Record<string, any>): string {
-  const signals = (r.signals as Array<{ signal_id: string }>).slice(0, kTopSignals).map((s) => s.signal_id).join(' ')
-  const cells = [
-    String(r.indicator.value ?? ''),
-    String(r.indicator.type ?? ''),
-    String(r.indicator.normalized ?? ''),
-    r.risk === null ? '' : String(r.risk.score),
-    r.risk === null ? '' : String(r.risk.strength),
-    r.risk === null ? '' : String(r.risk.category),
-    signals,
-    Array.isArray(r.errors) ? (r.errors as string[]).join('; ') : ''
-  ]
-  return cells.map(csvField).join(',')
 }
 
 /** Writes with backpressure: waits for 'drain' when the stream's buffer is full. */

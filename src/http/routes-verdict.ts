@@ -1,6 +1,7 @@
 /**
  * POST /api/v2/ioc/verdict (spec 4.1) and POST /api/v2/ioc/verdict/bulk (spec 4.2).
  */
+import { Readable } from 'node:stream'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { TooManyIndicatorsError } from '../errors.ts'
 import type { Admission } from '../bulk/admission.ts'
@@ -10,7 +11,7 @@ import type { HistorySink } from '../history/types.ts'
 import type { IntelService } from '../pool/intel-service.ts'
 import { clientPackr } from '../pool/score-chunk.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
-import { responseFormat } from './content.ts'
+import { bulkResponseFormat, responseFormat } from './content.ts'
 import { normalizeActionSource, normalizeActionTaken } from '../bulk/log-fields.ts'
 import { engineVersion, envelopeOf, sourceOf } from './request-fields.ts'
 import { bulkResultSchema, errorsOf, verdictResultSchema } from './response-schemas.ts'
@@ -100,13 +101,26 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
         'invalid item gets `errors` and never fails the batch. Admitted only when the whole batch fits the daily quota.',
       security: [{ apiKey: [] }],
       body: bulkBodySchema,
-      response: { 200: bulkResultSchema, ...errorsOf(400, 401, 403, 406, 413, 415, 429, 503) }
+      response: {
+        200: {
+          description: 'JSON (default) or msgpack: {meta, results}. With Accept: application/x-ndjson, one result item per line; ' +
+            'with Accept: text/csv, a header line and one row per indicator (value, type, normalized, score, strength, category, ' +
+            'top_signals, error). Both in request order; the batch\'s ids are in the x-bulk-request-id, x-engine-version, ' +
+            'x-data-timestamp and x-record-count headers.',
+          content: {
+            'application/json': { schema: bulkResultSchema },
+            'application/x-ndjson': { schema: { type: 'string' } },
+            'text/csv': { schema: { type: 'string' } }
+          }
+        },
+        ...errorsOf(400, 401, 403, 406, 413, 415, 429, 503)
+      }
     },
     onRequest: requireKey(deps.verifier, 'verdict_bulk'),
     bodyLimit: deps.bodyLimit
   }, async (req, reply) => {
     const started = performance.now()
-    const format = responseFormat(req)
+    const format = bulkResponseFormat(req)
     const body = req.body as BulkBody
     const n = body.indicators.length
     if (n > kMaxBulk) throw new TooManyIndicatorsError(`${n} indicators sent; at most ${kMaxBulk} per request`)
@@ -136,6 +150,12 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
     reply.raw.once('finish', answer.sent)
     reply.header('x-bulk-request-id', answer.bulkRequestId)
     quotaHeaders(reply, req.apiKey!.quota, answer.quotaRemaining)
-    return send(reply, format, answer.payload)
+    if (format === 'json' || format === 'msgpack') return send(reply, format, answer.payload as Buffer)
+    // NDJSON and CSV carry the items only: what meta says of the batch goes in headers.
+    reply.header('x-engine-version', answer.meta.engine_version)
+    reply.header('x-data-timestamp', answer.meta.data_timestamp)
+    reply.header('x-record-count', String(answer.meta.record_count))
+    if (format === 'ndjson') return reply.type('application/x-ndjson; charset=utf-8').send(answer.payload)
+    return reply.type('text/csv; charset=utf-8; header=present').send(Readable.from(answer.payload as Iterable<string>))
   })
 }

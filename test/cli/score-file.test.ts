@@ -62,7 +62,7 @@ test('CSV input reads the value and type columns by header, quoted fields includ
   const path = file('in.csv', 'id,Value,type\n1,"1.2.3[.]4",ip\n2,example.org,\n3,"x,y",domain\n')
   const run = await cli(['score', path, '--format', 'csv'])
   assert.equal(run.code, 0)
-  const rows = run.stdout.trim().split('\n')
+  const rows = run.stdout.trim().split(/\r?\n/)
   assert.equal(rows[0], 'value,type,normalized,score,strength,category,top_signals,error')
   assert.equal(rows.length, 4)
   assert.match(rows[1] as string, /^1\.2\.3\[\.\]4,ip,1\.2\.3\.4,\d+,/)
