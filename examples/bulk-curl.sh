@@ -1,25 +1,19 @@
 #!/usr/bin/env bash
-# Scores a file of indicators (one per line) in bulks of up to 10,000 with curl and jq-free shell, printing one
-# NDJSON line per indicator: value, score, category, first recommended action.
-#   IOCV_URL=http://127.0.0.1:8080 IOCV_KEY=iocv_... ./bulk-curl.sh indicators.txt
+# Scores a file of indicators (one per line) with curl, in bulks of up to 10,000, and prints the CSV answers
+# (value,type,normalized,score,strength,category,top_signals,error) with one header line.
+#   IOCV_URL=http://127.0.0.1:8080 IOCV_KEY=iocv_... ./bulk-curl.sh indicators.txt > verdicts.csv
+# Needs curl and jq. Retries a 429/503 after the Retry-After the service sends (curl --retry honours it).
 set -euo pipefail
 : "${IOCV_URL:?set IOCV_URL}" "${IOCV_KEY:?set IOCV_KEY}"
 file="${1:?usage: bulk-curl.sh FILE}"
-batch=10000
-split -l "$batch" "$file" /tmp/iocv-batch.$$.
-trap 'rm -f /tmp/iocv-batch.$$.*' EXIT
-for part in /tmp/iocv-batch.$$.*; do
-  # Build {"indicators":[{"value":"..."},...]} with the values JSON-escaped by python3 (present on most SIEM hosts).
-  body=$(python3 -c 'import json,sys; print(json.dumps({"indicators":[{"value":l.strip()} for l in sys.stdin if l.strip()],"signal_details":"top"}))' < "$part")
-  curl -sS --fail-with-body --retry 3 --retry-connrefused -X POST "$IOCV_URL/api/v2/ioc/verdict/bulk" \
-    -H 'content-type: application/json' -H "x-api-key: $IOCV_KEY" -H 'accept: application/x-ndjson' \
-    --data-binary "$body" |
-  python3 -c '
-import json, sys
-for line in sys.stdin:
-    r = json.loads(line)
-    risk = r.get("risk") or {}
-    actions = r.get("recommended_actions") or [{}]
-    print(json.dumps({"value": r["indicator"]["value"], "score": risk.get("score"), "category": risk.get("category"),
-                      "action": actions[0].get("action"), "errors": r.get("errors", [])}))'
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+split -l 10000 "$file" "$tmp/part."
+first=1
+for part in "$tmp"/part.*; do
+  jq -R -s '{signal_details: "top", indicators: [split("\n")[] | select(length > 0) | {value: .}]}' "$part" > "$tmp/body.json"
+  curl -sS --fail-with-body --retry 5 --retry-connrefused -X POST "$IOCV_URL/api/v2/ioc/verdict/bulk" \
+    -H 'content-type: application/json' -H 'accept: text/csv' -H "x-api-key: $IOCV_KEY" \
+    --data-binary "@$tmp/body.json" -o "$tmp/answer.csv"
+  if [ "$first" = 1 ]; then cat "$tmp/answer.csv"; first=0; else tail -n +2 "$tmp/answer.csv"; fi
 done
