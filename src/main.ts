@@ -75,6 +75,10 @@ async function serve (config: Readonly<Config>): Promise<void> {
   err('New keys: npx ioc-verdict keys create --tenant <T> --permissions verdict,verdict_bulk')
 
   let stopping = false
+  // A signal drains and exits 0; a fault (an exception or rejection nothing caught) drains the same way, then exits 1,
+  // so a supervisor restarts the service with every acknowledged request recorded. Written by hand rather than with
+  // close-with-grace, which treats SIGHUP as a shutdown: here SIGHUP reloads the intel.
+  let exitCode = 0
   const stop = (signal: string): void => {
     if (stopping) return
     stopping = true
@@ -88,8 +92,8 @@ async function serve (config: Readonly<Config>): Promise<void> {
     }, config.shutdownTimeoutMs)
     timer.unref()
     app.close().then(() => {
-      logger.info('shutdown complete')
-      process.exit(0)
+      logger.info({ exit_code: exitCode }, 'shutdown complete')
+      process.exit(exitCode)
     }, (e: unknown) => {
       logger.error({ err: e }, 'shutdown failed')
       process.exit(1)
@@ -97,6 +101,15 @@ async function serve (config: Readonly<Config>): Promise<void> {
   }
   process.once('SIGTERM', () => stop('SIGTERM'))
   process.once('SIGINT', () => stop('SIGINT'))
+  const fault = (kind: string) => (err: unknown): void => {
+    logger.fatal({ err }, `${kind}: draining and exiting with code 1`)
+    exitCode = 1
+    // A second fault while draining ends the process at once; the history spool and journal keep what was written.
+    if (stopping) process.exit(1)
+    stop(kind)
+  }
+  process.on('uncaughtException', fault('uncaughtException'))
+  process.on('unhandledRejection', fault('unhandledRejection'))
   process.on('SIGHUP', () => {
     svc.intel.reload().then(
       (r) => logger.info({ intel: r }, 'intel snapshot reloaded (SIGHUP)'),
