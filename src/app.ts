@@ -5,7 +5,9 @@ import { randomUUID } from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
-import type { Config } from './config.ts'
+import { join } from 'node:path'
+import cookie from '@fastify/cookie'
+import { kProjectRoot, type Config } from './config.ts'
 import { Admission } from './bulk/admission.ts'
 import { kRetryAfterCodes, NotFoundError, toPublicError } from './errors.ts'
 import { KeyVerifier } from './http/auth.ts'
@@ -17,7 +19,9 @@ import { kPackageVersion } from './http/request-fields.ts'
 import { keyRoutes } from './http/routes-keys.ts'
 import { mgmtRoutes } from './http/routes-mgmt.ts'
 import { serviceRoutes } from './http/routes-service.ts'
-import { verdictRoutes } from './http/routes-verdict.ts'
+import { verdictDeps, verdictRoutes } from './http/routes-verdict.ts'
+import { SessionAuth } from './http/session.ts'
+import { dashboardRoutes } from './dashboard/routes.ts'
 import type { HistorySink } from './history/types.ts'
 import type { IntelService } from './pool/intel-service.ts'
 import type { QuotaCounter, Store } from './store/index.ts'
@@ -54,6 +58,8 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   // keep-alive connections, so the server can finish closing once running requests are answered.
   app.addHook('preClose', async () => { closing = true })
   app.decorateRequest('apiKey', null)
+  app.decorateRequest('session', null)
+  await app.register(cookie)
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id)
   })
@@ -84,9 +90,12 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   const admission = new Admission(config.maxInflight, deps.quota, () => closing ? 'service is shutting down' : deps.history.refusal())
   const metrics = new Metrics({ admission, intel: deps.intel, history: deps.history })
   metricsRoutes(app, metrics)
-  verdictRoutes(app, { intel: deps.intel, history: deps.history, admission, verifier, bodyLimit: config.bodyLimit, observer: metrics })
+  const verdicts = verdictDeps({ intel: deps.intel, history: deps.history, admission, observer: metrics })
+  const sessions = new SessionAuth(deps.store.accounts, { idleMs: config.sessionIdleMs, absoluteMs: config.sessionMaxMs })
+  verdictRoutes(app, { verdicts, verifier, bodyLimit: config.bodyLimit })
   serviceRoutes(app, { store: deps.store, quota: deps.quota, history: deps.history, intel: deps.intel, closing: () => closing })
-  mgmtRoutes(app, { store: deps.store, quota: deps.quota, intel: deps.intel, verifier })
+  mgmtRoutes(app, { store: deps.store, quota: deps.quota, intel: deps.intel, verifier, sessions })
+  await dashboardRoutes(app, { verdicts, sessions, verifier, capacityReport: join(kProjectRoot, 'bench', 'results', 'capacity.html') })
   keyRoutes(app, { store: deps.store, verifier })
   return app
 }

@@ -37,6 +37,10 @@ export interface Config {
   cacheSize: number
   /** Indicators being scored at once across the service; beyond it, 503 OVERLOADED. */
   maxInflight: number
+  /** A dashboard session ends after this long without a request, in ms. */
+  sessionIdleMs: number
+  /** A dashboard session ends this long after sign-in whatever its use, in ms. */
+  sessionMaxMs: number
   /** Requests per minute for keys without a rate_limit of their own; 0 = no default (such keys are not limited). */
   rateLimit: number
   /** Largest request body in bytes. */
@@ -79,6 +83,8 @@ const kFields: Record<string, Field> = {
   IOC_CACHE_SIZE: { key: 'cacheSize', kind: 'int', min: 0, max: 100_000_000 },
   IOC_MAX_INFLIGHT: { key: 'maxInflight', kind: 'int', min: 1, max: 100_000_000 },
   IOC_RATE_LIMIT: { key: 'rateLimit', kind: 'int', min: 0, max: 1_000_000 },
+  IOC_SESSION_IDLE_MS: { key: 'sessionIdleMs', kind: 'int', min: 1000, max: 7 * 86_400_000 },
+  IOC_SESSION_MAX_MS: { key: 'sessionMaxMs', kind: 'int', min: 1000, max: 30 * 86_400_000 },
   IOC_BODY_LIMIT: { key: 'bodyLimit', kind: 'int', min: 1024, max: 1024 * 1024 * 1024 },
   IOC_HISTORY_BATCH: { key: 'historyBatch', kind: 'int', min: 1, max: 1_000_000 },
   IOC_HISTORY_FLUSH_MS: { key: 'historyFlushMs', kind: 'int', min: 1, max: 600_000 },
@@ -121,6 +127,8 @@ export function defaults (): Config {
     cacheSize: 100_000, // verdicts per shard
     maxInflight: 200_000, // indicators
     rateLimit: 0, // requests per minute per key; 0 = none unless the key sets one
+    sessionIdleMs: 30 * 60_000, // 30 min
+    sessionMaxMs: 12 * 3_600_000, // 12 h
     bodyLimit: 16 * 1024 * 1024, // 16 MiB: a 10,000-item bulk with long values and log-only fields fits
     // Records per transaction (whole parts: a scoring worker's chunk of one request is never split). With items
     // stored as parts (src/store/sqlite-history.ts) the size hardly matters to SQLite: 2,000, 5,000 and 20,000 wrote

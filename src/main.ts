@@ -6,11 +6,11 @@
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig, storeOptions, type Config } from './config.ts'
-import { statSync } from 'node:fs'
+import { mkdirSync, statSync } from 'node:fs'
 import { openInput, scoreFile, type InputFormat, type OutputFormat } from './cli/score-file.ts'
 import { DEFAULT_PROFILE, score, selectProfile, Snapshot, type SignalDetails } from './engine/index.ts'
 import { intelBuild, intelCheck, loadManifest, loadSnapshot } from './intel/index.ts'
-import { openStore, PERMISSIONS } from './store/index.ts'
+import { openStore, PERMISSIONS, ROLES, type Role } from './store/index.ts'
 import { intelSource, startService } from './service.ts'
 
 const kUsage = `usage: ioc-verdict <command>
@@ -20,6 +20,9 @@ const kUsage = `usage: ioc-verdict <command>
               [--rate-limit N] [--expires-at ISO-8601] [--allowed-cidrs CIDR,...]
                                          create a key; prints the key alone on stdout
   keys list                              list keys (never secrets)
+  users create --tenant T --username U [--role analyst|admin] --password-stdin
+                                         create a dashboard user; the password is read from stdin
+  users list | users disable U           list dashboard users; disable one (ends their sessions)
   keys revoke ID                         revoke a key
   intel check                            compile every source, report counts and rejected lines
   intel build [--force]                  compile (or load) the snapshot and write the disk cache
@@ -186,6 +189,48 @@ async function keys (config: Readonly<Config>, args: string[]): Promise<number> 
   }
 }
 
+/** Reads all of standard input (a password given with --password-stdin; one trailing line break is dropped). */
+async function readStdin (): Promise<string> {
+  const parts: Buffer[] = []
+  for await (const chunk of process.stdin) parts.push(chunk as Buffer)
+  return Buffer.concat(parts).toString('utf8').replace(/\r?\n$/, '')
+}
+
+async function users (config: Readonly<Config>, args: string[]): Promise<number> {
+  const [sub, ...rest] = args
+  mkdirSync(config.dataDir, { recursive: true })
+  const store = await openStore(storeOptions(config))
+  try {
+    if (sub === 'create') {
+      const { values } = parseArgs({
+        args: rest,
+        options: { tenant: { type: 'string' }, username: { type: 'string' }, role: { type: 'string' }, 'password-stdin': { type: 'boolean' } },
+        strict: true
+      })
+      if (values.tenant === undefined || values.username === undefined || values['password-stdin'] !== true) {
+        throw new UsageError('users create needs --tenant, --username and --password-stdin (the password is read from standard input, never from the command line)')
+      }
+      const user = await store.accounts.createUser({ tenant: values.tenant, username: values.username, role: (values.role ?? 'analyst') as Role, password: await readStdin() })
+      err(`created ${user.role} ${user.username} of tenant ${user.tenant}`)
+      return 0
+    }
+    if (sub === 'list') {
+      for (const u of await store.accounts.listUsers()) out(JSON.stringify(u))
+      return 0
+    }
+    if (sub === 'disable') {
+      const name = rest[0]
+      if (name === undefined) throw new UsageError('users disable needs a username')
+      const ok = await store.accounts.disableUser(name)
+      err(ok ? `disabled ${name} and ended their sessions` : `no active user ${name}`)
+      return ok ? 0 : 1
+    }
+    throw new UsageError(`unknown users command; roles are ${ROLES.join(', ')}`)
+  } finally {
+    await store.close()
+  }
+}
+
 async function intel (config: Readonly<Config>, args: string[]): Promise<number> {
   const [sub, ...rest] = args
   const { values } = parseArgs({ args: rest, options: { force: { type: 'boolean' } }, strict: true })
@@ -275,6 +320,7 @@ async function main (argv: string[]): Promise<number> {
       await serve(config)
       return -1
     case 'keys': return await keys(config, args)
+    case 'users': return await users(config, args)
     case 'intel': return await intel(config, args)
     case 'score': return await scoreCmd(config, args)
     default:

@@ -3,10 +3,11 @@
  * a verified key is remembered for a few seconds under a digest of the presented key, so a busy SIEM feed does not
  * cost a store round trip per request. Revocation therefore takes effect within kVerifiedTtlMs.
  */
-import { createHash } from 'node:crypto'
+import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { LRUCache } from 'lru-cache'
-import { AddressNotAllowedError, InvalidApiKeyError, KeyInQueryError, MissingApiKeyError, PermissionDeniedError } from '../errors.ts'
+import { AddressNotAllowedError, CsrfError, InvalidApiKeyError, KeyInQueryError, MissingApiKeyError, PermissionDeniedError, SessionExpiredError } from '../errors.ts'
+import { kSessionCookie, sessionPrincipal, type SessionAuth } from './session.ts'
 import { addressAllowed, expired, type ApiKeyRecord, type Store } from '../store/index.ts'
 
 const kVerifiedTtlMs = 5_000
@@ -56,6 +57,15 @@ export class KeyVerifier {
   }
 }
 
+const kSafeMethods = new Set(['GET', 'HEAD', 'OPTIONS'])
+
+/** Constant-time comparison of two tokens. */
+function tokensEqual (a: string, b: string): boolean {
+  const x = Buffer.from(a)
+  const y = Buffer.from(b)
+  return x.length === y.length && timingSafeEqual(x, y)
+}
+
 const kQueryKeyNames = /[?&](api_?key|key|x-api-key|apikey|token)=/i
 
 /** True when the URL's query string carries something named like an API key. */
@@ -69,10 +79,27 @@ export function hasPermission (key: ApiKeyRecord, permission: string): boolean {
   return key.permissions.includes(permission) || key.permissions.includes('admin')
 }
 
-/** onRequest hook that admits only keys holding `permission` (null: any valid key). */
-export function requireKey (verifier: KeyVerifier, permission: string | null) {
+/**
+ * onRequest hook that admits only keys holding `permission` (null: any valid key). With `sessions`, a request without
+ * a key may instead carry a dashboard session (management routes): its role must hold the permission, and a
+ * state-changing method must carry the session's CSRF token.
+ */
+export function requireKey (verifier: KeyVerifier, permission: string | null, sessions?: SessionAuth) {
   return async function authenticate (req: FastifyRequest, _reply: FastifyReply): Promise<void> {
     const presented = req.headers['x-api-key']
+    if ((presented === undefined || presented === '') && sessions !== undefined && req.cookies?.[kSessionCookie] !== undefined) {
+      const session = await sessions.of(req)
+      if (session === null) throw new SessionExpiredError()
+      if (!kSafeMethods.has(req.method)) {
+        const token = req.headers['x-csrf-token']
+        if (typeof token !== 'string' || !tokensEqual(token, session.csrf)) throw new CsrfError()
+      }
+      const principal = sessionPrincipal(session)
+      if (permission !== null && !hasPermission(principal, permission)) throw new PermissionDeniedError(permission)
+      req.session = session
+      req.apiKey = principal
+      return
+    }
     if (typeof presented !== 'string' || presented.trim() === '') {
       // A key in the URL ends up in proxy and browser logs: refuse it with a pointer to the header, even when a
       // header key is missing, so the caller learns why.

@@ -7,6 +7,7 @@ import { InvalidRequestError } from '../errors.ts'
 import type { IntelService } from '../pool/intel-service.ts'
 import { StoreError, utcDayOf, type QuotaCounter, type SearchFilters, type Store } from '../store/index.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
+import type { SessionAuth } from './session.ts'
 import { errorsOf, reloadSchema, searchPageSchema, usageSchema } from './response-schemas.ts'
 
 const kDefaultLimit = 100
@@ -19,6 +20,8 @@ export interface MgmtRouteDeps {
   quota: Pick<QuotaCounter, 'used'>
   intel: IntelService
   verifier: KeyVerifier
+  /** Dashboard sessions, accepted in place of a key. */
+  sessions: SessionAuth
 }
 
 const kSearchQuery = {
@@ -53,7 +56,7 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
       querystring: kSearchQuery,
       response: { 200: searchPageSchema, ...errorsOf(400, 401, 503) }
     },
-    onRequest: requireKey(verifier, null)
+    onRequest: requireKey(verifier, null, deps.sessions)
   }, async (req) => {
     const q = req.query as SearchQuery
     const limit = q.limit === undefined ? kDefaultLimit : Number(q.limit)
@@ -86,7 +89,7 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
       },
       response: { 200: usageSchema, ...errorsOf(400, 401, 503) }
     },
-    onRequest: requireKey(verifier, null)
+    onRequest: requireKey(verifier, null, deps.sessions)
   }, async (req) => {
     const key = req.apiKey!
     const day = (req.query as { day?: string }).day ?? utcDayOf(Date.now())
@@ -108,7 +111,7 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
       security: [{ apiKey: [] }],
       response: { 200: reloadSchema, ...errorsOf(401, 403, 503) }
     },
-    onRequest: requireKey(verifier, 'admin')
+    onRequest: requireKey(verifier, 'admin', deps.sessions)
   }, async (req) => {
     const result = await deps.intel.reload()
     req.log.info({ intel: result }, 'intel snapshot reloaded')

@@ -4,11 +4,8 @@
 import { Readable } from 'node:stream'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { TooManyIndicatorsError } from '../errors.ts'
-import type { Admission } from '../bulk/admission.ts'
 import { AnswerBuffers } from '../bulk/merge.ts'
-import { answerBulk, answerSingle, chunkBulk, type VerdictDeps, type VerdictObserver } from '../bulk/verdicts.ts'
-import type { HistorySink } from '../history/types.ts'
-import type { IntelService } from '../pool/intel-service.ts'
+import { answerBulk, answerSingle, chunkBulk, type VerdictDeps } from '../bulk/verdicts.ts'
 import { clientPackr } from '../pool/score-chunk.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
 import { bulkResponseFormat, responseFormat } from './content.ts'
@@ -22,12 +19,9 @@ export const kMaxBulk = 10_000
 
 /** What the verdict routes need. */
 export interface VerdictRouteDeps {
-  intel: IntelService
-  history: HistorySink
-  admission: Admission
+  verdicts: VerdictDeps
   verifier: KeyVerifier
   bodyLimit: number
-  observer?: VerdictObserver
 }
 
 function send (reply: FastifyReply, format: 'json' | 'msgpack', payload: Buffer | object): FastifyReply {
@@ -44,16 +38,14 @@ function quotaHeaders (reply: FastifyReply, quota: number | null, remaining: num
   reply.header('x-quota-remaining', String(remaining))
 }
 
+/** The orchestration's dependencies for one app (shared by the verdict routes and the dashboard's lookups). */
+export function verdictDeps (deps: Omit<VerdictDeps, 'answers' | 'engineVersion'>): VerdictDeps {
+  return { ...deps, answers: new AnswerBuffers(), engineVersion }
+}
+
 /** Registers the single and bulk verdict routes. */
 export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): void {
-  const verdicts: VerdictDeps = {
-    intel: deps.intel,
-    history: deps.history,
-    admission: deps.admission,
-    answers: new AnswerBuffers(),
-    engineVersion,
-    ...(deps.observer === undefined ? {} : { observer: deps.observer })
-  }
+  const verdicts = deps.verdicts
 
   app.post('/api/v2/ioc/verdict', {
     schema: {

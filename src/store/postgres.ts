@@ -7,6 +7,7 @@
  * wrapped in StoreError with the URL and password stripped (see wrapPgError).
  */
 import pg from 'pg'
+import { Accounts, accountsSchema } from './accounts.ts'
 import { expired, generateKey, isKeyId, newKeyRecord, parseKey, secretMatches, validateKeyOptions } from './api-keys.ts'
 import { partRows, type HistoryPart } from '../history/block.ts'
 import {
@@ -118,7 +119,9 @@ function migrations (s: string): string[] {
     ALTER TABLE ${s}.api_keys ADD COLUMN expires_at timestamptz;   -- NULL = never
     ALTER TABLE ${s}.api_keys ADD COLUMN allowed_cidrs text[];     -- canonical CIDRs, NULL = anywhere
     ALTER TABLE ${s}.api_keys ADD COLUMN last_used_at timestamptz;
-    `
+    `,
+    // 3: dashboard users and sessions (accounts.ts).
+    accountsSchema(`${s}.users`, `${s}.sessions`)
   ]
 }
 
@@ -261,6 +264,8 @@ export class PostgresStore implements Store {
   readonly #s: string
   #closed = false
   #ending: Promise<void> | null = null
+  /** Dashboard users and sessions, over this store's pool. */
+  readonly accounts: Accounts
 
   constructor (options: PostgresStoreOptions) {
     if (options === null || typeof options !== 'object' || typeof options.url !== 'string' || options.url === '') {
@@ -279,9 +284,19 @@ export class PostgresStore implements Store {
       connectionTimeoutMillis: options.connectionTimeoutMs ?? kDefaultConnectionTimeoutMs,
       application_name: 'ioc-verdict'
     })
+    this.accounts = new Accounts({
+      run: async (sql, params) => (await this.#query(this.#accountsSql(sql), params)).rowCount ?? 0,
+      all: async <T>(sql: string, params: unknown[]) => (await this.#query(this.#accountsSql(sql), params)).rows as T[]
+    })
     // An idle pooled connection that dies emits 'error' on the pool; unhandled, it would crash the process.
     const onError = options.onError
     this.#pool.on('error', (err) => { onError?.(wrapPgError(err, this.#secrets)) })
+  }
+
+  /** accounts.ts's SQL for PostgreSQL: numbered placeholders and the schema's tables. */
+  #accountsSql (sql: string): string {
+    let i = 0
+    return sql.replace(/\?/g, () => `$${++i}`).replace(/\{(users|sessions)\}/g, (_m, t: string) => `${this.#s}.${t}`)
   }
 
   #check (): void {

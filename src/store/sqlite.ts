@@ -6,6 +6,7 @@
  * writer proceed without blocking each other; busy_timeout makes two writers wait instead of failing).
  */
 import Database from 'better-sqlite3'
+import { Accounts, accountsSchema } from './accounts.ts'
 import { expired, generateKey, isKeyId, newKeyRecord, parseKey, secretMatches, validateKeyOptions } from './api-keys.ts'
 import { HistoryItems, type HistoryPart } from '../history/block.ts'
 import {
@@ -139,7 +140,9 @@ const kMigrations: ReadonlyArray<string | ((db: Database.Database) => void)> = [
   ALTER TABLE api_keys ADD COLUMN expires_at TEXT;         -- ISO 8601 UTC, NULL = never
   ALTER TABLE api_keys ADD COLUMN allowed_cidrs TEXT;      -- JSON array of canonical CIDRs, NULL = anywhere
   ALTER TABLE api_keys ADD COLUMN last_used_at TEXT;       -- ISO 8601 UTC
-  `
+  `,
+  // 5: dashboard users and sessions (accounts.ts).
+  accountsSchema('users', 'sessions')
 ]
 
 interface KeyRow {
@@ -238,6 +241,23 @@ export class SqliteStore implements Store {
   #stmts: Statements | null = null
   readonly #searchCache = new Map<string, Database.Statement>()
   #closed = false
+  /** Dashboard users and sessions, over this store's connection. */
+  readonly accounts: Accounts = new Accounts({
+    run: async (sql, params) => this.#accountsStatement(sql).run(...params).changes,
+    all: async <T>(sql: string, params: unknown[]) => this.#accountsStatement(sql).all(...params) as T[]
+  })
+
+  readonly #accountsStatements = new Map<string, Database.Statement>()
+
+  /** A prepared statement of accounts.ts's SQL (a handful, prepared once each). */
+  #accountsStatement (sql: string): Database.Statement {
+    let st = this.#accountsStatements.get(sql)
+    if (st === undefined) {
+      st = this.#open().prepare(sql.replace(/\{(users|sessions)\}/g, '$1'))
+      this.#accountsStatements.set(sql, st)
+    }
+    return st
+  }
 
   constructor (options: SqliteStoreOptions) {
     if (options === null || typeof options !== 'object' || typeof options.path !== 'string' || options.path === '') {

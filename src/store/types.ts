@@ -66,11 +66,14 @@ export interface UsageReport {
 import type { HistoryRow } from '../history/rows.ts'
 import type { HistoryPart } from '../history/block.ts'
 import type { HistoryRecord, SearchFilters, SearchPage } from '../history/types.ts'
+import type { Accounts } from './accounts.ts'
 
 export type { HistoryIndicator, HistoryRecord, HistorySource, SearchFilters, SearchPage } from '../history/types.ts'
 
 /** Persistence of keys, history and usage counters. */
 export interface Store {
+  /** Dashboard users and sessions. */
+  readonly accounts: Accounts
   /** Creates or upgrades the schema; safe to run concurrently from several processes. */
   migrate (): Promise<void>
   /** Creates a key; throws INVALID_KEY_OPTIONS for an unknown permission, a bad tenant or a bad quota. */

@@ -208,6 +208,44 @@ for (const backend of storeBackends) {
       assert.equal(await store.verifyKey(key), null)
     })
 
+    // ---- dashboard users and sessions
+
+    await t.test('a user signs in with the right password only, never by name alone, and the hash is never listed', async () => {
+      const user = await store.accounts.createUser({ tenant: 'acme', username: `ana-${seq++}`, role: 'analyst', password: 'correct horse battery' })
+      assert.deepEqual({ ...user, createdAt: '' }, { username: user.username, tenant: 'acme', role: 'analyst', createdAt: '', disabledAt: null })
+      assert.deepEqual(await store.accounts.verifyPassword(user.username, 'correct horse battery'), user)
+      assert.equal(await store.accounts.verifyPassword(user.username, 'correct horse batterY'), null)
+      assert.equal(await store.accounts.verifyPassword('nobody-here', 'correct horse battery'), null)
+      assert.ok(!JSON.stringify(await store.accounts.listUsers()).includes('scrypt'), 'no password hash in the list')
+      await assert.rejects(store.accounts.createUser({ tenant: 'acme', username: user.username, password: 'another long password' }), { code: 'INVALID_USER_OPTIONS' })
+      for (const bad of [{ username: 'Bad Name' }, { password: 'short' }, { role: 'root' }, { tenant: '' }]) {
+        await assert.rejects(store.accounts.createUser({ tenant: 'acme', username: `ok-${seq++}`, password: 'a long enough password', ...bad } as never), { code: 'INVALID_USER_OPTIONS' }, JSON.stringify(bad))
+      }
+    })
+
+    await t.test('a session lives until sign-out, its idle or absolute expiry, or its user being disabled', async () => {
+      const times = { idleMs: 60_000, absoluteMs: 3_600_000 }
+      const user = await store.accounts.createUser({ tenant: 'acme', username: `sam-${seq++}`, role: 'admin', password: 'correct horse battery' })
+      const { id, session } = await store.accounts.createSession(user, times)
+      assert.match(id, /^[A-Za-z0-9_-]{43}$/)
+      assert.deepEqual(await store.accounts.getSession(id, times), session)
+      assert.equal(session.role, 'admin')
+      assert.equal(await store.accounts.getSession(id.slice(0, -1) + (id.endsWith('A') ? 'B' : 'A'), times), null)
+      await store.accounts.deleteSession(id)
+      assert.equal(await store.accounts.getSession(id, times), null)
+      const idle = await store.accounts.createSession(user, { idleMs: 1, absoluteMs: 3_600_000 })
+      await new Promise((resolve) => setTimeout(resolve, 5))
+      assert.equal(await store.accounts.getSession(idle.id, { idleMs: 1, absoluteMs: 3_600_000 }), null, 'idle expiry')
+      const short = await store.accounts.createSession(user, { idleMs: 60_000, absoluteMs: 1 })
+      await new Promise((resolve) => setTimeout(resolve, 5))
+      assert.equal(await store.accounts.getSession(short.id, times), null, 'absolute expiry')
+      const live = await store.accounts.createSession(user, times)
+      assert.equal(await store.accounts.disableUser(user.username), true)
+      assert.equal(await store.accounts.getSession(live.id, times), null)
+      assert.equal(await store.accounts.verifyPassword(user.username, 'correct horse battery'), null)
+      assert.equal(await store.accounts.disableUser(user.username), false)
+    })
+
     await t.test('permissions are deduplicated into canonical order and quota defaults to unlimited', async () => {
       const { record } = await store.createKey({ tenant: 'acme', permissions: ['admin', 'verdict', 'admin'] })
       assert.deepEqual(record.permissions, ['verdict', 'admin'])
