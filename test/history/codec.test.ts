@@ -4,7 +4,8 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { historyRows, HistoryItems, itemTail, kInvalidVerdictMembers } from '../../src/history/codec.ts'
+import { historyRows, HistoryItems } from '../../src/history/codec.ts'
+import { itemTail, kInvalidVerdictMembers } from '../../src/history/record.ts'
 import { itemFragment } from '../fixtures/history-record.ts'
 import type { HistoryEnvelope } from '../../src/history/types.ts'
 import { recordJson, type HistoryRow } from '../../src/history/rows.ts'
