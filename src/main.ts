@@ -206,5 +206,6 @@ main(process.argv.slice(2)).then((code) => {
 }, (e: unknown) => {
   const code = (e as { code?: string }).code
   err(`ioc-verdict: ${(e as Error).message}${code === undefined ? '' : ` (${code})`}`)
-  process.exit(1)
+  // A flag parseArgs refuses (unknown, or a value missing) is a usage error like the others.
+  process.exit(code?.startsWith('ERR_PARSE_ARGS_') === true ? 2 : 1)
 })
