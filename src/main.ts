@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig, storeOptions, type Config } from './config.ts'
 import { DEFAULT_PROFILE, score, selectProfile, Snapshot } from './engine/index.ts'
-import { intelBuild, intelCheck, loadManifest, loadSnapshot } from './intel/index.ts'
+import { compileInputs, intelBuild, intelCheck, loadSnapshot } from './intel/index.ts'
 import { openStore, PERMISSIONS } from './store/index.ts'
 import { intelSource, startService } from './service.ts'
 
@@ -134,8 +134,7 @@ async function intel (config: Readonly<Config>, args: string[]): Promise<number>
   const [sub, ...rest] = args
   const { values } = parseArgs({ args: rest, options: { force: { type: 'boolean' } }, strict: true })
   const src = intelSource(config)
-  const feeds = await loadManifest(src.manifest)
-  const opts = { feeds, ...(src.asnDir === null ? {} : { asnDir: src.asnDir }), ...(src.countryDir === null ? {} : { countryDir: src.countryDir }) }
+  const opts = await compileInputs(src)
   if (sub === 'check') {
     const r = await intelCheck(opts)
     out(JSON.stringify(r, null, 2))
@@ -158,8 +157,7 @@ async function scoreCmd (config: Readonly<Config>, args: string[]): Promise<numb
     strict: true
   })
   const src = intelSource(config)
-  const feeds = await loadManifest(src.manifest)
-  const { data } = await loadSnapshot({ feeds, cacheDir: src.cacheDir, ...(src.asnDir === null ? {} : { asnDir: src.asnDir }), ...(src.countryDir === null ? {} : { countryDir: src.countryDir }) })
+  const { data } = await loadSnapshot({ ...await compileInputs(src), cacheDir: src.cacheDir })
   const snap = new Snapshot(data)
   const { profile, known } = selectProfile(values['scoring-version'])
   if (!known) err(`unknown scoring version; using ${DEFAULT_PROFILE.version}`)

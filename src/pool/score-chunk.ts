@@ -5,7 +5,7 @@
  */
 import { Packr } from 'msgpackr'
 import { assess, normalize, render, selectProfile, type Assessment, type ScoringProfile, type Snapshot } from '../engine/index.ts'
-import type { EvidenceDetails, IndicatorType, NormalizedIndicator, SignalDetails } from '../engine/types.ts'
+import { INDICATOR_TYPES, type EvidenceDetails, type IndicatorType, type NormalizedIndicator, type SignalDetails } from '../engine/types.ts'
 import { ByteSink } from '../bytes/byte-sink.ts'
 import { HistoryItems } from '../history/codec.ts'
 import { itemTail, kInvalidVerdictMembers, labelsOf, verdictMembers } from '../history/record.ts'
@@ -55,7 +55,7 @@ export function createShardCache (max: number): ShardCache | null {
 /** msgpack between the service's own threads. */
 export const threadPackr = new Packr()
 
-const kTypes = new Set<string>(['ip', 'domain', 'ip_block', 'file_hash_sha256', 'asn'])
+const kTypes: ReadonlySet<string> = new Set(INDICATOR_TYPES)
 
 function typeAsSent (type: unknown): IndicatorType | null {
   return typeof type === 'string' && kTypes.has(type) ? type as IndicatorType : null

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { test } from 'node:test'
-import { ConfigError, defaults, kProjectRoot, loadConfig, storeOptions, type Config } from '../../src/config.ts'
+import { ConfigError, configTable, defaults, kProjectRoot, loadConfig, storeOptions, type Config } from '../../src/config.ts'
 
 function configError (env: Record<string, string | undefined>, pattern: RegExp): void {
   assert.throws(() => loadConfig(env), (err: unknown) => {
@@ -194,4 +194,16 @@ test('a config file that is missing, not JSON, not an object, or holds an unknow
   configError({ IOC_CONFIG: write('bad.json', '{"IOC_POOL_SIZE": -1}') }, /IOC_POOL_SIZE: must be an integer/)
   configError({ IOC_CONFIG: write('float.json', '{"IOC_PORT": 1.5}') }, /IOC_PORT/)
   configError({ IOC_CONFIG: write('proto.json', '{"__proto__": {"IOC_PORT": 1}}') }, /unknown setting __proto__/)
+})
+
+test('the docs table (npm run docs:config) has one row per setting, in schema order, with its default', () => {
+  const rows = configTable().split('\n').slice(2).map((line) => line.split(' | '))
+  assert.deepEqual(rows.map((r) => r[0]), kEvery.map(([name]) => `| \`${name}\``))
+  const shown = new Map(rows.map((r) => [(r[0] as string).slice(3, -1), r[1]]))
+  assert.equal(shown.get('IOC_PORT'), '8080')
+  assert.equal(shown.get('IOC_BOOTSTRAP_KEY'), '1')
+  assert.equal(shown.get('IOC_DATABASE_URL'), '-')
+  assert.equal(shown.get('IOC_POOL_SIZE'), 'CPU count')
+  assert.equal(shown.get('IOC_SPOOL_LIMIT'), String(defaults().spoolLimit))
+  for (const r of rows) assert.ok((r[2] as string).length > 3, `${r[0]} has a meaning`)
 })
