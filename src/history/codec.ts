@@ -7,10 +7,10 @@
  * expands them into rows (PostgreSQL, the spool). No thread parses and re-serializes records on the way.
  */
 import { randomUUID } from 'node:crypto'
-import { column, optionalColumn, type HistoryRow } from './rows.ts'
+import { column, optionalColumn } from './rows.ts'
 import { utcDayOf } from './utc-day.ts'
 import type { HistoryRequestFields } from './rows.ts'
-import { partCount, partRows, type HistoryPart } from './block.ts'
+import { partCount, type HistoryPart } from './block.ts'
 import type { HistoryEnvelope } from './types.ts'
 
 export { HistoryItems } from './block.ts'
@@ -48,11 +48,4 @@ export function historyParts (envelope: HistoryEnvelope, parts: Uint8Array[], ou
     }
     if (count > 0) out.push({ ...head, count, part })
   }
-}
-
-/** Expands one request's envelope and encoded parts into store rows. */
-export function historyRows (envelope: HistoryEnvelope, parts: Uint8Array[], out: HistoryRow[]): void {
-  const p: HistoryPart[] = []
-  historyParts(envelope, parts, p)
-  partRows(p, out)
 }
