@@ -1,12 +1,13 @@
 /**
- * Runs the tests: `unit`, `e2e` or `all` (default), two processes at a time (the unit suite is one of them).
+ * Runs the tests, two processes at a time: `unit` (the unit suite), `e2e` (everything else: the http and services
+ * suites, one process each, and every other file alone) or `all` (default). suites.ts says which file runs where.
  * Further arguments go to node's test runner (e.g. --test-reporter=tap).
  *
  *   node --import tsx test/run.ts [unit|e2e|all] [node test options]
  */
 import { spawnSync } from 'node:child_process'
 import { join } from 'node:path'
-import { e2eFiles, kTestRoot } from './suites.ts'
+import { aloneFiles, kTestRoot } from './suites.ts'
 
 const [mode = 'all', ...rest] = process.argv.slice(2)
 if (mode !== 'unit' && mode !== 'e2e' && mode !== 'all') {
@@ -14,9 +15,10 @@ if (mode !== 'unit' && mode !== 'e2e' && mode !== 'all') {
   process.exit(2)
 }
 const files: string[] = []
-if (mode !== 'unit') files.push(...e2eFiles())
-// The unit suite (about 20 s in one process) goes after the slowest end-to-end files, beside the rest.
-if (mode !== 'e2e') files.splice(Math.min(files.length, 4), 0, 'unit.suite.ts')
+if (mode !== 'unit') files.push(...aloneFiles())
+// The suites (15-40 s each in one process) start after the slowest files, beside the rest.
+const suites = [...(mode === 'e2e' ? [] : ['unit.suite.ts']), ...(mode === 'unit' ? [] : ['services.suite.ts', 'http.suite.ts'])]
+files.splice(Math.min(files.length, 3), 0, ...suites)
 const args = ['--import', 'tsx', '--test', '--test-concurrency=2', ...rest, ...files.map((f) => join(kTestRoot, f))]
 const run = spawnSync(process.execPath, args, { stdio: 'inherit' })
 process.exit(run.status ?? 1)

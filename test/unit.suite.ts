@@ -1,9 +1,4 @@
-/**
- * Every unit test file (suites.ts) in one process: `node --import tsx --test test/unit.suite.ts`. Each file still
- * runs alone too (`node --import tsx --test test/engine/score.test.ts`).
- */
-import { join } from 'node:path'
-import { pathToFileURL } from 'node:url'
-import { kTestRoot, kUnitFiles } from './suites.ts'
+/** The unit suite of suites.ts in one process: `node --import tsx --test test/unit.suite.ts`. */
+import { loadSuite } from './suites.ts'
 
-for (const file of kUnitFiles) await import(pathToFileURL(join(kTestRoot, file)).href)
+await loadSuite('unit')
