@@ -1,15 +1,12 @@
 /**
  * CLI entry: `serve` (default), `keys create|list|revoke`, `intel check|build`, `score`.
  * The only place that listens or exits. Results go to stdout, everything else to stderr, so scripts can
- * capture a new key or a verdict.
+ * capture a new key or a verdict. Each command imports what it runs when it runs (the service, the store, the intel
+ * compiler), so `keys list` or `--help` does not load Fastify and the engine first.
  */
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig, storeOptions, type Config } from './config.ts'
-import { DEFAULT_PROFILE, score, selectProfile, Snapshot } from './engine/index.ts'
-import { compileInputs, intelBuild, intelCheck, loadSnapshot } from './intel/index.ts'
-import { openStore, PERMISSIONS } from './store/index.ts'
-import { intelSource, startService } from './service.ts'
 
 const kUsage = `usage: ioc-verdict <command>
 
@@ -35,6 +32,7 @@ function err (line: string): void {
 }
 
 async function serve (config: Readonly<Config>): Promise<void> {
+  const { startService } = await import('./service.ts')
   const svc = await startService(config)
   const { app, logger } = svc
   await app.listen({ host: config.host, port: config.port })
@@ -91,6 +89,7 @@ async function keys (config: Readonly<Config>, args: string[]): Promise<number> 
   const [sub, ...rest] = args
   const { mkdirSync } = await import('node:fs')
   mkdirSync(config.dataDir, { recursive: true })
+  const { openStore, PERMISSIONS } = await import('./store/index.ts')
   const store = await openStore(storeOptions(config))
   try {
     if (sub === 'create') {
@@ -133,6 +132,7 @@ async function keys (config: Readonly<Config>, args: string[]): Promise<number> 
 async function intel (config: Readonly<Config>, args: string[]): Promise<number> {
   const [sub, ...rest] = args
   const { values } = parseArgs({ args: rest, options: { force: { type: 'boolean' } }, strict: true })
+  const [{ intelSource }, { compileInputs, intelBuild, intelCheck }] = await Promise.all([import('./service.ts'), import('./intel/index.ts')])
   const src = intelSource(config)
   const opts = await compileInputs(src)
   if (sub === 'check') {
@@ -156,6 +156,8 @@ async function scoreCmd (config: Readonly<Config>, args: string[]): Promise<numb
     allowPositionals: true,
     strict: true
   })
+  const [{ intelSource }, { compileInputs, loadSnapshot }, { DEFAULT_PROFILE, score, selectProfile, Snapshot }] =
+    await Promise.all([import('./service.ts'), import('./intel/index.ts'), import('./engine/index.ts')])
   const src = intelSource(config)
   const { data } = await loadSnapshot({ ...await compileInputs(src), cacheDir: src.cacheDir })
   const snap = new Snapshot(data)
