@@ -1,17 +1,16 @@
 /**
  * CLI entry: `serve` (default), `keys create|list|revoke`, `intel check|build`, `score`.
  * The only place that listens or exits. Results go to stdout, everything else to stderr, so scripts can
- * capture a new key or a verdict.
+ * capture a new key or a verdict. Each command imports what it runs when it runs (the service, the store, the intel
+ * compiler), so `keys list` or `--help` does not load Fastify and the engine first.
  */
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig, storeOptions, type Config } from './config.ts'
 import { mkdirSync, statSync } from 'node:fs'
-import { openInput, scoreFile, type InputFormat, type OutputFormat } from './cli/score-file.ts'
-import { DEFAULT_PROFILE, score, selectProfile, Snapshot, type SignalDetails } from './engine/index.ts'
-import { intelBuild, intelCheck, loadManifest, loadSnapshot } from './intel/index.ts'
-import { openStore, PERMISSIONS, ROLES, type Role } from './store/index.ts'
-import { intelSource, startService } from './service.ts'
+import type { InputFormat, OutputFormat } from './cli/score-file.ts'
+import type { SignalDetails } from './engine/index.ts'
+import type { Role } from './store/index.ts'
 
 const kUsage = `usage: ioc-verdict <command>
 
@@ -56,6 +55,7 @@ function err (line: string): void {
 }
 
 async function serve (config: Readonly<Config>): Promise<void> {
+  const { startService } = await import('./service.ts')
   const svc = await startService(config)
   const { app, logger } = svc
   await app.listen({ host: config.host, port: config.port })
@@ -123,8 +123,8 @@ async function serve (config: Readonly<Config>): Promise<void> {
 
 async function keys (config: Readonly<Config>, args: string[]): Promise<number> {
   const [sub, ...rest] = args
-  const { mkdirSync } = await import('node:fs')
   mkdirSync(config.dataDir, { recursive: true })
+  const { openStore, PERMISSIONS } = await import('./store/index.ts')
   const store = await openStore(storeOptions(config))
   try {
     if (sub === 'create') {
@@ -199,6 +199,7 @@ async function readStdin (): Promise<string> {
 async function users (config: Readonly<Config>, args: string[]): Promise<number> {
   const [sub, ...rest] = args
   mkdirSync(config.dataDir, { recursive: true })
+  const { openStore, ROLES } = await import('./store/index.ts')
   const store = await openStore(storeOptions(config))
   try {
     if (sub === 'create') {
@@ -234,9 +235,9 @@ async function users (config: Readonly<Config>, args: string[]): Promise<number>
 async function intel (config: Readonly<Config>, args: string[]): Promise<number> {
   const [sub, ...rest] = args
   const { values } = parseArgs({ args: rest, options: { force: { type: 'boolean' } }, strict: true })
+  const [{ intelSource }, { compileInputs, intelBuild, intelCheck }] = await Promise.all([import('./service.ts'), import('./intel/index.ts')])
   const src = intelSource(config)
-  const feeds = await loadManifest(src.manifest)
-  const opts = { feeds, ...(src.asnDir === null ? {} : { asnDir: src.asnDir }), ...(src.countryDir === null ? {} : { countryDir: src.countryDir }) }
+  const opts = await compileInputs(src)
   if (sub === 'check') {
     const r = await intelCheck(opts)
     out(JSON.stringify(r, null, 2))
@@ -270,9 +271,10 @@ async function scoreCmd (config: Readonly<Config>, args: string[]): Promise<numb
   if (values.format !== undefined && !['ndjson', 'csv'].includes(values.format)) throw new UsageError('--format must be ndjson or csv')
   if (values.signals !== undefined && !['none', 'top', 'all'].includes(values.signals)) throw new UsageError('--signals must be none, top or all')
   if (file === null && (values.input !== undefined || values.format !== undefined)) throw new UsageError('--input and --format apply to a file or - (stdin)')
+  const [{ intelSource }, { compileInputs, loadSnapshot }, { DEFAULT_PROFILE, score, selectProfile, Snapshot }, { openInput, scoreFile }] =
+    await Promise.all([import('./service.ts'), import('./intel/index.ts'), import('./engine/index.ts'), import('./cli/score-file.ts')])
   const src = intelSource(config)
-  const feeds = await loadManifest(src.manifest)
-  const { data } = await loadSnapshot({ feeds, cacheDir: src.cacheDir, ...(src.asnDir === null ? {} : { asnDir: src.asnDir }), ...(src.countryDir === null ? {} : { countryDir: src.countryDir }) })
+  const { data } = await loadSnapshot({ ...await compileInputs(src), cacheDir: src.cacheDir })
   const snap = new Snapshot(data)
   const { profile, known } = selectProfile(values['scoring-version'])
   if (!known) err(`unknown scoring version; using ${DEFAULT_PROFILE.version}`)
@@ -339,5 +341,6 @@ main(process.argv.slice(2)).then((code) => {
   }
   const code = (e as { code?: string }).code
   err(`ioc-verdict: ${(e as Error).message}${code === undefined ? '' : ` (${code})`}`)
-  process.exit(1)
+  // A flag parseArgs refuses (unknown, or a value missing) is a usage error like the others.
+  process.exit(code?.startsWith('ERR_PARSE_ARGS_') === true ? 2 : 1)
 })

@@ -5,13 +5,11 @@
 import type { FastifyInstance } from 'fastify'
 import { InvalidRequestError } from '../errors.ts'
 import type { IntelService } from '../pool/intel-service.ts'
-import { StoreError, utcDayOf, type QuotaCounter, type SearchFilters, type Store } from '../store/index.ts'
+import { INDICATOR_TYPES } from '../engine/types.ts'
+import { DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, StoreError, utcDayOf, type QuotaCounter, type SearchFilters, type Store } from '../store/index.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
 import type { SessionAuth } from './session.ts'
 import { errorsOf, reloadSchema, searchPageSchema, usageSchema } from './response-schemas.ts'
-
-const kDefaultLimit = 100
-const kMaxLimit = 1000
 
 /** What the management routes need. */
 export interface MgmtRouteDeps {
@@ -34,7 +32,7 @@ const kSearchQuery = {
     apikey: { type: 'string', maxLength: 256 },
     exclude_bulk_requests: { type: 'string', enum: ['true', 'false', '1', '0'] },
     auth_type: { type: 'string', maxLength: 64 },
-    indicator_type: { type: 'string', enum: ['ip', 'domain', 'ip_block', 'file_hash_sha256', 'asn'] },
+    indicator_type: { type: 'string', enum: INDICATOR_TYPES },
     indicator_value: { type: 'string', maxLength: 8192 },
     limit: { type: 'string', pattern: '^[0-9]{1,4}$' },
     cursor: { type: 'string', maxLength: 512 }
@@ -59,8 +57,8 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
     onRequest: requireKey(verifier, null, deps.sessions)
   }, async (req) => {
     const q = req.query as SearchQuery
-    const limit = q.limit === undefined ? kDefaultLimit : Number(q.limit)
-    if (limit < 1 || limit > kMaxLimit) throw new InvalidRequestError(`limit must be from 1 to ${kMaxLimit}`)
+    const limit = q.limit === undefined ? DEFAULT_SEARCH_LIMIT : Number(q.limit)
+    if (limit < 1 || limit > MAX_SEARCH_LIMIT) throw new InvalidRequestError(`limit must be from 1 to ${MAX_SEARCH_LIMIT}`)
     const filters: SearchFilters = {}
     for (const k of ['date_gte', 'date_lt', 'user_id', 'apikey', 'auth_type', 'indicator_type', 'indicator_value'] as const) {
       const v = q[k]

@@ -96,7 +96,7 @@ export interface Store {
    */
   writeHistoryRows (rows: readonly HistoryRow[]): Promise<void>
   /**
-   * The same for items as the scoring workers encoded them (history-block.ts): the history writer's hot path. SQLite
+   * The same for items as the scoring workers encoded them (history/block.ts): the history writer's hot path. SQLite
    * stores the parts as they are; PostgreSQL expands them into its rows.
    */
   writeHistoryParts (parts: readonly HistoryPart[]): Promise<void>
