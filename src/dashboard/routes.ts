@@ -80,7 +80,7 @@ export async function dashboardRoutes (app: FastifyInstance, deps: DashboardDeps
   })
 
   app.post('/dashboard/api/session', {
-    schema: { tags: ['dashboard'], summary: 'Sign in: sets the session cookie and answers the CSRF token', body: kSignInBody }
+    schema: { hide: true, tags: ['dashboard'], summary: 'Sign in: sets the session cookie and answers the CSRF token', body: kSignInBody }
   }, async (req, reply) => {
     const { username, password } = req.body as { username: string, password: string }
     const slot = `${username}\u0000${req.ip}`
@@ -101,14 +101,14 @@ export async function dashboardRoutes (app: FastifyInstance, deps: DashboardDeps
     return sessionAnswer(created.session)
   })
 
-  app.get('/dashboard/api/session', { schema: { tags: ['dashboard'], summary: 'The current session' } }, async (req) => {
+  app.get('/dashboard/api/session', { schema: { hide: true, tags: ['dashboard'], summary: 'The current session' } }, async (req) => {
     const s = await sessions.of(req)
     if (s === null) throw new SessionExpiredError()
     return sessionAnswer(s)
   })
 
   app.delete('/dashboard/api/session', {
-    schema: { tags: ['dashboard'], summary: 'Sign out: ends the session in the store' },
+    schema: { hide: true, tags: ['dashboard'], summary: 'Sign out: ends the session in the store' },
     onRequest: session
   }, async (req, reply) => {
     await sessions.accounts.deleteSession(req.cookies[kSessionCookie] as string)
@@ -117,7 +117,7 @@ export async function dashboardRoutes (app: FastifyInstance, deps: DashboardDeps
   })
 
   app.post('/dashboard/api/lookup', {
-    schema: { tags: ['dashboard'], summary: 'One verdict for the Lookup page (all signals, full evidence), recorded with the session as requester', body: kLookupBody },
+    schema: { hide: true, tags: ['dashboard'], summary: 'One verdict for the Lookup page (all signals, full evidence), recorded with the session as requester', body: kLookupBody },
     onRequest: session
   }, async (req: FastifyRequest) => {
     const body = req.body as { value: string, type?: string }
@@ -140,7 +140,7 @@ export async function dashboardRoutes (app: FastifyInstance, deps: DashboardDeps
   })
 
   app.post('/dashboard/api/bulk', {
-    schema: { tags: ['dashboard'], summary: 'Verdicts for the Bulk page (up to 10,000 values), recorded with the session as requester', body: kBulkBody },
+    schema: { hide: true, tags: ['dashboard'], summary: 'Verdicts for the Bulk page (up to 10,000 values), recorded with the session as requester', body: kBulkBody },
     onRequest: session,
     bodyLimit: 16 * 1024 * 1024
   }, async (req: FastifyRequest, reply: FastifyReply) => {
@@ -162,7 +162,7 @@ export async function dashboardRoutes (app: FastifyInstance, deps: DashboardDeps
     return reply.type('application/json; charset=utf-8').send(answer.payload)
   })
 
-  app.get('/dashboard/api/capacity', { schema: { tags: ['dashboard'], summary: 'Whether a capacity report exists' }, onRequest: session }, async () => ({
+  app.get('/dashboard/api/capacity', { schema: { hide: true, tags: ['dashboard'], summary: 'Whether a capacity report exists' }, onRequest: session }, async () => ({
     available: existsSync(deps.capacityReport)
   }))
   app.get('/dashboard/capacity-report', { schema: { hide: true }, onRequest: session }, async (_req, reply) => {

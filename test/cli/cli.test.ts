@@ -84,7 +84,7 @@ test('keys create prints the key alone on stdout; list shows it without its secr
   assert.equal(listed.code, 0)
   assert.ok(!listed.stdout.includes(key.split('_')[2] as string), 'no secret in the listing')
   const records = listed.stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
-  assert.deepEqual(records.map((r) => ({ ...r, createdAt: 'x' })), [{ id, tenant: 'acme', permissions: ['verdict', 'verdict_bulk'], quota: 500, createdAt: 'x', revokedAt: null }])
+  assert.deepEqual(records.map((r) => ({ ...r, createdAt: 'x' })), [{ id, tenant: 'acme', permissions: ['verdict', 'verdict_bulk'], quota: 500, createdAt: 'x', revokedAt: null, rateLimit: null, expiresAt: null, allowedCidrs: null, lastUsedAt: null }])
 
   const revoked = await cli(['keys', 'revoke', id])
   assert.equal(revoked.code, 0)

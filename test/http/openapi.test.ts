@@ -11,8 +11,8 @@ type Json = Record<string, any>
 
 const svc = buildForFile()
 
-/** Routes the document leaves out on purpose: the document itself, Swagger UI's assets, the Prometheus scrape. */
-const kUndocumented = /^(\/docs(\/|$)|\/api\/v2\/openapi\.json$|\/metrics$)/
+/** Routes the document leaves out on purpose: static files (wildcards), the dashboard (docs/DASHBOARD.md), the document itself, Swagger UI's assets, the Prometheus scrape. */
+const kUndocumented = /(\*$)|^(\/$|\/dashboard(\/|$)|\/docs(\/|$)|\/api\/v2\/openapi\.json$|\/metrics$)/
 
 /** Every method and path of printRoutes()' tree, with the tree's nested segments joined. */
 function servedRoutes (tree: string): Array<[string, string]> {
