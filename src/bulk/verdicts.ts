@@ -7,7 +7,7 @@
  * last lease). A request whose scoring or history hand-off fails counts nothing: its quota is refunded.
  */
 import { randomUUID } from 'node:crypto'
-import { selectProfile, type EvidenceDetails, type SignalDetails } from '../engine/index.ts'
+import { INDICATOR_TYPES, selectProfile, type EvidenceDetails, type SignalDetails } from '../engine/index.ts'
 import { InvalidIndicatorError, OverloadedError, ScoringFailedError } from '../errors.ts'
 import type { HistoryEnvelope, HistorySink } from '../history/types.ts'
 import type { IntelService } from '../pool/intel-service.ts'
@@ -22,7 +22,8 @@ export interface RequestLog { error: (obj: object, msg: string) => void }
 
 /** Told of every answered request's indicators (metrics). */
 export interface VerdictObserver {
-  scored: (mode: 'single' | 'bulk', count: number, cacheHits: number, invalid: number) => void
+  /** `types[i]` counts the valid indicators of INDICATOR_TYPES[i]. */
+  scored: (mode: 'single' | 'bulk', count: number, cacheHits: number, invalid: number, types: ArrayLike<number>) => void
 }
 
 /** What the orchestration needs; one per app. */
@@ -38,6 +39,14 @@ export interface VerdictDeps {
 
 /** The request-level history fields the caller fills in (who asked, how). */
 export type EnvelopeOf = (fields: Omit<HistoryEnvelope, 'request_id' | 'auth_type' | 'tenant' | 'apikey' | 'user_id'>) => HistoryEnvelope
+
+/** Per-type counts of a single verdict (one 1, or none for an invalid indicator). */
+function typeCounts (verdict: { indicator?: { type?: unknown } } | null): Uint32Array {
+  const types = new Uint32Array(INDICATOR_TYPES.length)
+  const i = verdict === null ? -1 : (INDICATOR_TYPES as readonly unknown[]).indexOf(verdict.indicator?.type)
+  if (i >= 0) types[i] = 1
+  return types
+}
 
 /** Runs scoring under a ticket: on failure the request counts nothing and the error is a clean 503. */
 async function scored<T> (log: RequestLog, ticket: Ticket, run: () => Promise<T>): Promise<T> {
@@ -105,7 +114,7 @@ export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Prom
         project_name: null,
         count: 1
       }), [out.history])
-      deps.observer?.scored('single', 1, out.cacheHit ? 1 : 0, out.verdict === null ? 1 : 0)
+      deps.observer?.scored('single', 1, out.cacheHit ? 1 : 0, out.verdict === null ? 1 : 0, typeCounts(out.verdict))
       if (out.verdict === null) throw new InvalidIndicatorError(out.errors.join('; '))
       const verdict = {
         ...out.verdict,
@@ -180,7 +189,7 @@ export async function answerBulk (deps: VerdictDeps, req: BulkRequest, chunks: C
     try {
       const pool = lease.pool
       const pending = chunks.items.map(async (items, s): Promise<BulkChunkOutput> => items.length === 0
-        ? { body: new Uint8Array(0), ends: new Uint32Array(0), history: new Uint8Array(0), cacheHits: 0, invalid: 0 }
+        ? { body: new Uint8Array(0), ends: new Uint32Array(0), history: new Uint8Array(0), cacheHits: 0, invalid: 0, types: new Uint32Array(INDICATOR_TYPES.length) }
         : await pool.runBulk(s, items, params))
       // The workers have their copies (or inline mode has scored them): the chunked items, up to ten thousand tuples,
       // are not kept reachable through the scoring phase, where the young-generation collector would copy and promote
@@ -190,9 +199,11 @@ export async function answerBulk (deps: VerdictDeps, req: BulkRequest, chunks: C
       const bulkRequestId = randomUUID()
       let invalid = 0
       let cacheHits = 0
+      const types = new Uint32Array(INDICATOR_TYPES.length)
       for (const o of outputs) {
         invalid += o.invalid
         cacheHits += o.cacheHits
+        for (let t = 0; t < types.length; t++) types[t] = (types[t] as number) + (o.types[t] as number)
       }
       if (invalid > 0) warnings.push(`${invalid} of ${n} indicators are invalid: see each result's errors`)
       const meta = {
@@ -225,7 +236,7 @@ export async function answerBulk (deps: VerdictDeps, req: BulkRequest, chunks: C
           count: n
         }), outputs.filter((o) => o.history.length > 0).map((o) => o.history))
       }
-      deps.observer?.scored('bulk', n, cacheHits, invalid)
+      deps.observer?.scored('bulk', n, cacheHits, invalid, types)
       const sent = Buffer.isBuffer(payload) ? () => { deps.answers.give(payload) } : () => {}
       return { payload, meta, bulkRequestId, sent, quotaRemaining: ticket.quotaRemaining }
     } finally {

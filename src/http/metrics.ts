@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import type { Admission } from '../bulk/admission.ts'
 import type { VerdictObserver } from '../bulk/verdicts.ts'
+import { INDICATOR_TYPES } from '../engine/index.ts'
 import type { HistorySink } from '../history/types.ts'
 import type { IntelService } from '../pool/intel-service.ts'
 
@@ -29,6 +30,7 @@ export class Metrics implements VerdictObserver {
   private readonly indicators: Counter<'mode'>
   private readonly invalid: Counter<'mode'>
   private readonly cacheHits: Counter<'mode'>
+  private readonly byType: Counter<'type'>
 
   constructor (sources: MetricSources) {
     const registers = [this.registry]
@@ -38,6 +40,7 @@ export class Metrics implements VerdictObserver {
     this.indicators = new Counter({ name: 'iocv_indicators_scored_total', help: 'Indicators answered with a verdict or an item error, by mode (single, bulk)', labelNames: ['mode'], registers })
     this.invalid = new Counter({ name: 'iocv_indicators_invalid_total', help: 'Indicators answered with an error (invalid value), by mode', labelNames: ['mode'], registers })
     this.cacheHits = new Counter({ name: 'iocv_verdict_cache_hits_total', help: 'Indicators answered from the verdict cache, by mode; ratio = this / iocv_indicators_scored_total', labelNames: ['mode'], registers })
+    this.byType = new Counter({ name: 'iocv_indicators_by_type_total', help: 'Valid indicators answered, by indicator type', labelNames: ['type'], registers })
     const gauge = (name: string, help: string, read: () => number): void => {
       // eslint-disable-next-line no-new
       new Gauge({ name, help, registers, collect () { this.set(read()) } })
@@ -60,8 +63,12 @@ export class Metrics implements VerdictObserver {
   }
 
   /** VerdictObserver: indicators of one answered request. */
-  scored (mode: 'single' | 'bulk', count: number, cacheHits: number, invalid: number): void {
+  scored (mode: 'single' | 'bulk', count: number, cacheHits: number, invalid: number, types: ArrayLike<number>): void {
     this.indicators.inc({ mode }, count)
+    for (let i = 0; i < INDICATOR_TYPES.length; i++) {
+      const n = types[i] as number
+      if (n > 0) this.byType.inc({ type: INDICATOR_TYPES[i] as string }, n)
+    }
     if (cacheHits > 0) this.cacheHits.inc({ mode }, cacheHits)
     if (invalid > 0) this.invalid.inc({ mode }, invalid)
   }

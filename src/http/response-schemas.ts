@@ -3,9 +3,9 @@
  * answer: the app serializes with JSON.stringify, so a member the schema does not name is still sent. The recorded
  * answers of every route are validated against them in test/http/openapi.test.ts.
  */
+import { INDICATOR_TYPES } from '../engine/types.ts'
 
 const kStrings = { type: 'array', items: { type: 'string' } } as const
-const kIndicatorTypes = ['ip', 'domain', 'ip_block', 'file_hash_sha256', 'asn'] as const
 
 /** Every error answer (docs/API.md "Errors"). */
 export const errorSchema = {
@@ -60,7 +60,7 @@ const kIndicatorOut = {
   type: 'object',
   required: ['type', 'value'],
   properties: {
-    type: { type: ['string', 'null'], description: `As sent or inferred: ${kIndicatorTypes.join(', ')}` },
+    type: { type: ['string', 'null'], description: `As sent or inferred: ${INDICATOR_TYPES.join(', ')}` },
     value: { type: 'string', description: 'Exactly as sent' },
     normalized: { type: 'string' }
   }

@@ -33,6 +33,8 @@ export interface BulkChunkOutput {
   history: Uint8Array
   cacheHits: number
   invalid: number
+  /** Valid indicators per type, in INDICATOR_TYPES order (metrics). */
+  types: Uint32Array
 }
 
 /** Single output: the verdict object (or errors) and the encoded history record. */
@@ -56,6 +58,8 @@ export function createShardCache (max: number): ShardCache | null {
 export const threadPackr = new Packr()
 
 const kTypes: ReadonlySet<string> = new Set(INDICATOR_TYPES)
+/** Position of each type in INDICATOR_TYPES (per-type counts). */
+const kTypeIndex = Object.fromEntries(INDICATOR_TYPES.map((t, i) => [t, i])) as Record<IndicatorType, number>
 
 function typeAsSent (type: unknown): IndicatorType | null {
   return typeof type === 'string' && kTypes.has(type) ? type as IndicatorType : null
@@ -183,6 +187,7 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
   const history = new HistoryItems(items.length, kHistorySink, kTailSink)
   let cacheHits = 0
   let invalid = 0
+  const types = new Uint32Array(INDICATOR_TYPES.length)
   for (let i = 0; i < items.length; i++) {
     const [type, value, actionTaken, actionSource] = items[i] as ChunkItem
     const n = normalize(value, type)
@@ -198,6 +203,7 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
       continue
     }
     const ind = n.indicator
+    types[kTypeIndex[ind.type]] = (types[kTypeIndex[ind.type]] as number) + 1
     // The indicator as echoed, as JSON once: the bulk item and the history record both carry it. The same text as
     // JSON.stringify of the object, written out: a known type needs no escaping, and a valid value is a string.
     const sentJson = typeof value === 'string'
@@ -227,7 +233,7 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
     // sentJson is the JSON of {type, value, normalized}: a valid value is a string.
     history.addVerdict(ind.type, value as string, ind.normalized, itemTail(members, actionTaken, actionSource))
   }
-  const out = { body: sink.take(spare), ends, history: history.encode(historySpare), cacheHits, invalid }
+  const out = { body: sink.take(spare), ends, history: history.encode(historySpare), cacheHits, invalid, types }
   sink.shrink(kKeepBytes)
   kHistorySink.shrink(kKeepBytes)
   kTailSink.shrink(kKeepBytes)

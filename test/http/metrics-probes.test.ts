@@ -18,6 +18,7 @@ test('metrics count requests by route pattern and status, and indicators with ca
   const before = (await svc.app.inject({ url: '/metrics' })).body
   const bulkBefore = sample(before, 'iocv_indicators_scored_total', 'mode="bulk"') ?? 0
   const hitsBefore = sample(before, 'iocv_verdict_cache_hits_total', 'mode="bulk"') ?? 0
+  const domainsBefore = sample(before, 'iocv_indicators_by_type_total', 'type="domain"') ?? 0
   const indicators = [{ value: 'metrics-a.example' }, { value: 'metrics-a.example' }, { value: 'not valid!' }]
   for (let i = 0; i < 2; i++) {
     const res = await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict/bulk', headers, payload: { indicators } })
@@ -32,6 +33,7 @@ test('metrics count requests by route pattern and status, and indicators with ca
   assert.equal((sample(text, 'iocv_indicators_scored_total', 'mode="bulk"') ?? 0) - bulkBefore, 6)
   assert.ok((sample(text, 'iocv_verdict_cache_hits_total', 'mode="bulk"') ?? 0) - hitsBefore >= 3, 'the second bulk and the repeat came from the cache')
   assert.ok((sample(text, 'iocv_indicators_invalid_total', 'mode="bulk"') ?? 0) >= 2)
+  assert.equal((sample(text, 'iocv_indicators_by_type_total', 'type="domain"') ?? 0) - domainsBefore, 4, 'two valid domains per bulk; the invalid one has no type')
   assert.ok((sample(text, 'iocv_http_requests_total', 'route="/api/v2/ioc/verdict/bulk",status="200"') ?? 0) >= 2)
   assert.equal(sample(text, 'iocv_http_requests_total', 'route="/api/v2/ioc/verdict",status="401"'), 1)
   assert.ok(sample(text, 'iocv_http_request_duration_seconds_count', 'route="/api/v2/ioc/verdict/bulk"') !== undefined)
