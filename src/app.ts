@@ -5,14 +5,23 @@ import { randomUUID } from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
-import type { Config } from './config.ts'
+import { join } from 'node:path'
+import cookie from '@fastify/cookie'
+import { kProjectRoot, type Config } from './config.ts'
 import { Admission } from './bulk/admission.ts'
 import { kRetryAfterCodes, NotFoundError, toPublicError } from './errors.ts'
 import { KeyVerifier } from './http/auth.ts'
 import { registerParsers } from './http/content.ts'
+import { Metrics, metricsRoutes } from './http/metrics.ts'
+import { registerOpenApi } from './http/openapi.ts'
+import { registerRateLimit } from './http/rate-limit.ts'
+import { kPackageVersion } from './http/request-fields.ts'
+import { keyRoutes } from './http/routes-keys.ts'
 import { mgmtRoutes } from './http/routes-mgmt.ts'
 import { serviceRoutes } from './http/routes-service.ts'
-import { verdictRoutes } from './http/routes-verdict.ts'
+import { verdictDeps, verdictRoutes } from './http/routes-verdict.ts'
+import { SessionAuth } from './http/session.ts'
+import { dashboardRoutes } from './dashboard/routes.ts'
 import type { HistorySink } from './history/types.ts'
 import type { IntelService } from './pool/intel-service.ts'
 import type { QuotaCounter, Store } from './store/index.ts'
@@ -49,6 +58,8 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   // keep-alive connections, so the server can finish closing once running requests are answered.
   app.addHook('preClose', async () => { closing = true })
   app.decorateRequest('apiKey', null)
+  app.decorateRequest('session', null)
+  await app.register(cookie)
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id)
   })
@@ -56,6 +67,8 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     if (closing) reply.header('connection', 'close')
   })
   registerParsers(app)
+  await registerOpenApi(app, kPackageVersion)
+  await registerRateLimit(app, { defaultPerMinute: config.rateLimit, redisUrl: config.redisUrl, redisPrefix: config.redisPrefix })
 
   app.setErrorHandler((err: FastifyError & { retryAfter?: number }, req, reply) => {
     const pub = toPublicError(err)
@@ -73,10 +86,16 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     reply.code(404).send({ statusCode: 404, code: new NotFoundError('').code, error: 'Not Found', message: `no route ${req.method} ${req.url.split('?')[0] ?? ''}` })
   })
 
-  const verifier = new KeyVerifier(deps.store)
+  const verifier = new KeyVerifier(deps.store, (err) => { deps.logger.warn({ err }, 'could not record a key\'s last use') })
   const admission = new Admission(config.maxInflight, deps.quota, () => closing ? 'service is shutting down' : deps.history.refusal())
-  verdictRoutes(app, { intel: deps.intel, history: deps.history, admission, verifier, bodyLimit: config.bodyLimit })
+  const metrics = new Metrics({ admission, intel: deps.intel, history: deps.history })
+  metricsRoutes(app, metrics)
+  const verdicts = verdictDeps({ intel: deps.intel, history: deps.history, admission, observer: metrics })
+  const sessions = new SessionAuth(deps.store.accounts, { idleMs: config.sessionIdleMs, absoluteMs: config.sessionMaxMs })
+  verdictRoutes(app, { verdicts, verifier, bodyLimit: config.bodyLimit })
   serviceRoutes(app, { store: deps.store, quota: deps.quota, history: deps.history, intel: deps.intel, closing: () => closing })
-  mgmtRoutes(app, { store: deps.store, quota: deps.quota, intel: deps.intel, verifier })
+  mgmtRoutes(app, { store: deps.store, quota: deps.quota, intel: deps.intel, verifier, sessions })
+  await dashboardRoutes(app, { verdicts, sessions, verifier, capacityReport: join(kProjectRoot, 'bench', 'results', 'capacity.html') })
+  keyRoutes(app, { store: deps.store, verifier })
   return app
 }

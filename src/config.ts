@@ -37,6 +37,12 @@ export interface Config {
   cacheSize: number
   /** Indicators being scored at once across the service; beyond it, 503 OVERLOADED. */
   maxInflight: number
+  /** A dashboard session ends after this long without a request, in ms. */
+  sessionIdleMs: number
+  /** A dashboard session ends this long after sign-in whatever its use, in ms. */
+  sessionMaxMs: number
+  /** Requests per minute for keys without a rate_limit of their own; 0 = no default (such keys are not limited). */
+  rateLimit: number
   /** Largest request body in bytes. */
   bodyLimit: number
   /** History rows per store transaction. */
@@ -57,34 +63,66 @@ export interface Config {
 }
 
 type Kind = 'string' | 'port' | 'int' | 'bool' | 'path' | 'nullable-path' | 'url'
-interface Field { key: keyof Config, kind: Kind, choices?: readonly string[], min?: number, max?: number }
+interface Field {
+  key: keyof Config
+  kind: Kind
+  choices?: readonly string[]
+  min?: number
+  max?: number
+  /** The value when the setting is not given. */
+  default: unknown
+  /** The default as the docs show it, where the value itself depends on the machine or install path. */
+  shown?: string
+  /** What the setting does, for the docs table (configTable). */
+  doc: string
+}
 
-/** Every accepted name, with its Config key, kind and bounds. */
+/**
+ * The one configuration schema: every accepted name, with its Config key, kind, bounds, default and meaning. Parsing,
+ * validation, defaults() and the docs table (configTable, `npm run docs:config`) all come from here.
+ */
 const kFields: Record<string, Field> = {
-  IOC_HOST: { key: 'host', kind: 'string' },
-  IOC_PORT: { key: 'port', kind: 'port' },
-  IOC_DATA_DIR: { key: 'dataDir', kind: 'path' },
-  IOC_POOL_SIZE: { key: 'poolSize', kind: 'int', min: 0, max: 256 },
-  IOC_FEEDS: { key: 'feeds', kind: 'path' },
-  IOC_INTEL_CACHE_DIR: { key: 'intelCacheDir', kind: 'nullable-path' },
-  IOC_STORE: { key: 'store', kind: 'string', choices: ['sqlite', 'postgres'] },
-  IOC_DATABASE_URL: { key: 'databaseUrl', kind: 'url' },
-  IOC_DATABASE_SCHEMA: { key: 'databaseSchema', kind: 'string' },
-  IOC_REDIS_URL: { key: 'redisUrl', kind: 'url' },
-  IOC_REDIS_PREFIX: { key: 'redisPrefix', kind: 'string' },
-  IOC_LOG_LEVEL: { key: 'logLevel', kind: 'string', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },
-  IOC_BOOTSTRAP_KEY: { key: 'bootstrapKey', kind: 'bool' },
-  IOC_CACHE_SIZE: { key: 'cacheSize', kind: 'int', min: 0, max: 100_000_000 },
-  IOC_MAX_INFLIGHT: { key: 'maxInflight', kind: 'int', min: 1, max: 100_000_000 },
-  IOC_BODY_LIMIT: { key: 'bodyLimit', kind: 'int', min: 1024, max: 1024 * 1024 * 1024 },
-  IOC_HISTORY_BATCH: { key: 'historyBatch', kind: 'int', min: 1, max: 1_000_000 },
-  IOC_HISTORY_FLUSH_MS: { key: 'historyFlushMs', kind: 'int', min: 1, max: 600_000 },
-  IOC_HISTORY_MAX_BACKLOG: { key: 'historyMaxBacklog', kind: 'int', min: 1, max: 100_000_000 },
-  IOC_SPOOL_LIMIT: { key: 'spoolLimit', kind: 'int', min: 1024, max: Number.MAX_SAFE_INTEGER },
-  IOC_RETENTION_DAYS: { key: 'retentionDays', kind: 'int', min: 0, max: 100_000 },
-  IOC_ASN_DIR: { key: 'asnDir', kind: 'nullable-path' },
-  IOC_COUNTRY_DIR: { key: 'countryDir', kind: 'nullable-path' },
-  IOC_SHUTDOWN_TIMEOUT_MS: { key: 'shutdownTimeoutMs', kind: 'int', min: 100, max: 3_600_000 }
+  IOC_HOST: { key: 'host', kind: 'string', default: '127.0.0.1', doc: 'listen address' },
+  IOC_PORT: { key: 'port', kind: 'port', default: 8080, doc: 'listen port (0 = any free port)' },
+  IOC_DATA_DIR: { key: 'dataDir', kind: 'path', default: join(kProjectRoot, 'data', 'run'), shown: './data/run', doc: 'SQLite file, snapshot cache, history spool' },
+  IOC_POOL_SIZE: { key: 'poolSize', kind: 'int', min: 0, max: 256, default: availableParallelism(), shown: 'CPU count', doc: 'scoring worker threads; 0 scores inline on the main thread' },
+  IOC_FEEDS: { key: 'feeds', kind: 'path', default: join(kProjectRoot, 'data', 'feeds', 'manifest.json'), shown: 'data/feeds/manifest.json', doc: 'feed manifest' },
+  IOC_INTEL_CACHE_DIR: { key: 'intelCacheDir', kind: 'nullable-path', default: null, shown: '<data dir>/intel', doc: 'compiled snapshot cache' },
+  IOC_STORE: { key: 'store', kind: 'string', choices: ['sqlite', 'postgres'], default: 'sqlite', doc: '`sqlite` or `postgres`' },
+  IOC_DATABASE_URL: { key: 'databaseUrl', kind: 'url', default: null, doc: 'PostgreSQL URL (with `IOC_STORE=postgres`)' },
+  IOC_DATABASE_SCHEMA: { key: 'databaseSchema', kind: 'string', default: 'public', doc: 'PostgreSQL schema of the tables (several deployments can share a database)' },
+  IOC_REDIS_URL: { key: 'redisUrl', kind: 'url', default: null, doc: 'Redis URL: shared quota counters across instances' },
+  IOC_REDIS_PREFIX: { key: 'redisPrefix', kind: 'string', default: 'iocv:', doc: 'prefix of every Redis key (several deployments can share a Redis)' },
+  IOC_LOG_LEVEL: { key: 'logLevel', kind: 'string', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', doc: 'pino level' },
+  IOC_BOOTSTRAP_KEY: { key: 'bootstrapKey', kind: 'bool', default: true, shown: '1', doc: 'create and print one all-permission key on a first start with no keys' },
+  IOC_CACHE_SIZE: { key: 'cacheSize', kind: 'int', min: 0, max: 100_000_000, default: 100_000, doc: 'verdicts per worker cache shard (off the heap: 768 bytes of ring each, at most 512 MiB per shard)' },
+  IOC_MAX_INFLIGHT: { key: 'maxInflight', kind: 'int', min: 1, max: 100_000_000, default: 200_000, doc: 'indicators being scored at once; beyond it 503 OVERLOADED' },
+  IOC_RATE_LIMIT: { key: 'rateLimit', kind: 'int', min: 0, max: 1_000_000, default: 0, doc: 'requests per minute for keys without a `rate_limit` of their own; 0 = none (such keys are not limited)' },
+  IOC_SESSION_IDLE_MS: { key: 'sessionIdleMs', kind: 'int', min: 1000, max: 7 * 86_400_000, default: 30 * 60_000, doc: 'a dashboard session ends after this long without a request, ms' },
+  IOC_SESSION_MAX_MS: { key: 'sessionMaxMs', kind: 'int', min: 1000, max: 30 * 86_400_000, default: 12 * 3_600_000, doc: 'a dashboard session ends this long after sign-in, ms' },
+  // 16 MiB: a 10,000-item bulk with long values and log-only fields fits.
+  IOC_BODY_LIMIT: { key: 'bodyLimit', kind: 'int', min: 1024, max: 1024 * 1024 * 1024, default: 16 * 1024 * 1024, doc: 'largest request body, bytes' },
+  // Records per transaction (whole parts: a scoring worker's chunk of one request is never split). With items stored
+  // as parts the size hardly matters to SQLite: 2,000, 5,000 and 20,000 wrote 796,000, 818,000 and 732,000 records/s
+  // (bench:history, writer alone, 2026-11-24). It bounds one transaction.
+  IOC_HISTORY_BATCH: { key: 'historyBatch', kind: 'int', min: 1, max: 1_000_000, default: 20_000, doc: 'history records per transaction (whole parts)' },
+  IOC_HISTORY_FLUSH_MS: { key: 'historyFlushMs', kind: 'int', min: 1, max: 600_000, default: 100, doc: 'longest a history record waits before its batch is written, ms' },
+  // About 50 full bulks.
+  IOC_HISTORY_MAX_BACKLOG: { key: 'historyMaxBacklog', kind: 'int', min: 1, max: 100_000_000, default: 500_000, doc: 'history records waiting to be written at which new requests get 503 OVERLOADED' },
+  IOC_SPOOL_LIMIT: { key: 'spoolLimit', kind: 'int', min: 1024, max: Number.MAX_SAFE_INTEGER, default: 1024 * 1024 * 1024, doc: 'history spool bytes at which new requests get 503 OVERLOADED' },
+  IOC_RETENTION_DAYS: { key: 'retentionDays', kind: 'int', min: 0, max: 100_000, default: 90, doc: 'history purge age in days (0 keeps everything); usage counters are kept' },
+  IOC_ASN_DIR: { key: 'asnDir', kind: 'nullable-path', default: null, shown: 'npm package', doc: 'folder with fresh ip-location-db `asn-ipv{4,6}-num.csv` files' },
+  IOC_COUNTRY_DIR: { key: 'countryDir', kind: 'nullable-path', default: null, shown: 'npm package', doc: 'folder with fresh ip-location-db `geo-whois-asn-country-ipv{4,6}-num.csv` files' },
+  IOC_SHUTDOWN_TIMEOUT_MS: { key: 'shutdownTimeoutMs', kind: 'int', min: 100, max: 3_600_000, default: 30_000, doc: 'longest graceful shutdown before remaining work is abandoned, ms' }
+}
+
+/** The settings as a Markdown table (setting, default, meaning), from the schema: `npm run docs:config`. */
+export function configTable (): string {
+  const rows = Object.entries(kFields).map(([name, f]) => {
+    const shown = f.shown ?? (f.default === null ? '-' : typeof f.default === 'boolean' ? (f.default ? '1' : '0') : String(f.default))
+    return `| \`${name}\` | ${shown} | ${f.doc} |`
+  })
+  return ['| Setting | Default | Meaning |', '| --- | --- | --- |', ...rows].join('\n')
 }
 
 /** Which store to open (the history writer's thread opens its own connection with the same options). */
@@ -99,37 +137,11 @@ export function storeOptions (config: Readonly<Config>): StoreOptions {
     : { kind: 'sqlite', path: join(config.dataDir, 'ioc-verdict.db') }
 }
 
-/** Defaults, with units. */
+/** Defaults (kFields). */
 export function defaults (): Config {
-  return {
-    host: '127.0.0.1',
-    port: 8080,
-    dataDir: join(kProjectRoot, 'data', 'run'),
-    poolSize: availableParallelism(),
-    feeds: join(kProjectRoot, 'data', 'feeds', 'manifest.json'),
-    intelCacheDir: null,
-    store: 'sqlite',
-    databaseUrl: null,
-    databaseSchema: 'public',
-    redisUrl: null,
-    redisPrefix: 'iocv:',
-    logLevel: 'info',
-    bootstrapKey: true,
-    cacheSize: 100_000, // verdicts per shard
-    maxInflight: 200_000, // indicators
-    bodyLimit: 16 * 1024 * 1024, // 16 MiB: a 10,000-item bulk with long values and log-only fields fits
-    // Records per transaction (whole parts: a scoring worker's chunk of one request is never split). With items
-    // stored as parts (src/store/sqlite-history.ts) the size hardly matters to SQLite: 2,000, 5,000 and 20,000 wrote
-    // 796,000, 818,000 and 732,000 records/s (bench:history, writer alone, 2026-11-24). It bounds one transaction.
-    historyBatch: 20_000,
-    historyFlushMs: 100, // ms
-    historyMaxBacklog: 500_000, // records (~50 full bulks)
-    spoolLimit: 1024 * 1024 * 1024, // 1 GiB
-    retentionDays: 90, // days
-    asnDir: null,
-    countryDir: null,
-    shutdownTimeoutMs: 30_000 // ms
-  }
+  const out: Record<string, unknown> = {}
+  for (const f of Object.values(kFields)) out[f.key] = f.default
+  return out as unknown as Config
 }
 
 /** A configuration problem, reported at startup. */

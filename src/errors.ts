@@ -30,6 +30,18 @@ export const MissingApiKeyError = createError('MISSING_API_KEY', 'an API key is 
 export const InvalidApiKeyError = createError('INVALID_API_KEY', 'the API key is not valid', 401)
 /** The key lacks the route's permission. */
 export const PermissionDeniedError = createError('PERMISSION_DENIED', 'the API key lacks the %s permission', 403)
+/** The API key was sent in the query string, where proxies and browsers log it. */
+export const KeyInQueryError = createError('API_KEY_IN_QUERY', 'send the API key in the X-API-Key header, never in the URL', 401)
+/** A dashboard session cookie that names no live session (signed out, expired, or its user disabled). */
+export const SessionExpiredError = createError('SESSION_EXPIRED', 'the dashboard session has ended; sign in again', 401)
+/** Username or password wrong (never says which), or the user is disabled. */
+export const InvalidCredentialsError = createError('INVALID_CREDENTIALS', 'username or password is wrong', 401)
+/** A state-changing call with a session but without its CSRF token. */
+export const CsrfError = createError('CSRF_FAILED', 'send the session\'s CSRF token in X-CSRF-Token', 403)
+/** The key is restricted to networks the caller's address is not in. */
+export const AddressNotAllowedError = createError('ADDRESS_NOT_ALLOWED', 'the API key may not be used from this address', 403)
+/** The key's short-window rate limit is reached (Retry-After says when to retry). */
+export const RateLimitedError = createError('RATE_LIMITED', '%s', 429)
 /** The key's daily indicator quota cannot fit the request. */
 export const QuotaExceededError = createError('QUOTA_EXCEEDED', '%s', 429)
 
@@ -44,7 +56,7 @@ export const PoolClosedError = createError('POOL_CLOSED', 'the scoring pool is c
 export const InternalError = createError('INTERNAL_ERROR', 'internal error', 500)
 
 /** Codes that carry a Retry-After header. */
-export const kRetryAfterCodes = new Set(['QUOTA_EXCEEDED', 'OVERLOADED', 'SCORING_FAILED'])
+export const kRetryAfterCodes = new Set(['QUOTA_EXCEEDED', 'RATE_LIMITED', 'OVERLOADED', 'SCORING_FAILED'])
 
 // --- internal: store and quota layer -----------------------------------------------------------
 // Plain Error subclasses with a stable `code` and no Fastify dependency, so the stores, the history writer's
@@ -55,6 +67,7 @@ export const kRetryAfterCodes = new Set(['QUOTA_EXCEEDED', 'OVERLOADED', 'SCORIN
 export type StoreErrorCode =
   | 'INVALID_REQUEST'
   | 'INVALID_KEY_OPTIONS'
+  | 'INVALID_USER_OPTIONS'
   | 'INVALID_RECORD'
   | 'INVALID_OPTIONS'
   | 'STORE_CLOSED'
@@ -86,6 +99,8 @@ const kPublicOf: Readonly<Record<string, (err: { message: string }) => PublicErr
   POOL_CLOSED: () => ({ status: 503, code: 'OVERLOADED', message: 'service is shutting down; retry on another instance' }),
   STORE_UNAVAILABLE: () => ({ status: 503, code: 'OVERLOADED', message: 'the store is unavailable; retry shortly' }),
   QUOTA_UNAVAILABLE: () => ({ status: 503, code: 'OVERLOADED', message: 'the quota counter is unavailable; retry shortly' }),
+  INVALID_KEY_OPTIONS: (err) => ({ status: 400, code: 'INVALID_REQUEST', message: err.message }),
+  INVALID_USER_OPTIONS: (err) => ({ status: 400, code: 'INVALID_REQUEST', message: err.message }),
   INVALID_REQUEST: (err) => ({ status: 400, code: 'INVALID_REQUEST', message: err.message })
 }
 
@@ -95,8 +110,9 @@ export type ErrorLike = Error & Partial<Pick<FastifyError, 'code' | 'statusCode'
 /** Public codes a 4xx or 503 error may carry as they are (the ones docs/API.md lists). */
 const kPublicCodes = new Set([
   'INVALID_REQUEST', 'INVALID_ACTION_SOURCE', 'INVALID_INDICATOR', 'TOO_MANY_INDICATORS', 'PAYLOAD_TOO_LARGE',
-  'UNSUPPORTED_MEDIA_TYPE', 'NOT_ACCEPTABLE', 'NOT_FOUND', 'MISSING_API_KEY', 'INVALID_API_KEY', 'PERMISSION_DENIED',
-  'QUOTA_EXCEEDED', 'OVERLOADED', 'SCORING_FAILED'
+  'UNSUPPORTED_MEDIA_TYPE', 'NOT_ACCEPTABLE', 'NOT_FOUND', 'MISSING_API_KEY', 'INVALID_API_KEY', 'API_KEY_IN_QUERY', 'SESSION_EXPIRED',
+  'INVALID_CREDENTIALS', 'CSRF_FAILED',
+  'PERMISSION_DENIED', 'ADDRESS_NOT_ALLOWED', 'QUOTA_EXCEEDED', 'RATE_LIMITED', 'OVERLOADED', 'SCORING_FAILED'
 ])
 
 /**

@@ -1,30 +1,50 @@
 /**
  * CLI entry: `serve` (default), `keys create|list|revoke`, `intel check|build`, `score`.
  * The only place that listens or exits. Results go to stdout, everything else to stderr, so scripts can
- * capture a new key or a verdict.
+ * capture a new key or a verdict. Each command imports what it runs when it runs (the service, the store, the intel
+ * compiler), so `keys list` or `--help` does not load Fastify and the engine first.
  */
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig, storeOptions, type Config } from './config.ts'
-import { DEFAULT_PROFILE, score, selectProfile, Snapshot } from './engine/index.ts'
-import { intelBuild, intelCheck, loadManifest, loadSnapshot } from './intel/index.ts'
-import { openStore, PERMISSIONS } from './store/index.ts'
-import { intelSource, startService } from './service.ts'
+import { mkdirSync, statSync } from 'node:fs'
+import type { InputFormat, OutputFormat } from './cli/score-file.ts'
+import type { SignalDetails } from './engine/index.ts'
+import type { Role } from './store/index.ts'
 
 const kUsage = `usage: ioc-verdict <command>
 
   serve                                  run the service (default)
   keys create --tenant T --permissions verdict,verdict_bulk[,mgmt,admin] [--quota N]
+              [--rate-limit N] [--expires-at ISO-8601] [--allowed-cidrs CIDR,...]
                                          create a key; prints the key alone on stdout
   keys list                              list keys (never secrets)
+  users create --tenant T --username U [--role analyst|admin] --password-stdin
+                                         create a dashboard user; the password is read from stdin
+  users list | users disable U           list dashboard users; disable one (ends their sessions)
   keys revoke ID                         revoke a key
   intel check                            compile every source, report counts and rejected lines
   intel build [--force]                  compile (or load) the snapshot and write the disk cache
   score [--type T] [--scoring-version V] VALUE...
                                          score indicators with the engine, print verdicts as JSON lines
+  score FILE | -  [--input lines|csv|ndjson] [--format ndjson|csv] [--signals none|top|all]
+                                         score a file (or stdin) of indicators, streaming: one line per
+                                         indicator, CSV with a value (and type) column, or NDJSON objects
 
 Configuration: IOC_* environment variables or a JSON file named by IOC_CONFIG (see docs/OPERATIONS.md).
 `
+
+/** A command line the CLI cannot run: printed with the usage, exit 2. */
+class UsageError extends Error {}
+
+/** True when `path` names a regular file (so `score FILE` reads it rather than scoring the name). */
+function isFile (path: string): boolean {
+  try {
+    return statSync(path).isFile()
+  } catch {
+    return false
+  }
+}
 
 function out (line: string): void {
   process.stdout.write(line + '\n')
@@ -35,6 +55,7 @@ function err (line: string): void {
 }
 
 async function serve (config: Readonly<Config>): Promise<void> {
+  const { startService } = await import('./service.ts')
   const svc = await startService(config)
   const { app, logger } = svc
   await app.listen({ host: config.host, port: config.port })
@@ -57,6 +78,10 @@ async function serve (config: Readonly<Config>): Promise<void> {
   err('New keys: npx ioc-verdict keys create --tenant <T> --permissions verdict,verdict_bulk')
 
   let stopping = false
+  // A signal drains and exits 0; a fault (an exception or rejection nothing caught) drains the same way, then exits 1,
+  // so a supervisor restarts the service with every acknowledged request recorded. Written by hand rather than with
+  // close-with-grace, which treats SIGHUP as a shutdown: here SIGHUP reloads the intel.
+  let exitCode = 0
   const stop = (signal: string): void => {
     if (stopping) return
     stopping = true
@@ -70,8 +95,8 @@ async function serve (config: Readonly<Config>): Promise<void> {
     }, config.shutdownTimeoutMs)
     timer.unref()
     app.close().then(() => {
-      logger.info('shutdown complete')
-      process.exit(0)
+      logger.info({ exit_code: exitCode }, 'shutdown complete')
+      process.exit(exitCode)
     }, (e: unknown) => {
       logger.error({ err: e }, 'shutdown failed')
       process.exit(1)
@@ -79,6 +104,15 @@ async function serve (config: Readonly<Config>): Promise<void> {
   }
   process.once('SIGTERM', () => stop('SIGTERM'))
   process.once('SIGINT', () => stop('SIGINT'))
+  const fault = (kind: string) => (err: unknown): void => {
+    logger.fatal({ err }, `${kind}: draining and exiting with code 1`)
+    exitCode = 1
+    // A second fault while draining ends the process at once; the history spool and journal keep what was written.
+    if (stopping) process.exit(1)
+    stop(kind)
+  }
+  process.on('uncaughtException', fault('uncaughtException'))
+  process.on('unhandledRejection', fault('unhandledRejection'))
   process.on('SIGHUP', () => {
     svc.intel.reload().then(
       (r) => logger.info({ intel: r }, 'intel snapshot reloaded (SIGHUP)'),
@@ -89,12 +123,23 @@ async function serve (config: Readonly<Config>): Promise<void> {
 
 async function keys (config: Readonly<Config>, args: string[]): Promise<number> {
   const [sub, ...rest] = args
-  const { mkdirSync } = await import('node:fs')
   mkdirSync(config.dataDir, { recursive: true })
+  const { openStore, PERMISSIONS } = await import('./store/index.ts')
   const store = await openStore(storeOptions(config))
   try {
     if (sub === 'create') {
-      const { values } = parseArgs({ args: rest, options: { tenant: { type: 'string' }, permissions: { type: 'string' }, quota: { type: 'string' } }, strict: true })
+      const { values } = parseArgs({
+        args: rest,
+        options: {
+          tenant: { type: 'string' },
+          permissions: { type: 'string' },
+          quota: { type: 'string' },
+          'rate-limit': { type: 'string' },
+          'expires-at': { type: 'string' },
+          'allowed-cidrs': { type: 'string' }
+        },
+        strict: true
+      })
       if (values.tenant === undefined || values.permissions === undefined) {
         err('keys create needs --tenant and --permissions')
         return 2
@@ -104,7 +149,21 @@ async function keys (config: Readonly<Config>, args: string[]): Promise<number> 
         err('--quota must be a non-negative integer (indicators per UTC day)')
         return 2
       }
-      const created = await store.createKey({ tenant: values.tenant, permissions: values.permissions.split(',').map((p) => p.trim()).filter(Boolean), quota })
+      const rateLimit = values['rate-limit'] === undefined ? null : Number(values['rate-limit'])
+      if (rateLimit !== null && !Number.isSafeInteger(rateLimit)) {
+        err('--rate-limit must be an integer (requests per minute)')
+        return 2
+      }
+      const list = (v: string): string[] => v.split(',').map((p) => p.trim()).filter(Boolean)
+      // The store validates every option again (the API shares it) and says what is wrong.
+      const created = await store.createKey({
+        tenant: values.tenant,
+        permissions: list(values.permissions),
+        quota,
+        rateLimit,
+        expiresAt: values['expires-at'] ?? null,
+        allowedCidrs: values['allowed-cidrs'] === undefined ? null : list(values['allowed-cidrs'])
+      })
       err(`created key ${created.record.id} for tenant ${created.record.tenant} (${created.record.permissions.join(',')}); it is shown only once:`)
       out(created.key)
       return 0
@@ -130,12 +189,55 @@ async function keys (config: Readonly<Config>, args: string[]): Promise<number> 
   }
 }
 
+/** Reads all of standard input (a password given with --password-stdin; one trailing line break is dropped). */
+async function readStdin (): Promise<string> {
+  const parts: Buffer[] = []
+  for await (const chunk of process.stdin) parts.push(chunk as Buffer)
+  return Buffer.concat(parts).toString('utf8').replace(/\r?\n$/, '')
+}
+
+async function users (config: Readonly<Config>, args: string[]): Promise<number> {
+  const [sub, ...rest] = args
+  mkdirSync(config.dataDir, { recursive: true })
+  const { openStore, ROLES } = await import('./store/index.ts')
+  const store = await openStore(storeOptions(config))
+  try {
+    if (sub === 'create') {
+      const { values } = parseArgs({
+        args: rest,
+        options: { tenant: { type: 'string' }, username: { type: 'string' }, role: { type: 'string' }, 'password-stdin': { type: 'boolean' } },
+        strict: true
+      })
+      if (values.tenant === undefined || values.username === undefined || values['password-stdin'] !== true) {
+        throw new UsageError('users create needs --tenant, --username and --password-stdin (the password is read from standard input, never from the command line)')
+      }
+      const user = await store.accounts.createUser({ tenant: values.tenant, username: values.username, role: (values.role ?? 'analyst') as Role, password: await readStdin() })
+      err(`created ${user.role} ${user.username} of tenant ${user.tenant}`)
+      return 0
+    }
+    if (sub === 'list') {
+      for (const u of await store.accounts.listUsers()) out(JSON.stringify(u))
+      return 0
+    }
+    if (sub === 'disable') {
+      const name = rest[0]
+      if (name === undefined) throw new UsageError('users disable needs a username')
+      const ok = await store.accounts.disableUser(name)
+      err(ok ? `disabled ${name} and ended their sessions` : `no active user ${name}`)
+      return ok ? 0 : 1
+    }
+    throw new UsageError(`unknown users command; roles are ${ROLES.join(', ')}`)
+  } finally {
+    await store.close()
+  }
+}
+
 async function intel (config: Readonly<Config>, args: string[]): Promise<number> {
   const [sub, ...rest] = args
   const { values } = parseArgs({ args: rest, options: { force: { type: 'boolean' } }, strict: true })
+  const [{ intelSource }, { compileInputs, intelBuild, intelCheck }] = await Promise.all([import('./service.ts'), import('./intel/index.ts')])
   const src = intelSource(config)
-  const feeds = await loadManifest(src.manifest)
-  const opts = { feeds, ...(src.asnDir === null ? {} : { asnDir: src.asnDir }), ...(src.countryDir === null ? {} : { countryDir: src.countryDir }) }
+  const opts = await compileInputs(src)
   if (sub === 'check') {
     const r = await intelCheck(opts)
     out(JSON.stringify(r, null, 2))
@@ -153,16 +255,43 @@ async function intel (config: Readonly<Config>, args: string[]): Promise<number>
 async function scoreCmd (config: Readonly<Config>, args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args,
-    options: { type: { type: 'string' }, 'scoring-version': { type: 'string' }, signals: { type: 'string' }, evidence: { type: 'string' } },
+    options: {
+      type: { type: 'string' },
+      'scoring-version': { type: 'string' },
+      signals: { type: 'string' },
+      evidence: { type: 'string' },
+      input: { type: 'string' },
+      format: { type: 'string' }
+    },
     allowPositionals: true,
     strict: true
   })
+  const file = positionals.length === 1 && (positionals[0] === '-' || isFile(positionals[0] as string)) ? positionals[0] as string : null
+  if (values.input !== undefined && !['lines', 'csv', 'ndjson'].includes(values.input)) throw new UsageError('--input must be lines, csv or ndjson')
+  if (values.format !== undefined && !['ndjson', 'csv'].includes(values.format)) throw new UsageError('--format must be ndjson or csv')
+  if (values.signals !== undefined && !['none', 'top', 'all'].includes(values.signals)) throw new UsageError('--signals must be none, top or all')
+  if (file === null && (values.input !== undefined || values.format !== undefined)) throw new UsageError('--input and --format apply to a file or - (stdin)')
+  const [{ intelSource }, { compileInputs, loadSnapshot }, { DEFAULT_PROFILE, score, selectProfile, Snapshot }, { openInput, scoreFile }] =
+    await Promise.all([import('./service.ts'), import('./intel/index.ts'), import('./engine/index.ts'), import('./cli/score-file.ts')])
   const src = intelSource(config)
-  const feeds = await loadManifest(src.manifest)
-  const { data } = await loadSnapshot({ feeds, cacheDir: src.cacheDir, ...(src.asnDir === null ? {} : { asnDir: src.asnDir }), ...(src.countryDir === null ? {} : { countryDir: src.countryDir }) })
+  const { data } = await loadSnapshot({ ...await compileInputs(src), cacheDir: src.cacheDir })
   const snap = new Snapshot(data)
   const { profile, known } = selectProfile(values['scoring-version'])
   if (!known) err(`unknown scoring version; using ${DEFAULT_PROFILE.version}`)
+  if (file !== null) {
+    const summary = await scoreFile({
+      input: openInput(file),
+      output: process.stdout,
+      snapshot: snap,
+      profile,
+      signalDetails: (values.signals ?? 'top') as SignalDetails,
+      ...(values.input === undefined ? {} : { inputFormat: values.input as InputFormat }),
+      outputFormat: (values.format ?? 'ndjson') as OutputFormat,
+      progress: process.stderr.isTTY ? process.stderr : null
+    })
+    err(`scored ${summary.scored} indicators, ${summary.invalid} invalid, ${summary.skipped} lines skipped`)
+    return 0
+  }
   let failed = 0
   for (const value of positionals) {
     const r = score(value, values.type, { profile, signalDetails: (values.signals ?? 'all') as 'all', evidenceDetails: (values.evidence ?? 'full') as 'full' }, snap)
@@ -193,6 +322,7 @@ async function main (argv: string[]): Promise<number> {
       await serve(config)
       return -1
     case 'keys': return await keys(config, args)
+    case 'users': return await users(config, args)
     case 'intel': return await intel(config, args)
     case 'score': return await scoreCmd(config, args)
     default:
@@ -204,7 +334,13 @@ async function main (argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then((code) => {
   if (code >= 0) process.exit(code)
 }, (e: unknown) => {
+  if (e instanceof UsageError) {
+    err(`ioc-verdict: ${e.message}`)
+    err(kUsage)
+    process.exit(2)
+  }
   const code = (e as { code?: string }).code
   err(`ioc-verdict: ${(e as Error).message}${code === undefined ? '' : ` (${code})`}`)
-  process.exit(1)
+  // A flag parseArgs refuses (unknown, or a value missing) is a usage error like the others.
+  process.exit(code?.startsWith('ERR_PARSE_ARGS_') === true ? 2 : 1)
 })

@@ -3,27 +3,14 @@
  * The snapshot's SharedArrayBuffer is shared with the receiver, not copied.
  */
 import { parentPort, workerData } from 'node:worker_threads'
-import { loadManifest, loadSnapshot } from '../src/intel/index.ts'
+import { compileInputs, loadSnapshot, type IntelSourceOptions } from '../src/intel/index.ts'
 
 /** Input of a build. */
-export interface IntelBuildRequest {
-  manifest: string
-  cacheDir: string | null
-  asnDir: string | null
-  countryDir: string | null
-  force: boolean
-}
+export type IntelBuildRequest = IntelSourceOptions & { force: boolean }
 
 const req = workerData as IntelBuildRequest
 try {
-  const feeds = await loadManifest(req.manifest)
-  const result = await loadSnapshot({
-    feeds,
-    cacheDir: req.cacheDir,
-    force: req.force,
-    ...(req.asnDir === null ? {} : { asnDir: req.asnDir }),
-    ...(req.countryDir === null ? {} : { countryDir: req.countryDir })
-  })
+  const result = await loadSnapshot({ ...await compileInputs(req), cacheDir: req.cacheDir, force: req.force })
   parentPort?.postMessage({ ok: true, data: result.data, warm: result.warm, ms: result.ms })
 } catch (err) {
   parentPort?.postMessage({ ok: false, message: (err as Error).message })

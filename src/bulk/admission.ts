@@ -8,6 +8,8 @@ import { utcDayOf, type ApiKeyRecord, type QuotaCounter } from '../store/index.t
 /** What admit() hands back: call release() if the request then fails as a whole. */
 export interface Ticket {
   n: number
+  /** Indicators the key may still send today after this request, or null for a key without a quota. */
+  quotaRemaining: number | null
   /** Ends the in-flight reservation (always, when the response is ready). */
   done: () => void
   /** Gives back the quota reservation (only when nothing was answered or recorded). */
@@ -48,6 +50,7 @@ export class Admission {
       }
     }
     const day = utcDayOf(Date.now())
+    let quotaRemaining: number | null = null
     if (key.quota !== null && n > 0) {
       let res
       try {
@@ -62,9 +65,11 @@ export class Admission {
         Object.assign(err, { retryAfter: res.retryAfterSeconds })
         throw err
       }
+      quotaRemaining = Math.max(0, key.quota - res.used)
     }
     return {
       n,
+      quotaRemaining,
       done,
       refund: async () => {
         if (key.quota !== null && n > 0) await this.quota.release(key.id, day, n)

@@ -3,8 +3,9 @@
  * The main thread copies bytes; it never builds or stringifies per-item objects.
  */
 import { outputBuffer, SpareBuffers } from '../bytes/byte-sink.ts'
-import { clientPackr } from '../pool/score-chunk.ts'
+import { answerHead, kJsonAnswerEnd, kJsonItemSeparator } from '../pool/bulk-item.ts'
 import type { Chunks } from './chunk.ts'
+import { csvRow, kCsvHeader, type CsvItem } from './csv.ts'
 
 /**
  * Answer buffers of finished responses, kept for the next merges (main thread; why: SpareBuffers). An answer of a
@@ -53,42 +54,61 @@ function copyItems (out: Buffer, off: number, chunks: Chunks, outputs: EncodedCh
   return off
 }
 
-/** `{"meta":...,"results":[...]}` as JSON bytes. */
+/** The answer (bulk-item.ts) as JSON bytes. */
 export function mergeJson (meta: object, chunks: Chunks, outputs: EncodedChunk[], buffers?: AnswerBuffers): Buffer {
-  const head = Buffer.from(`{"meta":${JSON.stringify(meta)},"results":[`)
   const n = chunks.shard.length
-  let size = head.length + 2 + Math.max(0, n - 1)
+  const head = answerHead('json', meta, n)
+  let size = head.length + kJsonAnswerEnd.length + Math.max(0, n - 1)
   for (const o of outputs) size += o.body.length
   const out = buffers?.take(size) ?? Buffer.allocUnsafe(size)
-  let off = copyItems(out, head.copy(out, 0), chunks, outputs, 0x2c) // items joined by ","
-  out[off++] = 0x5d // ]
-  out[off++] = 0x7d // }
+  const off = copyItems(out, head.copy(out, 0), chunks, outputs, kJsonItemSeparator)
+  kJsonAnswerEnd.copy(out, off)
   return out
 }
 
-/** The same response as standard MessagePack: a 2-entry map whose results array is the items' bytes in order. */
+/** NDJSON: the JSON result items, one per line in request order, each line ending in a line feed. */
+export function mergeNdjson (chunks: Chunks, outputs: EncodedChunk[], buffers?: AnswerBuffers): Buffer {
+  const n = chunks.shard.length
+  let size = n
+  for (const o of outputs) size += o.body.length
+  const out = buffers?.take(size) ?? Buffer.allocUnsafe(size)
+  const off = copyItems(out, 0, chunks, outputs, 0x0a)
+  if (n > 0) out[off] = 0x0a
+  return out
+}
+
+/** Rows of a CSV answer per piece of a streamed answer. */
+const kCsvRowsPerPiece = 500
+
+/**
+ * CSV: the header, then one row per JSON result item in request order (src/bulk/csv.ts), produced in pieces as the
+ * answer is streamed: each item's JSON is parsed only when its piece is written.
+ */
+export function * csvPieces (chunks: Chunks, outputs: EncodedChunk[]): Generator<string> {
+  const bufs = views(outputs)
+  const n = chunks.shard.length
+  let piece = kCsvHeader
+  for (let i = 0; i < n; i++) {
+    const s = chunks.shard[i] as number
+    const p = chunks.pos[i] as number
+    const ends = (outputs[s] as EncodedChunk).ends
+    const item = JSON.parse((bufs[s] as Buffer).toString('utf8', p === 0 ? 0 : ends[p - 1] as number, ends[p] as number)) as CsvItem
+    piece += csvRow(item)
+    if ((i + 1) % kCsvRowsPerPiece === 0) {
+      yield piece
+      piece = ''
+    }
+  }
+  if (piece !== '') yield piece
+}
+
+/** The same answer as standard MessagePack (bulk-item.ts). */
 export function mergeMsgpack (meta: object, chunks: Chunks, outputs: EncodedChunk[], buffers?: AnswerBuffers): Buffer {
   const n = chunks.shard.length
-  const head = Buffer.concat([
-    Buffer.from([0x82]),
-    Buffer.from(clientPackr.pack('meta')),
-    Buffer.from(clientPackr.pack(meta)),
-    Buffer.from(clientPackr.pack('results')),
-    arrayHeader(n)
-  ])
+  const head = answerHead('msgpack', meta, n)
   let size = head.length
   for (const o of outputs) size += o.body.length
   const out = buffers?.take(size) ?? Buffer.allocUnsafe(size)
   copyItems(out, head.copy(out, 0), chunks, outputs, null)
   return out
-}
-
-/** MessagePack array header for n elements. @see https://github.com/msgpack/msgpack/blob/master/spec.md#array-format-family */
-function arrayHeader (n: number): Buffer {
-  if (n < 16) return Buffer.from([0x90 | n])
-  if (n < 0x10000) return Buffer.from([0xdc, n >> 8, n & 0xff])
-  const b = Buffer.alloc(5)
-  b[0] = 0xdd
-  b.writeUInt32BE(n, 1)
-  return b
 }

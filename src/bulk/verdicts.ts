@@ -15,10 +15,15 @@ import type { BulkChunkOutput, ChunkParams } from '../pool/score-chunk.ts'
 import type { ApiKeyRecord } from '../store/index.ts'
 import type { Admission, Ticket } from './admission.ts'
 import { chunkIndicators, type BulkIndicator, type Chunks } from './chunk.ts'
-import { AnswerBuffers, mergeJson, mergeMsgpack } from './merge.ts'
+import { AnswerBuffers, csvPieces, mergeJson, mergeMsgpack, mergeNdjson } from './merge.ts'
 
 /** Where errors of a request are logged (the request's logger). */
 export interface RequestLog { error: (obj: object, msg: string) => void }
+
+/** Told of every answered request's indicators (metrics). */
+export interface VerdictObserver {
+  scored: (mode: 'single' | 'bulk', count: number, cacheHits: number, invalid: number) => void
+}
 
 /** What the orchestration needs; one per app. */
 export interface VerdictDeps {
@@ -28,6 +33,7 @@ export interface VerdictDeps {
   answers: AnswerBuffers
   /** engine_version for a scoring profile. */
   engineVersion: (profileVersion: string) => string
+  observer?: VerdictObserver
 }
 
 /** The request-level history fields the caller fills in (who asked, how). */
@@ -75,8 +81,11 @@ export interface SingleRequest {
   started: number
 }
 
+/** A verdict answer, with what the caller's daily quota has left (null without a quota). */
+export interface SingleAnswer { verdict: object, quotaRemaining: number | null }
+
 /** Scores one indicator and records it; an invalid value is recorded with status 400, then INVALID_INDICATOR. */
-export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Promise<object> {
+export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Promise<SingleAnswer> {
   const params: ChunkParams = { mode: 'single', format: req.format, scoringVersion: null, signalDetails: req.signalDetails, evidenceDetails: req.evidenceDetails }
   const ticket = await deps.admission.admit(req.key, 1)
   try {
@@ -96,8 +105,9 @@ export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Prom
         project_name: null,
         count: 1
       }), [out.history])
+      deps.observer?.scored('single', 1, out.cacheHit ? 1 : 0, out.verdict === null ? 1 : 0)
       if (out.verdict === null) throw new InvalidIndicatorError(out.errors.join('; '))
-      return {
+      const verdict = {
         ...out.verdict,
         meta: {
           engine_version: deps.engineVersion(selectProfile(null).profile.version),
@@ -110,6 +120,7 @@ export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Prom
           detail_levels: { signal_details: params.signalDetails, evidence_details: params.evidenceDetails }
         }
       }
+      return { verdict, quotaRemaining: ticket.quotaRemaining }
     } finally {
       lease.release()
     }
@@ -123,7 +134,8 @@ export interface BulkRequest {
   key: ApiKeyRecord
   log: RequestLog
   envelopeOf: EnvelopeOf
-  format: 'json' | 'msgpack'
+  /** ndjson and csv answers are built from the JSON items. */
+  format: 'json' | 'msgpack' | 'ndjson' | 'csv'
   /** Indicators in the request (the chunks hold them; the parsed body is not kept). */
   count: number
   signalDetails: SignalDetails
@@ -133,8 +145,17 @@ export interface BulkRequest {
   started: number
 }
 
-/** The merged answer; give `sent` the payload once its bytes are written, so the buffer serves a later answer. */
-export interface BulkAnswer { payload: Buffer, bulkRequestId: string, sent: () => void }
+/**
+ * The answer: bytes (JSON, msgpack, NDJSON) or CSV pieces to stream; call `sent` once the bytes are written, so their
+ * buffer serves a later answer. `meta` is the JSON and msgpack answers' meta, for the headers of the other formats.
+ */
+export interface BulkAnswer {
+  payload: Buffer | Iterable<string>
+  meta: { engine_version: string, data_timestamp: string, bulk_request_id: string, record_count: number, warnings: string[] }
+  bulkRequestId: string
+  sent: () => void
+  quotaRemaining: number | null
+}
 
 /** Validates the log-only fields and chunks by shard (throws INVALID_ACTION_SOURCE before anything is admitted). */
 export function chunkBulk (deps: VerdictDeps, indicators: readonly BulkIndicator[]): Chunks {
@@ -151,7 +172,7 @@ export async function answerBulk (deps: VerdictDeps, req: BulkRequest, chunks: C
   }
   const { profile, known } = selectProfile(req.scoringVersion)
   if (!known) warnings.push(`unknown scoring_version "${req.scoringVersion ?? ''}": used the default ${profile.version}`)
-  const params: ChunkParams = { mode: 'bulk', format: req.format, scoringVersion: profile.version, signalDetails: req.signalDetails, evidenceDetails: 'none' }
+  const params: ChunkParams = { mode: 'bulk', format: req.format === 'msgpack' ? 'msgpack' : 'json', scoringVersion: profile.version, signalDetails: req.signalDetails, evidenceDetails: 'none' }
 
   const ticket = await deps.admission.admit(req.key, n)
   try {
@@ -168,7 +189,11 @@ export async function answerBulk (deps: VerdictDeps, req: BulkRequest, chunks: C
       const outputs = await scored(req.log, ticket, async () => await Promise.all(pending))
       const bulkRequestId = randomUUID()
       let invalid = 0
-      for (const o of outputs) invalid += o.invalid
+      let cacheHits = 0
+      for (const o of outputs) {
+        invalid += o.invalid
+        cacheHits += o.cacheHits
+      }
       if (invalid > 0) warnings.push(`${invalid} of ${n} indicators are invalid: see each result's errors`)
       const meta = {
         engine_version: deps.engineVersion(profile.version),
@@ -181,9 +206,14 @@ export async function answerBulk (deps: VerdictDeps, req: BulkRequest, chunks: C
         warnings,
         errors: [] as string[]
       }
-      const payload = req.format === 'json' ? mergeJson(meta, chunks, outputs, deps.answers) : mergeMsgpack(meta, chunks, outputs, deps.answers)
-      // The bodies are copied into the payload: their buffers go back to their shards for the next chunks.
-      outputs.forEach((o, s) => { pool.recycle(s, o.body) })
+      const payload = req.format === 'json'
+        ? mergeJson(meta, chunks, outputs, deps.answers)
+        : req.format === 'msgpack'
+          ? mergeMsgpack(meta, chunks, outputs, deps.answers)
+          : req.format === 'ndjson' ? mergeNdjson(chunks, outputs, deps.answers) : csvPieces(chunks, outputs)
+      // The bodies are copied into the payload: their buffers go back to their shards for the next chunks. CSV reads
+      // them while it streams, so they are left to the collector.
+      if (req.format !== 'csv') outputs.forEach((o, s) => { pool.recycle(s, o.body) })
       if (n > 0) {
         await record(req.log, ticket, deps.history, req.envelopeOf({
           date: new Date().toISOString(),
@@ -195,7 +225,9 @@ export async function answerBulk (deps: VerdictDeps, req: BulkRequest, chunks: C
           count: n
         }), outputs.filter((o) => o.history.length > 0).map((o) => o.history))
       }
-      return { payload, bulkRequestId, sent: () => { deps.answers.give(payload) } }
+      deps.observer?.scored('bulk', n, cacheHits, invalid)
+      const sent = Buffer.isBuffer(payload) ? () => { deps.answers.give(payload) } : () => {}
+      return { payload, meta, bulkRequestId, sent, quotaRemaining: ticket.quotaRemaining }
     } finally {
       lease.release()
     }

@@ -6,9 +6,9 @@
  * Part layout, format 2 (one chunk's items; m items, n = 4m strings, t tails; little-endian uint32s):
  *   format (2) | n | type mask | 2 value hashes per item | n end offsets | m tail ids | t | t tail end offsets |
  *   joined text, UTF-8 (the items' strings, then the tails)
- * An item's four strings are its type, value, normalized form and head. Its record's JSON members (the fragment) are
- * `"indicator":<indicator>,<tail>` where the indicator is the head, or JSON.stringify({type, value, normalized}) where
- * the head is null; an item with no tail (tail id 0xffffffff) has its whole fragment as its head. A tail is the
+ * An item's four strings are its type, value, normalized form and head. Its record's JSON members (the fragment,
+ * record.ts) are `"indicator":<indicator>,<tail>` where the indicator is the head, or indicatorJson(type, value,
+ * normalized) where the head is null; an item with no tail (tail id 0xffffffff) has its whole fragment as its head. A tail is the
  * record's verdict and log-only members, kept once per part however many items share it: most items of a bulk share
  * a handful ("unknown, no signals" above all), so a part is about a fifth of the bytes of format 1, and the history
  * writer's cost is mostly the bytes it hands the file system (WAL write, then checkpoint).
@@ -25,6 +25,7 @@ import { ByteSink, outputBuffer } from '../bytes/byte-sink.ts'
 import { StoreError } from '../errors.ts'
 import { fmix32, fnv1a, kFnvOffset, kFnvPrime } from '../bytes/fnv.ts'
 import { column, requestFields, type HistoryRequestFields, type HistoryRow } from './rows.ts'
+import { indicatorJson, recordFragment } from './record.ts'
 
 /** Strings per encoded item: type, value, normalized, head (format 1: the JSON fragment). */
 export const kStride = 4
@@ -38,7 +39,11 @@ const kFormat = 2
 const kFormat1 = 1
 /** Distinct tails a part indexes to share them; a chunk with more keeps the rest once per item (bounded memory). */
 const kMaxSharedTails = 1024
-/** Bytes before the hashes: format, string count and type mask. */
+/** Header slots (byte offsets of uint32s): the format, the string count n, the type mask. */
+const kSlotFormat = 0
+const kSlotStrings = 4
+const kSlotTypes = 8
+/** Bytes before the hashes: the header. */
 const kHead = 12
 
 /**
@@ -81,19 +86,6 @@ export function typeBit (type: string | null): number {
     if (kTypeBits.size < 64) kTypeBits.set(type, bit)
   }
   return bit
-}
-
-/**
- * A record's per-indicator JSON members as stored and returned: the indicator, then the tail (its verdict and log-only
- * members). The one place that joins them, for both what the encoder keeps whole and what the reader rebuilds.
- */
-export function recordFragment (indicator: string, tail: string): string {
-  return `"indicator":${indicator},${tail}`
-}
-
-/** The indicator object of a record as JSON.stringify writes it, keys in this order (a part rebuilds it so). */
-function indicatorJson (type: string | null, value: string | null, normalized: string | null): string {
-  return JSON.stringify({ type, value, normalized })
 }
 
 /** Collects one chunk's history items (worker side). */
@@ -216,9 +208,9 @@ export class HistoryItems {
     const head = kHead + 4 * (2 * m) + 4 * n + 4 * m + 4 + 4 * t
     const size = head + this.text.len + this.tailText.len
     const out = Buffer.from(outputBuffer(size, spare), 0, size)
-    out.writeUInt32LE(kFormat, 0)
-    out.writeUInt32LE(n, 4)
-    out.writeUInt32LE(this.types, 8)
+    out.writeUInt32LE(kFormat, kSlotFormat)
+    out.writeUInt32LE(n, kSlotStrings)
+    out.writeUInt32LE(this.types, kSlotTypes)
     let at = kHead
     for (let i = 0; i < 2 * m; i++, at += 4) out.writeUInt32LE(this.hashes[i] as number, at)
     for (let i = 0; i < n; i++, at += 4) out.writeUInt32LE(this.ends[i] as number, at)
@@ -251,19 +243,19 @@ function wellFormed (s: string | null): boolean {
 /** The part as a Buffer (no copy), after checking its format. */
 function bufferOf (part: Uint8Array): Buffer {
   const buf = Buffer.isBuffer(part) ? part : Buffer.from(part.buffer, part.byteOffset, part.byteLength)
-  const format = buf.length < kHead ? 0 : buf.readUInt32LE(0)
+  const format = buf.length < kHead ? 0 : buf.readUInt32LE(kSlotFormat)
   if (format !== kFormat && format !== kFormat1) throw new StoreError('INVALID_RECORD', 'history part of an unknown format')
   return buf
 }
 
 /** Items in an encoded part. */
 export function partCount (part: Uint8Array): number {
-  return bufferOf(part).readUInt32LE(4) / kStride
+  return bufferOf(part).readUInt32LE(kSlotStrings) / kStride
 }
 
 /** Type mask of an encoded part (typeBit of each item, or-ed). */
 export function partTypes (part: Uint8Array): number {
-  return bufferOf(part).readUInt32LE(8)
+  return bufferOf(part).readUInt32LE(kSlotTypes)
 }
 
 /** Value hashes of item `i` of an encoded part, into out[0..1]. */
@@ -279,8 +271,8 @@ function invalidPart (): StoreError {
 /** The strings of an encoded part: type, value, normalized, fragment per item (null where null). */
 export function partStrings (part: Uint8Array): Array<string | null> {
   const buf = bufferOf(part)
-  const format = buf.readUInt32LE(0)
-  const n = buf.readUInt32LE(4)
+  const format = buf.readUInt32LE(kSlotFormat)
+  const n = buf.readUInt32LE(kSlotStrings)
   const m = n / kStride
   if (!Number.isInteger(m)) throw invalidPart()
   const endsAt = kHead + 4 * (2 * m)

@@ -2,31 +2,18 @@
  * History records as they travel from scoring workers to the history writer.
  *
  * A scoring worker knows each indicator's verdict, so it writes each record's per-indicator half as JSON text once,
- * with the indicator's type, value and normalized form, into an encoded part (src/store/history-block.ts). The writer
+ * with the indicator's type, value and normalized form, into an encoded part (block.ts; the record's members: record.ts). The writer
  * pairs each request's parts with its envelope and hands them to the store, which keeps them as they are (SQLite) or
  * expands them into rows (PostgreSQL, the spool). No thread parses and re-serializes records on the way.
  */
 import { randomUUID } from 'node:crypto'
-import { column, optionalColumn, type HistoryRow } from './rows.ts'
+import { column, optionalColumn } from './rows.ts'
 import { utcDayOf } from './utc-day.ts'
 import type { HistoryRequestFields } from './rows.ts'
-import { partCount, partRows, type HistoryPart } from './block.ts'
+import { partCount, type HistoryPart } from './block.ts'
 import type { HistoryEnvelope } from './types.ts'
 
 export { HistoryItems } from './block.ts'
-
-/** The members of a record after its indicator (HistoryItems.addVerdict): items of a bulk share a few of them. */
-export function itemTail (verdictMembers: string, actionTaken: string | null, actionSource: string | null): string {
-  return `${verdictMembers},"action_taken":${jsonOrNull(actionTaken)},"action_source":${jsonOrNull(actionSource)}`
-}
-
-/** JSON text of a string or null (most items of a bulk carry no log-only fields). */
-function jsonOrNull (s: string | null): string {
-  return s === null ? 'null' : JSON.stringify(s)
-}
-
-/** Verdict members of a record for an invalid indicator. */
-export const kInvalidVerdictMembers = '"risk":null,"scores":null,"labels":[],"label_count":0'
 
 /**
  * One request's envelope and encoded parts as store parts, one uid per request (writer side). A part that cannot be
@@ -61,11 +48,4 @@ export function historyParts (envelope: HistoryEnvelope, parts: Uint8Array[], ou
     }
     if (count > 0) out.push({ ...head, count, part })
   }
-}
-
-/** Expands one request's envelope and encoded parts into store rows. */
-export function historyRows (envelope: HistoryEnvelope, parts: Uint8Array[], out: HistoryRow[]): void {
-  const p: HistoryPart[] = []
-  historyParts(envelope, parts, p)
-  partRows(p, out)
 }

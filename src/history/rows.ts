@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto'
 import { StoreError } from '../errors.ts'
 import { isCanonicalIso, parseTimestamp, utcDayOf } from './utc-day.ts'
 import type { HistoryRecord, SearchFilters } from './types.ts'
+import { splitRecord } from './record.ts'
 
 /** Page size of search-history when the caller gives none (API.md). */
 export const DEFAULT_SEARCH_LIMIT = 100
@@ -58,7 +59,7 @@ export function requestFields (r: HistoryRequestFields): HistoryRequestFields {
 /**
  * One history record, split into its request half (shared by every record of one request) and its indicator half.
  * The stored record is the JSON object `envelope` with the members of `item` added:
- * `${envelope.slice(0, -1)},${item}}` (see recordJson).
+ * recordJson (record.ts, which owns the layout).
  */
 export interface HistoryRow extends HistoryRequestFields {
   indicatorType: string | null
@@ -68,10 +69,7 @@ export interface HistoryRow extends HistoryRequestFields {
   item: string
 }
 
-/** The record's JSON text from its two halves. */
-export function recordJson (envelope: string, item: string): string {
-  return `${envelope.slice(0, -1)},${item}}`
-}
+export { recordJson } from './record.ts'
 
 /** Rows to add to one usage counter. */
 export interface UsageDelta {
@@ -125,30 +123,6 @@ function optionalString (value: unknown, index: number, name: string): string | 
   if (value === null || value === undefined) return null
   if (typeof value !== 'string') throw invalid(index, `${name} must be a string or null`)
   return value
-}
-
-/**
- * Members of a record that belong to its indicator (the `item` half); every other member is request-level and goes
- * to the `envelope`. The same split as the service's (src/pool/history-codec.ts).
- */
-const kItemKeys: ReadonlySet<string> = new Set(['indicator', 'risk', 'scores', 'labels', 'label_count', 'action_taken', 'action_source'])
-
-/** The two halves of a validated record: envelope (JSON object text) and item (JSON members text, no braces). */
-function splitRecord (r: HistoryRecord, date: string): { envelope: string, item: string } {
-  const head: Record<string, unknown> = {}
-  const tail: Record<string, unknown> = {}
-  for (const key of Object.keys(r)) {
-    const value = key === 'date' ? date : (r as unknown as Record<string, unknown>)[key]
-    if (kItemKeys.has(key)) tail[key] = value
-    else head[key] = value
-  }
-  const envelope = JSON.stringify(head)
-  const item = JSON.stringify(tail)
-  // `indicator` is validated present, so item is never `{}`; a toJSON() could still turn a member into nothing.
-  if (typeof envelope !== 'string' || typeof item !== 'string' || item.length < 3 || !envelope.endsWith('}')) {
-    throw new Error('record halves are not JSON objects')
-  }
-  return { envelope, item: item.slice(1, -1) }
 }
 
 /**

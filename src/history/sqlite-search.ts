@@ -1,5 +1,5 @@
 /**
- * How the SQLite store keeps history items: as the encoded parts the scoring workers made (history-block.ts), one
+ * How the SQLite store keeps history items: as the encoded parts the scoring workers made (history/block.ts), one
  * row per part, not one row per item.
  *
  * A part holds consecutive item ids of one request, [id, id + n). Parts are grouped into blocks per tenant: a block
@@ -36,7 +36,7 @@ export const kBlocksSchema = `
     n INTEGER NOT NULL,
     req INTEGER NOT NULL,                  -- history_requests.id (every item of a part belongs to one request)
     block INTEGER NOT NULL,                -- history_blocks.id
-    part BLOB NOT NULL                     -- the encoded items (history-block.ts)
+    part BLOB NOT NULL                     -- the encoded items (history/block.ts)
   ) STRICT;
   CREATE INDEX history_parts_block ON history_parts (block, id);
   CREATE TABLE history_blocks (
@@ -47,7 +47,7 @@ export const kBlocksSchema = `
     max_ts INTEGER NOT NULL,
     types INTEGER NOT NULL,                -- typeBit of every item, or-ed
     open INTEGER NOT NULL,                 -- 1 while new parts join it (one open block per tenant)
-    filter BLOB NOT NULL                   -- value filter (history-block.ts filterAdd)
+    filter BLOB NOT NULL                   -- value filter (block.ts filterAdd)
   ) STRICT;
   -- Value and type searches read a tenant's blocks newest first; a block's newest item bounds the rest of it.
   CREATE INDEX history_blocks_tenant ON history_blocks (tenant, max_ts, id);

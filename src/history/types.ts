@@ -1,10 +1,11 @@
 /**
  * What the request path hands to the history writer: one envelope per request (fields shared by its records)
- * plus the per-indicator parts the scoring workers encoded (history-codec.ts).
+ * plus the per-indicator parts the scoring workers encoded (block.ts; record layout: record.ts).
  */
+import type { ItemKey } from './record.ts'
 
 /** Fields shared by every history record of one request: the record minus its indicator half. */
-export type HistoryEnvelope = Omit<HistoryRecord, 'indicator' | 'risk' | 'scores' | 'labels' | 'label_count' | 'action_taken' | 'action_source'> & {
+export type HistoryEnvelope = Omit<HistoryRecord, ItemKey> & {
   /** Number of records in the parts (one per indicator). */
   count: number
 }

@@ -3,14 +3,17 @@
  * a verified key is remembered for a few seconds under a digest of the presented key, so a busy SIEM feed does not
  * cost a store round trip per request. Revocation therefore takes effect within kVerifiedTtlMs.
  */
-import { createHash } from 'node:crypto'
+import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { LRUCache } from 'lru-cache'
-import { InvalidApiKeyError, MissingApiKeyError, PermissionDeniedError } from '../errors.ts'
-import type { ApiKeyRecord, Store } from '../store/index.ts'
+import { AddressNotAllowedError, CsrfError, InvalidApiKeyError, KeyInQueryError, MissingApiKeyError, PermissionDeniedError, SessionExpiredError } from '../errors.ts'
+import { kSessionCookie, sessionPrincipal, type SessionAuth } from './session.ts'
+import { addressAllowed, expired, type ApiKeyRecord, type Store } from '../store/index.ts'
 
 const kVerifiedTtlMs = 5_000
 const kVerifiedMax = 10_000
+/** last_used_at is written at most this often per key, so a busy feed does not cost a store write per request. */
+const kTouchIntervalMs = 60_000
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -21,20 +24,30 @@ declare module 'fastify' {
 
 /** Verifies presented keys against the store, with a short-lived cache of successes. */
 export class KeyVerifier {
-  private readonly store: Pick<Store, 'verifyKey'>
+  private readonly store: Pick<Store, 'verifyKey' | 'touchKey'>
   private readonly cache = new LRUCache<string, ApiKeyRecord>({ max: kVerifiedMax, ttl: kVerifiedTtlMs })
+  private readonly touched = new LRUCache<string, true>({ max: kVerifiedMax, ttl: kTouchIntervalMs })
+  private readonly onTouchError: (err: unknown) => void
 
-  constructor (store: Pick<Store, 'verifyKey'>) {
+  constructor (store: Pick<Store, 'verifyKey' | 'touchKey'>, onTouchError: (err: unknown) => void = () => {}) {
     this.store = store
+    this.onTouchError = onTouchError
   }
 
-  /** The active key record, or null. */
+  /** The active, unexpired key record, or null. */
   async verify (presented: string): Promise<ApiKeyRecord | null> {
     const digest = createHash('sha256').update(presented).digest('base64')
-    const hit = this.cache.get(digest)
-    if (hit !== undefined) return hit
-    const rec = await this.store.verifyKey(presented)
-    if (rec !== null) this.cache.set(digest, rec)
+    let rec = this.cache.get(digest) ?? null
+    if (rec === null) {
+      rec = await this.store.verifyKey(presented)
+      if (rec !== null) this.cache.set(digest, rec)
+    }
+    // A cached record may have expired since it was verified.
+    if (rec === null || expired(rec.expiresAt)) return null
+    if (!this.touched.has(rec.id)) {
+      this.touched.set(rec.id, true)
+      this.store.touchKey(rec.id, new Date().toISOString()).catch(this.onTouchError)
+    }
     return rec
   }
 
@@ -44,18 +57,58 @@ export class KeyVerifier {
   }
 }
 
+const kSafeMethods = new Set(['GET', 'HEAD', 'OPTIONS'])
+
+/** Constant-time comparison of two tokens. */
+function tokensEqual (a: string, b: string): boolean {
+  const x = Buffer.from(a)
+  const y = Buffer.from(b)
+  return x.length === y.length && timingSafeEqual(x, y)
+}
+
+const kQueryKeyNames = /[?&](api_?key|key|x-api-key|apikey|token)=/i
+
+/** True when the URL's query string carries something named like an API key. */
+export function hasQueryKey (url: string): boolean {
+  const q = url.indexOf('?')
+  return q !== -1 && kQueryKeyNames.test(url.slice(q))
+}
+
 /** `admin` holds every permission. */
 export function hasPermission (key: ApiKeyRecord, permission: string): boolean {
   return key.permissions.includes(permission) || key.permissions.includes('admin')
 }
 
-/** onRequest hook that admits only keys holding `permission` (null: any valid key). */
-export function requireKey (verifier: KeyVerifier, permission: string | null) {
+/**
+ * onRequest hook that admits only keys holding `permission` (null: any valid key). With `sessions`, a request without
+ * a key may instead carry a dashboard session (management routes): its role must hold the permission, and a
+ * state-changing method must carry the session's CSRF token.
+ */
+export function requireKey (verifier: KeyVerifier, permission: string | null, sessions?: SessionAuth) {
   return async function authenticate (req: FastifyRequest, _reply: FastifyReply): Promise<void> {
     const presented = req.headers['x-api-key']
-    if (typeof presented !== 'string' || presented.trim() === '') throw new MissingApiKeyError()
+    if ((presented === undefined || presented === '') && sessions !== undefined && req.cookies?.[kSessionCookie] !== undefined) {
+      const session = await sessions.of(req)
+      if (session === null) throw new SessionExpiredError()
+      if (!kSafeMethods.has(req.method)) {
+        const token = req.headers['x-csrf-token']
+        if (typeof token !== 'string' || !tokensEqual(token, session.csrf)) throw new CsrfError()
+      }
+      const principal = sessionPrincipal(session)
+      if (permission !== null && !hasPermission(principal, permission)) throw new PermissionDeniedError(permission)
+      req.session = session
+      req.apiKey = principal
+      return
+    }
+    if (typeof presented !== 'string' || presented.trim() === '') {
+      // A key in the URL ends up in proxy and browser logs: refuse it with a pointer to the header, even when a
+      // header key is missing, so the caller learns why.
+      if (hasQueryKey(req.url)) throw new KeyInQueryError()
+      throw new MissingApiKeyError()
+    }
     const key = await verifier.verify(presented.trim())
     if (key === null) throw new InvalidApiKeyError()
+    if (key.allowedCidrs !== null && !addressAllowed(req.ip, key.allowedCidrs)) throw new AddressNotAllowedError()
     if (permission !== null && !hasPermission(key, permission)) throw new PermissionDeniedError(permission)
     req.apiKey = key
   }

@@ -68,11 +68,25 @@ export function registerParsers (app: FastifyInstance): void {
   })
 }
 
-/** Response format from the Accept header: msgpack only when asked for and preferred over JSON. */
-export function responseFormat (req: FastifyRequest): 'json' | 'msgpack' {
+/** Answer formats: every route speaks JSON and msgpack; the bulk route also NDJSON and CSV. */
+export type AnswerFormat = 'json' | 'msgpack' | 'ndjson' | 'csv'
+
+const kNdjsonTypes = ['application/x-ndjson', 'application/ndjson', 'application/jsonl']
+const kCsvTypes = ['text/csv']
+
+function formatOf (type: string, extra: boolean): AnswerFormat | null {
+  if (kMsgpackTypes.includes(type)) return 'msgpack'
+  if (type === 'application/json' || type === 'application/*' || type === '*/*') return 'json'
+  if (extra && kNdjsonTypes.includes(type)) return 'ndjson'
+  if (extra && (kCsvTypes.includes(type) || type === 'text/*')) return 'csv'
+  return null
+}
+
+/** The preferred format the Accept header allows (JSON when absent or tied); NOT_ACCEPTABLE when it allows none. */
+function negotiate (req: FastifyRequest, extra: boolean): AnswerFormat {
   const accept = req.headers.accept
   if (accept === undefined || accept === '') return 'json'
-  let best: 'json' | 'msgpack' | null = null
+  let best: AnswerFormat | null = null
   let bestQ = 0
   for (const part of accept.split(',')) {
     const [rawType, ...params] = part.trim().split(';')
@@ -83,12 +97,26 @@ export function responseFormat (req: FastifyRequest): 'json' | 'msgpack' {
       if (k === 'q' && v !== undefined) q = Number(v)
     }
     if (!(q > 0)) continue
-    const fmt = kMsgpackTypes.includes(type) ? 'msgpack' : (type === 'application/json' || type === 'application/*' || type === '*/*') ? 'json' : null
+    const fmt = formatOf(type, extra)
     if (fmt !== null && (q > bestQ || (q === bestQ && fmt === 'json'))) {
       best = fmt
       bestQ = q
     }
   }
-  if (best === null) throw new NotAcceptableError('only application/json and application/msgpack responses are available')
+  if (best === null) {
+    throw new NotAcceptableError(extra
+      ? 'bulk answers are available as application/json, application/msgpack, application/x-ndjson and text/csv'
+      : 'only application/json and application/msgpack responses are available')
+  }
   return best
+}
+
+/** Response format from the Accept header: msgpack only when asked for and preferred over JSON. */
+export function responseFormat (req: FastifyRequest): 'json' | 'msgpack' {
+  return negotiate(req, false) as 'json' | 'msgpack'
+}
+
+/** The bulk route's response format: JSON, msgpack, NDJSON (one result item per line) or CSV (one row per item). */
+export function bulkResponseFormat (req: FastifyRequest): AnswerFormat {
+  return negotiate(req, true)
 }

@@ -6,7 +6,8 @@ import type { FastifyRequest } from 'fastify'
 import type { HistoryEnvelope } from '../history/types.ts'
 import type { SourceBody } from './schemas.ts'
 
-const kPackageVersion = (createRequire(import.meta.url)('../../package.json') as { version: string }).version
+/** The package's version, the first half of engine_version. */
+export const kPackageVersion = (createRequire(import.meta.url)('../../package.json') as { version: string }).version
 
 /** engine_version: the engine release and the scoring profile that produced the verdicts. */
 export function engineVersion (profileVersion: string): string {
@@ -28,5 +29,7 @@ export function sourceOf (body: SourceBody | undefined): HistoryEnvelope['source
 export function envelopeOf (req: FastifyRequest, fields: Omit<HistoryEnvelope, 'request_id' | 'auth_type' | 'tenant' | 'apikey' | 'user_id'>): HistoryEnvelope {
   const key = req.apiKey
   if (key === null) throw new Error('envelopeOf called on an unauthenticated request')
-  return { request_id: req.id, auth_type: 'api_key', tenant: key.tenant, apikey: key.id, user_id: null, ...fields }
+  // A dashboard session stands in for a key (session.ts): its principal id is `user:<username>`.
+  const session = req.session
+  return { request_id: req.id, auth_type: session === null ? 'api_key' : 'session', tenant: key.tenant, apikey: key.id, user_id: session?.username ?? null, ...fields }
 }

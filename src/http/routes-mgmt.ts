@@ -5,11 +5,11 @@
 import type { FastifyInstance } from 'fastify'
 import { InvalidRequestError } from '../errors.ts'
 import type { IntelService } from '../pool/intel-service.ts'
-import { StoreError, utcDayOf, type QuotaCounter, type SearchFilters, type Store } from '../store/index.ts'
+import { INDICATOR_TYPES } from '../engine/types.ts'
+import { DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, StoreError, utcDayOf, type QuotaCounter, type SearchFilters, type Store } from '../store/index.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
-
-const kDefaultLimit = 100
-const kMaxLimit = 1000
+import type { SessionAuth } from './session.ts'
+import { errorsOf, reloadSchema, searchPageSchema, usageSchema } from './response-schemas.ts'
 
 /** What the management routes need. */
 export interface MgmtRouteDeps {
@@ -18,6 +18,8 @@ export interface MgmtRouteDeps {
   quota: Pick<QuotaCounter, 'used'>
   intel: IntelService
   verifier: KeyVerifier
+  /** Dashboard sessions, accepted in place of a key. */
+  sessions: SessionAuth
 }
 
 const kSearchQuery = {
@@ -30,7 +32,7 @@ const kSearchQuery = {
     apikey: { type: 'string', maxLength: 256 },
     exclude_bulk_requests: { type: 'string', enum: ['true', 'false', '1', '0'] },
     auth_type: { type: 'string', maxLength: 64 },
-    indicator_type: { type: 'string', enum: ['ip', 'domain', 'ip_block', 'file_hash_sha256', 'asn'] },
+    indicator_type: { type: 'string', enum: INDICATOR_TYPES },
     indicator_value: { type: 'string', maxLength: 8192 },
     limit: { type: 'string', pattern: '^[0-9]{1,4}$' },
     cursor: { type: 'string', maxLength: 512 }
@@ -44,12 +46,19 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
   const { store, verifier } = deps
 
   app.get('/api/v2/mgmt/enrich-logs/search-history', {
-    schema: { querystring: kSearchQuery },
-    onRequest: requireKey(verifier, null)
+    schema: {
+      tags: ['management'],
+      summary: 'Search the tenant\'s verdict history',
+      description: 'Replaces the retired POST /api/v2/ioc/history. Any key of the tenant; newest first; pass next_cursor back as cursor.',
+      security: [{ apiKey: [] }],
+      querystring: kSearchQuery,
+      response: { 200: searchPageSchema, ...errorsOf(400, 401, 503) }
+    },
+    onRequest: requireKey(verifier, null, deps.sessions)
   }, async (req) => {
     const q = req.query as SearchQuery
-    const limit = q.limit === undefined ? kDefaultLimit : Number(q.limit)
-    if (limit < 1 || limit > kMaxLimit) throw new InvalidRequestError(`limit must be from 1 to ${kMaxLimit}`)
+    const limit = q.limit === undefined ? DEFAULT_SEARCH_LIMIT : Number(q.limit)
+    if (limit < 1 || limit > MAX_SEARCH_LIMIT) throw new InvalidRequestError(`limit must be from 1 to ${MAX_SEARCH_LIMIT}`)
     const filters: SearchFilters = {}
     for (const k of ['date_gte', 'date_lt', 'user_id', 'apikey', 'auth_type', 'indicator_type', 'indicator_value'] as const) {
       const v = q[k]
@@ -68,13 +77,17 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
 
   app.get('/api/v2/mgmt/usage', {
     schema: {
+      tags: ['management'],
+      summary: 'Usage of the tenant on one UTC day, and the calling key\'s quota',
+      security: [{ apiKey: [] }],
       querystring: {
         type: 'object',
         additionalProperties: false,
         properties: { day: { type: 'string', pattern: '^[0-9]{4}-[0-9]{2}-[0-9]{2}$' } }
-      }
+      },
+      response: { 200: usageSchema, ...errorsOf(400, 401, 503) }
     },
-    onRequest: requireKey(verifier, null)
+    onRequest: requireKey(verifier, null, deps.sessions)
   }, async (req) => {
     const key = req.apiKey!
     const day = (req.query as { day?: string }).day ?? utcDayOf(Date.now())
@@ -89,7 +102,14 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
   })
 
   app.post('/api/v2/mgmt/intel/reload', {
-    onRequest: requireKey(verifier, 'admin')
+    schema: {
+      tags: ['management'],
+      summary: 'Rebuild the intel snapshot and swap it in (admin)',
+      description: 'Requests in flight finish on the snapshot they started with; none fails.',
+      security: [{ apiKey: [] }],
+      response: { 200: reloadSchema, ...errorsOf(401, 403, 503) }
+    },
+    onRequest: requireKey(verifier, 'admin', deps.sessions)
   }, async (req) => {
     const result = await deps.intel.reload()
     req.log.info({ intel: result }, 'intel snapshot reloaded')

@@ -1,8 +1,10 @@
 /**
- * GET /api/v2/ioc/health (spec 4.3) and the retired POST /api/v2/ioc/history (spec 4.4).
+ * GET /api/v2/ioc/health (spec 4.3), the probes GET /livez and GET /readyz, and the retired POST /api/v2/ioc/history
+ * (spec 4.4).
  */
 import type { FastifyInstance } from 'fastify'
 import { NotFoundError } from '../errors.ts'
+import { errorsOf, healthSchema, probeSchema } from './response-schemas.ts'
 import type { HistorySink } from '../history/types.ts'
 import type { IntelService } from '../pool/intel-service.ts'
 import type { QuotaCounter, Store } from '../store/index.ts'
@@ -30,7 +32,13 @@ async function check (fn: () => Promise<void>): Promise<'ok' | 'error'> {
 
 /** Registers health and the retired history route. */
 export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): void {
-  app.get('/api/v2/ioc/health', async (_req, reply) => {
+  app.get('/api/v2/ioc/health', {
+    schema: {
+      tags: ['service'],
+      summary: 'Health: ok, degraded or unavailable (503), with the state of each part',
+      response: { 200: healthSchema, 503: healthSchema }
+    }
+  }, async (_req, reply) => {
     const [store, quota] = await Promise.all([check(async () => await deps.store.ping()), check(async () => await deps.quota.ping())])
     const h = deps.history.state()
     const snap = deps.intel.snapshot
@@ -70,10 +78,36 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
     }
   })
 
+  // Probes for orchestrators. livez: the process answers (restart it when it does not). readyz: it can serve verdicts
+  // now (snapshot mapped, pool accepting, store and quota counter reachable, history writer up), else 503 so a load
+  // balancer sends traffic elsewhere; unlike health it does not go degraded, only ready or not.
+  app.get('/livez', { schema: { tags: ['service'], summary: 'Liveness: the process answers', response: { 200: probeSchema } } }, async () => ({ status: 'ok' }))
+  app.get('/readyz', {
+    schema: { tags: ['service'], summary: 'Readiness: 200 when verdicts can be served, else 503 with reasons', response: { 200: probeSchema, 503: probeSchema } }
+  }, async (_req, reply) => {
+    const [store, quota] = await Promise.all([check(async () => await deps.store.ping()), check(async () => await deps.quota.ping())])
+    const reasons: string[] = []
+    if (deps.closing()) reasons.push('shutting down')
+    if (store === 'error') reasons.push('store unreachable')
+    if (quota === 'error') reasons.push('quota counter unreachable')
+    const refusal = deps.history.refusal()
+    if (refusal !== null) reasons.push(refusal)
+    reply.code(reasons.length === 0 ? 200 : 503)
+    return reasons.length === 0 ? { status: 'ok' } : { status: 'unavailable', reasons }
+  })
+
   // Retired (spec 4.4): always 404, whatever the key or body, with a pointer to the replacement. It answers in
   // onRequest, before the body is read, so no content type, malformed or oversized body can turn it into 4xx else.
   const retired = async (): Promise<never> => {
     throw new NotFoundError(`POST /api/v2/ioc/history is retired; use ${kHistoryReplacement}`)
   }
-  app.post('/api/v2/ioc/history', { onRequest: retired }, retired)
+  app.post('/api/v2/ioc/history', {
+    schema: {
+      tags: ['service'],
+      summary: 'Retired: always 404, naming GET /api/v2/mgmt/enrich-logs/search-history',
+      deprecated: true,
+      response: errorsOf(404)
+    },
+    onRequest: retired
+  }, retired)
 }

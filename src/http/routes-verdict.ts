@@ -1,18 +1,17 @@
 /**
  * POST /api/v2/ioc/verdict (spec 4.1) and POST /api/v2/ioc/verdict/bulk (spec 4.2).
  */
+import { Readable } from 'node:stream'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { TooManyIndicatorsError } from '../errors.ts'
-import type { Admission } from '../bulk/admission.ts'
 import { AnswerBuffers } from '../bulk/merge.ts'
 import { answerBulk, answerSingle, chunkBulk, type VerdictDeps } from '../bulk/verdicts.ts'
-import type { HistorySink } from '../history/types.ts'
-import type { IntelService } from '../pool/intel-service.ts'
-import { clientPackr } from '../pool/score-chunk.ts'
+import { clientPackr } from '../pool/bulk-item.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
-import { responseFormat } from './content.ts'
+import { bulkResponseFormat, responseFormat } from './content.ts'
 import { normalizeActionSource, normalizeActionTaken } from '../bulk/log-fields.ts'
 import { engineVersion, envelopeOf, sourceOf } from './request-fields.ts'
+import { bulkResultSchema, errorsOf, verdictResultSchema } from './response-schemas.ts'
 import { bulkBodySchema, singleBodySchema, type BulkBody, type SingleBody } from './schemas.ts'
 
 /** Most indicators one bulk request may carry (spec 8). */
@@ -20,9 +19,7 @@ export const kMaxBulk = 10_000
 
 /** What the verdict routes need. */
 export interface VerdictRouteDeps {
-  intel: IntelService
-  history: HistorySink
-  admission: Admission
+  verdicts: VerdictDeps
   verifier: KeyVerifier
   bodyLimit: number
 }
@@ -34,12 +31,32 @@ function send (reply: FastifyReply, format: 'json' | 'msgpack', payload: Buffer 
   return reply.type('application/json; charset=utf-8').send(Buffer.isBuffer(payload) ? payload : JSON.stringify(payload))
 }
 
+/** The daily quota of a key that has one: X-Quota-Limit and X-Quota-Remaining (indicators per UTC day). */
+function quotaHeaders (reply: FastifyReply, quota: number | null, remaining: number | null): void {
+  if (quota === null || remaining === null) return
+  reply.header('x-quota-limit', String(quota))
+  reply.header('x-quota-remaining', String(remaining))
+}
+
+/** The orchestration's dependencies for one app (shared by the verdict routes and the dashboard's lookups). */
+export function verdictDeps (deps: Omit<VerdictDeps, 'answers' | 'engineVersion'>): VerdictDeps {
+  return { ...deps, answers: new AnswerBuffers(), engineVersion }
+}
+
 /** Registers the single and bulk verdict routes. */
 export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): void {
-  const verdicts: VerdictDeps = { intel: deps.intel, history: deps.history, admission: deps.admission, answers: new AnswerBuffers(), engineVersion }
+  const verdicts = deps.verdicts
 
   app.post('/api/v2/ioc/verdict', {
-    schema: { body: singleBodySchema },
+    schema: {
+      tags: ['verdicts'],
+      summary: 'Verdict for one indicator',
+      description: 'Requires the `verdict` permission. signal_details defaults to top (3 signals), evidence_details to summary. ' +
+        'An invalid value answers 400 INVALID_INDICATOR (and is recorded with http_status 400).',
+      security: [{ apiKey: [] }],
+      body: singleBodySchema,
+      response: { 200: verdictResultSchema, ...errorsOf(400, 401, 403, 406, 413, 415, 429, 503) }
+    },
     onRequest: requireKey(deps.verifier, 'verdict')
   }, async (req, reply) => {
     const started = performance.now()
@@ -49,7 +66,7 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
     // The indicator's log-only fields win over the request's (API.md); empty means not provided, so an empty one
     // falls back to the request's. Every action_source sent is validated, including one that is overridden.
     const topSource = normalizeActionSource(body.action_source, '')
-    const verdict = await answerSingle(verdicts, {
+    const answer = await answerSingle(verdicts, {
       key: req.apiKey!,
       log: req.log,
       envelopeOf: (fields) => envelopeOf(req, fields),
@@ -64,16 +81,38 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
       requestId: req.id,
       started
     })
-    return send(reply, format, verdict)
+    quotaHeaders(reply, req.apiKey!.quota, answer.quotaRemaining)
+    return send(reply, format, answer.verdict)
   })
 
   app.post('/api/v2/ioc/verdict/bulk', {
-    schema: { body: bulkBodySchema },
+    schema: {
+      tags: ['verdicts'],
+      summary: 'Verdicts for up to 10,000 indicators',
+      description: 'Requires the `verdict_bulk` permission. One parameter set for the batch; results[i] answers indicators[i]; an ' +
+        'invalid item gets `errors` and never fails the batch. Admitted only when the whole batch fits the daily quota.',
+      security: [{ apiKey: [] }],
+      body: bulkBodySchema,
+      response: {
+        200: {
+          description: 'JSON (default) or msgpack: {meta, results}. With Accept: application/x-ndjson, one result item per line; ' +
+            'with Accept: text/csv, a header line and one row per indicator (value, type, normalized, score, strength, category, ' +
+            'top_signals, error). Both in request order; the batch\'s ids are in the x-bulk-request-id, x-engine-version, ' +
+            'x-data-timestamp and x-record-count headers.',
+          content: {
+            'application/json': { schema: bulkResultSchema },
+            'application/x-ndjson': { schema: { type: 'string' } },
+            'text/csv': { schema: { type: 'string' } }
+          }
+        },
+        ...errorsOf(400, 401, 403, 406, 413, 415, 429, 503)
+      }
+    },
     onRequest: requireKey(deps.verifier, 'verdict_bulk'),
     bodyLimit: deps.bodyLimit
   }, async (req, reply) => {
     const started = performance.now()
-    const format = responseFormat(req)
+    const format = bulkResponseFormat(req)
     const body = req.body as BulkBody
     const n = body.indicators.length
     if (n > kMaxBulk) throw new TooManyIndicatorsError(`${n} indicators sent; at most ${kMaxBulk} per request`)
@@ -102,6 +141,13 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
     // finish (the client went away) keeps its buffer until the collector frees it.
     reply.raw.once('finish', answer.sent)
     reply.header('x-bulk-request-id', answer.bulkRequestId)
-    return send(reply, format, answer.payload)
+    quotaHeaders(reply, req.apiKey!.quota, answer.quotaRemaining)
+    if (format === 'json' || format === 'msgpack') return send(reply, format, answer.payload as Buffer)
+    // NDJSON and CSV carry the items only: what meta says of the batch goes in headers.
+    reply.header('x-engine-version', answer.meta.engine_version)
+    reply.header('x-data-timestamp', answer.meta.data_timestamp)
+    reply.header('x-record-count', String(answer.meta.record_count))
+    if (format === 'ndjson') return reply.type('application/x-ndjson; charset=utf-8').send(answer.payload)
+    return reply.type('text/csv; charset=utf-8; header=present').send(Readable.from(answer.payload as Iterable<string>))
   })
 }

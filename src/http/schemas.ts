@@ -3,6 +3,7 @@
  * an indicator whose value is wrong is the single endpoint's INVALID_INDICATOR or a bulk item's `errors`,
  * so `type` and `value` are checked by the normalizer, not here.
  */
+import type { FromSchema } from 'json-schema-to-ts'
 
 const kDetail = {
   signal_details: { type: 'string', enum: ['none', 'top', 'all'] },
@@ -74,24 +75,10 @@ export const bulkBodySchema = {
   }
 } as const
 
-/** Body types after validation. */
-export interface LogOnly { action_taken?: 'block' | 'allow' | '' | null, action_source?: string | null }
-export interface SourceBody { channel?: string, product?: string, integration_id?: string, event_type?: string, severity_hint?: string }
-export interface SingleBody extends LogOnly {
-  indicator: { type?: string | null, value: string } & LogOnly
-  context?: { flags?: unknown }
-  source?: SourceBody
-  signal_details?: 'none' | 'top' | 'all'
-  evidence_details?: 'none' | 'summary' | 'full'
-}
-export interface BulkBody {
-  indicators: Array<{ type?: unknown, value?: unknown } & LogOnly>
-  context?: { flags?: unknown }
-  source?: SourceBody
-  signal_details?: 'none' | 'top' | 'all'
-  evidence_details?: 'none' | 'summary' | 'full'
-  scoring_version?: string
-  query_type?: string
-  project_id?: string
-  project_name?: string
-}
+/**
+ * Body types after validation, derived from the schemas above: the schema is the one statement of a body's shape, for
+ * validation, for the OpenAPI document and for the handlers' types.
+ */
+export type SingleBody = FromSchema<typeof singleBodySchema>
+export type BulkBody = FromSchema<typeof bulkBodySchema>
+export type SourceBody = FromSchema<typeof kSource>

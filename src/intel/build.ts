@@ -4,6 +4,8 @@
 import { Worker } from 'node:worker_threads'
 import type { SnapshotData } from '../engine/index.ts'
 import { kWorkerShim, workerEntry } from '../worker-entry.ts'
+import type { CompileOptions } from './compile.ts'
+import { loadManifest } from './manifest.ts'
 
 /** Where snapshots come from. */
 export interface IntelSourceOptions {
@@ -11,6 +13,15 @@ export interface IntelSourceOptions {
   cacheDir: string | null
   asnDir: string | null
   countryDir: string | null
+}
+
+/** What a compile of this source reads: its manifest's feeds, and the registry folders where they are set. */
+export async function compileInputs (source: IntelSourceOptions): Promise<CompileOptions> {
+  return {
+    feeds: await loadManifest(source.manifest),
+    ...(source.asnDir === null ? {} : { asnDir: source.asnDir }),
+    ...(source.countryDir === null ? {} : { countryDir: source.countryDir })
+  }
 }
 
 /** Loads or compiles a snapshot on a worker thread. */

@@ -69,6 +69,11 @@ export class IntelService {
     return this.current.pool.size
   }
 
+  /** Scoring tasks queued or running on the current pool. */
+  get pending (): number {
+    return this.current.pool.pending
+  }
+
   /** Shards of every pool this service starts (the same across reloads). */
   get shards (): number {
     return this.current.pool.shards

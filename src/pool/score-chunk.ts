@@ -5,10 +5,14 @@
  */
 import { Packr } from 'msgpackr'
 import { assess, normalize, render, selectProfile, type Assessment, type ScoringProfile, type Snapshot } from '../engine/index.ts'
-import type { EvidenceDetails, IndicatorType, NormalizedIndicator, SignalDetails } from '../engine/types.ts'
+import { INDICATOR_TYPES, type EvidenceDetails, type IndicatorType, type NormalizedIndicator, type SignalDetails } from '../engine/types.ts'
 import { ByteSink } from '../bytes/byte-sink.ts'
-import { HistoryItems, itemTail, kInvalidVerdictMembers } from '../history/codec.ts'
-import { hash30, noneTail, VerdictCache, type VerdictTexts } from './verdict-cache.ts'
+import { HistoryItems } from '../history/codec.ts'
+import { itemTail, kInvalidVerdictMembers, labelsOf, verdictMembers } from '../history/record.ts'
+import { hash30, VerdictCache, verdictHead, type VerdictTexts } from './verdict-cache.ts'
+import {
+  clientPackr, invalidIndicator, invalidItemJson, invalidItemObject, itemEnd, itemHead, itemObject, kItemEndByte, noneTail, tailRest, verdictTail
+} from './bulk-item.ts'
 
 /** One indicator as the main thread forwards it: [type, value, action_taken, action_source (normalized)]. */
 export type ChunkItem = [unknown, unknown, string | null, string | null]
@@ -22,7 +26,7 @@ export interface ChunkParams {
   evidenceDetails: EvidenceDetails
 }
 
-/** Bulk output: item fragments back to back, with end offsets, and the encoded history records (history-codec.ts). */
+/** Bulk output: items (bulk-item.ts) back to back, with end offsets, and the encoded history records (history/block.ts). */
 export interface BulkChunkOutput {
   body: Uint8Array
   ends: Uint32Array
@@ -48,21 +52,13 @@ export function createShardCache (max: number): ShardCache | null {
   return max > 0 ? new VerdictCache(max) : null
 }
 
-/** msgpack for clients: standard maps, no record extension (API.md). */
-export const clientPackr = new Packr({ useRecords: false, variableMapSize: true })
 /** msgpack between the service's own threads. */
 export const threadPackr = new Packr()
 
-const kTypes = new Set<string>(['ip', 'domain', 'ip_block', 'file_hash_sha256', 'asn'])
+const kTypes: ReadonlySet<string> = new Set(INDICATOR_TYPES)
 
 function typeAsSent (type: unknown): IndicatorType | null {
   return typeof type === 'string' && kTypes.has(type) ? type as IndicatorType : null
-}
-
-function labelsOf (a: Assessment | null, signalDetails: SignalDetails): Array<Record<string, unknown>> {
-  if (a === null) return []
-  const picked = signalDetails === 'none' ? [] : signalDetails === 'top' ? a.signals.slice(0, 3) : a.signals
-  return picked.map((s) => ({ signal_id: s.signal_id, direction: s.direction, signal_group: s.signal_group, signal_subgroup: s.signal_subgroup, signal_name: s.signal_name, contribution: s.contribution }))
 }
 
 /** Scoring context of one thread: the snapshot it maps and its cache shard. */
@@ -104,10 +100,10 @@ function jsonOf (value: object): string {
 /** The texts a verdict is cached as (verdict-cache.ts): the bulk tail at signal_details none is one run of them. */
 function textsOf (a: Assessment): VerdictTexts {
   return {
-    head: `{"type":"${a.type}","normalized":${JSON.stringify(a.normalized)},"flags":${jsonOf(a.flags)},"all_signals":${jsonOf(a.signals)},`,
+    head: verdictHead(a.type, JSON.stringify(a.normalized), jsonOf(a.flags), jsonOf(a.signals)),
     risk: jsonOf(a.risk),
     scores: jsonOf(a.scores),
-    rest: `,"threat_context":${JSON.stringify(a.threat_context)},"recommended_actions":${jsonOf(a.recommended_actions)}`
+    rest: tailRest(JSON.stringify(a.threat_context), jsonOf(a.recommended_actions))
   }
 }
 
@@ -120,20 +116,14 @@ function bulkTail (a: Assessment, signalDetails: SignalDetails): string {
     signals = JSON.stringify(v.signals)
     count = v.signal_count
   }
-  return `"risk":${jsonOf(a.risk)},"signals":${signals},"signal_count":${count},` +
-    `"scores":${jsonOf(a.scores)},"threat_context":${JSON.stringify(a.threat_context)},` +
-    `"recommended_actions":${jsonOf(a.recommended_actions)}`
+  return verdictTail(jsonOf(a.risk), signals, count, jsonOf(a.scores), tailRest(JSON.stringify(a.threat_context), jsonOf(a.recommended_actions)))
 }
 
 const kNoLabels: Array<Record<string, unknown>> = []
 
-/** The history record's verdict members. */
-function historyMembers (riskJson: string, scoresJson: string, labels: Array<Record<string, unknown>>): string {
-  return `"risk":${riskJson},"scores":${scoresJson},"labels":${labels.length === 0 ? '[]' : JSON.stringify(labels)},"label_count":${labels.length}`
-}
-
+/** The history record's verdict members (record.ts). */
 function historyMembersOf (a: Assessment, signalDetails: SignalDetails): string {
-  return historyMembers(jsonOf(a.risk), jsonOf(a.scores), labelsOf(a, signalDetails))
+  return verdictMembers(jsonOf(a.risk), jsonOf(a.scores), labelsOf(a, signalDetails))
 }
 
 /**
@@ -147,24 +137,22 @@ function writeNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: Norma
   const cached = cache?.get(key, h)
   if (cached !== undefined) {
     sink.copy(cached.ring, cached.tailStart, cached.tailEnd)
-    return { members: historyMembers(cached.riskJson(), cached.scoresJson(), kNoLabels), hit: true }
+    return { members: verdictMembers(cached.riskJson(), cached.scoresJson(), kNoLabels), hit: true }
   }
   const t = textsOf(assess(ind, profile, ctx.snapshot))
   const stored = cache?.set(key, t, h) ?? null
   if (stored !== null) {
     sink.copy(stored.ring, stored.tailStart, stored.tailEnd)
   } else {
-    sink.write(noneTail(t))
+    sink.write(noneTail(t.risk, t.scores, t.rest))
   }
-  return { members: historyMembers(t.risk, t.scores, kNoLabels), hit: false }
+  return { members: verdictMembers(t.risk, t.scores, kNoLabels), hit: false }
 }
 
 /** History needs a string value: a non-string is recorded as its JSON text, a missing one as ''. */
 function valueAsText (value: unknown): string {
   return typeof value === 'string' ? value : JSON.stringify(value) ?? ''
 }
-
-const kEmptyScores = { signal_groups: {}, signal_subgroups: {} }
 
 /**
  * The thread's scratch sinks for a bulk chunk's items and history text (the items' strings, and the tails), reused
@@ -201,17 +189,9 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
     const sentType = n.ok ? n.indicator.type : typeAsSent(type)
     if (!n.ok) {
       invalid++
-      const indicator = { type: type === undefined ? null : type, value: value === undefined ? null : value }
-      if (params.format === 'json') {
-        sink.write(`{"indicator":${JSON.stringify(indicator)},"risk":null,"signals":[],"signal_count":0,` +
-          '"scores":{"signal_groups":{},"signal_subgroups":{}},"threat_context":{},"recommended_actions":[]' +
-          (n.warnings.length > 0 ? `,"warnings":${JSON.stringify(n.warnings)}` : '') + `,"errors":${JSON.stringify(n.errors)}}`)
-      } else {
-        const item: Record<string, unknown> = { indicator, risk: null, signals: [], signal_count: 0, scores: kEmptyScores, threat_context: {}, recommended_actions: [] }
-        if (n.warnings.length > 0) item.warnings = n.warnings
-        item.errors = n.errors
-        sink.bytes(clientPackr.pack(item))
-      }
+      const indicator = invalidIndicator(type, value)
+      if (params.format === 'json') sink.write(invalidItemJson(indicator, n.warnings, n.errors))
+      else sink.bytes(clientPackr.pack(invalidItemObject(indicator, n.warnings, n.errors)))
       ends[i] = sink.len
       const text = valueAsText(value)
       history.addVerdict(sentType, text, null, itemTail(kInvalidVerdictMembers, actionTaken, actionSource))
@@ -225,28 +205,23 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
       : JSON.stringify({ type: ind.type, value, normalized: ind.normalized })
     let members: string
     if (params.format === 'json' && params.signalDetails === 'none') {
-      sink.write(`{"indicator":${sentJson},`)
+      sink.write(itemHead(sentJson))
       const out = writeNoneTail(ctx, profile, ind, sink)
       if (out.hit) cacheHits++
       members = out.members
-      if (ind.warnings.length > 0) sink.write(`,"warnings":${JSON.stringify(ind.warnings)}}`)
-      else sink.byte(0x7d) // }
+      if (ind.warnings.length > 0) sink.write(itemEnd(ind.warnings))
+      else sink.byte(kItemEndByte)
     } else if (params.format === 'json') {
       const { a, hit } = lookup(ctx, profile, ind)
       if (hit) cacheHits++
       members = historyMembersOf(a, params.signalDetails)
-      sink.write(`{"indicator":${sentJson},${bulkTail(a, params.signalDetails)}` +
-        (ind.warnings.length > 0 ? `,"warnings":${JSON.stringify(ind.warnings)}}` : '}'))
+      sink.write(itemHead(sentJson) + bulkTail(a, params.signalDetails) + itemEnd(ind.warnings))
     } else {
       const { a, hit } = lookup(ctx, profile, ind)
       if (hit) cacheHits++
       members = historyMembersOf(a, params.signalDetails)
       const v = render(a, value as string, ind.warnings, { signalDetails: params.signalDetails, evidenceDetails: 'none' })
-      const item: Record<string, unknown> = {
-        indicator: v.indicator, risk: v.risk, signals: v.signals, signal_count: v.signal_count, scores: v.scores, threat_context: v.threat_context, recommended_actions: v.recommended_actions
-      }
-      if (ind.warnings.length > 0) item.warnings = ind.warnings
-      sink.bytes(clientPackr.pack(item))
+      sink.bytes(clientPackr.pack(itemObject(v, ind.warnings)))
     }
     ends[i] = sink.len
     // sentJson is the JSON of {type, value, normalized}: a valid value is a string.

@@ -19,6 +19,7 @@ import { LRUCache } from 'lru-cache'
 import type { Assessment } from '../engine/index.ts'
 import { fnv1a } from '../bytes/fnv.ts'
 import { utf8Into } from '../bytes/byte-sink.ts'
+import { kTailRisk as kRisk, kTailSignalsNone as kTailSignals } from './bulk-item.ts'
 
 /**
  * Ring bytes reserved per verdict of capacity. An entry (header, key, assessment JSON) took 540-1,300 bytes (10th to
@@ -27,9 +28,18 @@ import { utf8Into } from '../bytes/byte-sink.ts'
 export const kBytesPerVerdict = 768
 const kMinRingBytes = 1 << 20
 /**
- * Header: uint32 entry length, key bytes, then tail start, tail end, risk end, scores end (relative to the entry), and
- * the float64 logical position the entry was written at (bytes written before it), which tells whether it is whole.
+ * Entry layout: a 32-byte header, the key (UTF-8), then the verdict: `head` of VerdictTexts, the none tail of the bulk
+ * item (bulk-item.ts: kTailRisk, risk, kTailSignalsNone, scores, rest) and a closing `}`, so that head to `}` is the
+ * JSON object StoredAssessment. Header slots (byte offsets; uint32 little-endian but the stamp):
  */
+const kSlotLength = 0 // entry length in bytes, header included
+const kSlotKeyBytes = 4 // key length in bytes
+const kSlotTailStart = 8 // where the none tail starts (relative to the entry)
+const kSlotTailEnd = 12 // where it ends
+const kSlotRiskEnd = 16 // where the risk's JSON ends
+const kSlotScoresEnd = 20 // where the scores' JSON ends
+/** float64: the logical position the entry was written at (bytes written before it), which tells whether it is whole. */
+const kSlotStamp = 24
 const kHeader = 32
 /** Entries larger than this share of the ring are not cached (they would evict too much at once). */
 const kMaxEntryShare = 16
@@ -44,6 +54,11 @@ export interface VerdictTexts {
   rest: string
 }
 
+/** VerdictTexts.head from the JSON texts of its members (CachedVerdict.assessment reads them back). */
+export function verdictHead (type: string, normalizedJson: string, flagsJson: string, signalsJson: string): string {
+  return `{"type":"${type}","normalized":${normalizedJson},"flags":${flagsJson},"all_signals":${signalsJson},`
+}
+
 /** FNV-1a of a string's UTF-16 units, cut to 30 bits (a small integer in V8, so the index allocates nothing). */
 export function hash30 (s: string): number {
   return fnv1a(s) >>> 2
@@ -53,17 +68,9 @@ const kWhole = 0
 const kOtherKey = 1
 const kOverwritten = 2
 
-const kRisk = '"risk":'
-/** What stands between risk and scores in a bulk item at signal_details none. */
-const kTailSignals = ',"signals":[],"signal_count":0,"scores":'
-/** The two constant pieces as bytes: copied with a typed-array set, the cheapest write there is. */
+/** The two constant pieces of the none tail as bytes: copied with a typed-array set, the cheapest write there is. */
 const kRiskBytes = Buffer.from(kRisk, 'latin1')
 const kTailSignalsBytes = Buffer.from(kTailSignals, 'latin1')
-
-/** The bulk item's members after `indicator` at signal_details none, as the cache stores them. */
-export function noneTail (v: VerdictTexts): string {
-  return kRisk + v.risk + kTailSignals + v.scores + v.rest
-}
 
 /** A stored verdict: offsets into the ring, valid until the cache's next set or get. */
 export class CachedVerdict {
@@ -81,27 +88,27 @@ export class CachedVerdict {
 
   /** Start of the bulk tail (the members after `indicator` at signal_details none) in `ring`. */
   get tailStart (): number {
-    return this.off + this.u32(8)
+    return this.off + this.u32(kSlotTailStart)
   }
 
   /** End of the bulk tail in `ring`. */
   get tailEnd (): number {
-    return this.off + this.u32(12)
+    return this.off + this.u32(kSlotTailEnd)
   }
 
   /** JSON text of the assessment's risk. */
   riskJson (): string {
-    return this.ring.toString('utf8', this.off + this.u32(8) + kRisk.length, this.off + this.u32(16))
+    return this.ring.toString('utf8', this.off + this.u32(kSlotTailStart) + kRisk.length, this.off + this.u32(kSlotRiskEnd))
   }
 
   /** JSON text of the assessment's scores. */
   scoresJson (): string {
-    return this.ring.toString('utf8', this.off + this.u32(16) + kTailSignals.length, this.off + this.u32(20))
+    return this.ring.toString('utf8', this.off + this.u32(kSlotRiskEnd) + kTailSignals.length, this.off + this.u32(kSlotScoresEnd))
   }
 
   /** The assessment, parsed from the stored JSON. */
   assessment (): Assessment {
-    const s = JSON.parse(this.ring.toString('utf8', this.off + kHeader + this.u32(4), this.off + this.u32(0))) as StoredAssessment
+    const s = JSON.parse(this.ring.toString('utf8', this.off + kHeader + this.u32(kSlotKeyBytes), this.off + this.u32(kSlotLength))) as StoredAssessment
     return {
       type: s.type,
       normalized: s.normalized,
@@ -147,11 +154,11 @@ export class VerdictCache {
       return undefined
     }
     // A hit in the older half of the ring is copied to the head, so that new entries do not overwrite it soon.
-    if (this.head - this.ring.readDoubleLE(off + 24) > this.size / 2) {
-      const len = this.ring.readUInt32LE(off)
+    if (this.head - this.ring.readDoubleLE(off + kSlotStamp) > this.size / 2) {
+      const len = this.ring.readUInt32LE(off + kSlotLength)
       const moved = this.reserve(len)
       this.ring.copy(this.ring, moved, off, off + len)
-      this.ring.writeDoubleLE(this.head - len, moved + 24)
+      this.ring.writeDoubleLE(this.head - len, moved + kSlotStamp)
       this.index.set(h, moved)
       return new CachedVerdict(this.ring, moved)
     }
@@ -189,13 +196,13 @@ export class VerdictCache {
     r[p++] = 0x7d // }
     const len = p - off
     this.head -= most - len
-    r.writeUInt32LE(len, off)
-    r.writeUInt32LE(keyBytes, off + 4)
-    r.writeUInt32LE(tailStart - off, off + 8)
-    r.writeUInt32LE(tailEnd - off, off + 12)
-    r.writeUInt32LE(riskEnd - off, off + 16)
-    r.writeUInt32LE(scoresEnd - off, off + 20)
-    r.writeDoubleLE(stamp, off + 24)
+    r.writeUInt32LE(len, off + kSlotLength)
+    r.writeUInt32LE(keyBytes, off + kSlotKeyBytes)
+    r.writeUInt32LE(tailStart - off, off + kSlotTailStart)
+    r.writeUInt32LE(tailEnd - off, off + kSlotTailEnd)
+    r.writeUInt32LE(riskEnd - off, off + kSlotRiskEnd)
+    r.writeUInt32LE(scoresEnd - off, off + kSlotScoresEnd)
+    r.writeDoubleLE(stamp, off + kSlotStamp)
     this.index.set(hash, off)
     return new CachedVerdict(r, off)
   }
@@ -207,9 +214,9 @@ export class VerdictCache {
   private check (off: number, key: string): number {
     const r = this.ring
     if (off + kHeader > this.size) return kOverwritten
-    const len = r.readUInt32LE(off)
-    const keyBytes = r.readUInt32LE(off + 4)
-    const stamp = r.readDoubleLE(off + 24)
+    const len = r.readUInt32LE(off + kSlotLength)
+    const keyBytes = r.readUInt32LE(off + kSlotKeyBytes)
+    const stamp = r.readDoubleLE(off + kSlotStamp)
     if (len < kHeader + keyBytes || off + len > this.size || stamp % this.size !== off) return kOverwritten
     const age = this.head - stamp
     if (age < len || age > this.size) return kOverwritten

@@ -7,8 +7,9 @@
  * strong and keeps authentication off the CPU budget of the request path.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import ipaddr from 'ipaddr.js'
 import { StoreError } from '../errors.ts'
-import type { CreateKeyOptions } from './types.ts'
+import type { ApiKeyRecord, CreateKeyOptions } from './types.ts'
 
 /** Every permission a key may carry, in canonical order. */
 export const PERMISSIONS = ['verdict', 'verdict_bulk', 'mgmt', 'admin'] as const
@@ -47,7 +48,15 @@ export interface ValidKeyOptions {
   tenant: string
   permissions: Permission[]
   quota: number | null
+  rateLimit: number | null
+  expiresAt: string | null
+  allowedCidrs: string[] | null
 }
+
+/** Most requests per minute a key's rate limit may name. */
+export const kMaxRateLimit = 1_000_000
+/** Most networks a key may be restricted to. */
+export const kMaxAllowedCidrs = 64
 
 /** Splits a presented key into id and secret, or returns null when it is not a well-formed key. */
 export function parseKey (presented: unknown): ParsedKey | null {
@@ -109,5 +118,77 @@ export function validateKeyOptions (options: CreateKeyOptions): ValidKeyOptions 
   if (quota !== null && (!Number.isSafeInteger(quota) || quota < 0)) {
     throw new StoreError('INVALID_KEY_OPTIONS', 'quota must be a non-negative integer (indicators per UTC day) or null')
   }
-  return { tenant, permissions: PERMISSIONS.filter((p) => wanted.has(p)), quota }
+  const { rateLimit = null, expiresAt = null, allowedCidrs = null } = options
+  if (rateLimit !== null && (!Number.isSafeInteger(rateLimit) || rateLimit < 1 || rateLimit > kMaxRateLimit)) {
+    throw new StoreError('INVALID_KEY_OPTIONS', `rate_limit must be an integer from 1 to ${kMaxRateLimit} (requests per minute) or null`)
+  }
+  let expires: string | null = null
+  if (expiresAt !== null) {
+    const ms = typeof expiresAt === 'string' && kIsoDateTime.test(expiresAt) ? Date.parse(expiresAt) : NaN
+    if (!Number.isFinite(ms)) throw new StoreError('INVALID_KEY_OPTIONS', 'expires_at must be an ISO 8601 date-time with a time zone, e.g. 2027-01-31T00:00:00Z')
+    if (ms <= Date.now()) throw new StoreError('INVALID_KEY_OPTIONS', 'expires_at must be in the future')
+    expires = new Date(ms).toISOString()
+  }
+  return { tenant, permissions: PERMISSIONS.filter((p) => wanted.has(p)), quota, rateLimit, expiresAt: expires, allowedCidrs: allowedCidrs === null ? null : canonicalCidrs(allowedCidrs) }
+}
+
+const kIsoDateTime = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/
+
+/** Canonical CIDR strings (host bits cleared; a bare address is its /32 or /128); throws INVALID_KEY_OPTIONS. */
+export function canonicalCidrs (list: unknown): string[] {
+  if (!Array.isArray(list) || list.length === 0 || list.length > kMaxAllowedCidrs) {
+    throw new StoreError('INVALID_KEY_OPTIONS', `allowed_cidrs must list 1 to ${kMaxAllowedCidrs} networks, or be null`)
+  }
+  const out = new Set<string>()
+  for (const item of list) {
+    let net: [ipaddr.IPv4 | ipaddr.IPv6, number]
+    try {
+      if (typeof item !== 'string' || item.length > 64) throw new Error('not a string')
+      net = item.includes('/') ? ipaddr.parseCIDR(item) : [ipaddr.parse(item), ipaddr.parse(item).kind() === 'ipv4' ? 32 : 128]
+    } catch {
+      throw new StoreError('INVALID_KEY_OPTIONS', `allowed_cidrs: ${JSON.stringify(String(item)).slice(0, 70)} is not an address or CIDR block`)
+    }
+    const [addr, bits] = net
+    const base = addr.kind() === 'ipv4'
+      ? ipaddr.IPv4.networkAddressFromCIDR(`${addr.toString()}/${bits}`)
+      : ipaddr.IPv6.networkAddressFromCIDR(`${addr.toString()}/${bits}`)
+    out.add(`${base.toString()}/${bits}`)
+  }
+  return [...out]
+}
+
+/** True when `ip` (as Node reports a peer, IPv4-mapped IPv6 included) lies in one of `cidrs`. */
+export function addressAllowed (ip: string, cidrs: readonly string[]): boolean {
+  let addr: ipaddr.IPv4 | ipaddr.IPv6
+  try {
+    addr = ipaddr.process(ip)
+  } catch {
+    return false
+  }
+  for (const c of cidrs) {
+    const [net, bits] = ipaddr.parseCIDR(c)
+    if (net.kind() === addr.kind() && addr.match(net, bits)) return true
+  }
+  return false
+}
+
+/** True when an expiry (ISO 8601, or null for never) has passed. */
+export function expired (expiresAt: string | null, now = Date.now()): boolean {
+  return expiresAt !== null && Date.parse(expiresAt) <= now
+}
+
+/** The record of a key just created from validated options. */
+export function newKeyRecord (id: string, valid: ValidKeyOptions, createdAt: string): ApiKeyRecord {
+  return {
+    id,
+    tenant: valid.tenant,
+    permissions: valid.permissions,
+    quota: valid.quota,
+    createdAt,
+    revokedAt: null,
+    rateLimit: valid.rateLimit,
+    expiresAt: valid.expiresAt,
+    allowedCidrs: valid.allowedCidrs,
+    lastUsedAt: null
+  }
 }

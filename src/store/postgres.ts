@@ -7,7 +7,8 @@
  * wrapped in StoreError with the URL and password stripped (see wrapPgError).
  */
 import pg from 'pg'
-import { generateKey, isKeyId, parseKey, secretMatches, validateKeyOptions } from './api-keys.ts'
+import { Accounts, accountsSchema } from './accounts.ts'
+import { expired, generateKey, isKeyId, newKeyRecord, parseKey, secretMatches, validateKeyOptions } from './api-keys.ts'
 import { partRows, type HistoryPart } from '../history/block.ts'
 import {
   columnFilter, continuationUid, decodeCursor, encodeCursor, MAX_INDEXED_CHARS, recordJson, requestRuns, toRows, usageDeltas,
@@ -111,7 +112,16 @@ function migrations (s: string): string[] {
       PRIMARY KEY (tenant, day, key_id)
     );
     CREATE INDEX usage_key_day ON ${s}.usage (key_id, day);
+    `,
+    // 2: key lifecycle (API key management): rate limit, expiry, allowed networks, last use.
     `
+    ALTER TABLE ${s}.api_keys ADD COLUMN rate_limit integer;       -- requests per minute, NULL = operator default
+    ALTER TABLE ${s}.api_keys ADD COLUMN expires_at timestamptz;   -- NULL = never
+    ALTER TABLE ${s}.api_keys ADD COLUMN allowed_cidrs text[];     -- canonical CIDRs, NULL = anywhere
+    ALTER TABLE ${s}.api_keys ADD COLUMN last_used_at timestamptz;
+    `,
+    // 3: dashboard users and sessions (accounts.ts).
+    accountsSchema(`${s}.users`, `${s}.sessions`)
   ]
 }
 
@@ -123,6 +133,10 @@ interface KeyRow {
   secret_hash: Buffer
   created_at: Date
   revoked_at: Date | null
+  rate_limit: number | null
+  expires_at: Date | null
+  allowed_cidrs: string[] | null
+  last_used_at: Date | null
 }
 
 function toKeyRecord (row: KeyRow): ApiKeyRecord {
@@ -132,7 +146,11 @@ function toKeyRecord (row: KeyRow): ApiKeyRecord {
     permissions: row.permissions,
     quota: row.quota === null ? null : Number(row.quota), // bigint arrives as a string
     createdAt: row.created_at.toISOString(),
-    revokedAt: row.revoked_at === null ? null : row.revoked_at.toISOString()
+    revokedAt: row.revoked_at === null ? null : row.revoked_at.toISOString(),
+    rateLimit: row.rate_limit,
+    expiresAt: row.expires_at === null ? null : row.expires_at.toISOString(),
+    allowedCidrs: row.allowed_cidrs,
+    lastUsedAt: row.last_used_at === null ? null : row.last_used_at.toISOString()
   }
 }
 
@@ -246,6 +264,8 @@ export class PostgresStore implements Store {
   readonly #s: string
   #closed = false
   #ending: Promise<void> | null = null
+  /** Dashboard users and sessions, over this store's pool. */
+  readonly accounts: Accounts
 
   constructor (options: PostgresStoreOptions) {
     if (options === null || typeof options !== 'object' || typeof options.url !== 'string' || options.url === '') {
@@ -264,9 +284,19 @@ export class PostgresStore implements Store {
       connectionTimeoutMillis: options.connectionTimeoutMs ?? kDefaultConnectionTimeoutMs,
       application_name: 'ioc-verdict'
     })
+    this.accounts = new Accounts({
+      run: async (sql, params) => (await this.#query(this.#accountsSql(sql), params)).rowCount ?? 0,
+      all: async <T>(sql: string, params: unknown[]) => (await this.#query(this.#accountsSql(sql), params)).rows as T[]
+    })
     // An idle pooled connection that dies emits 'error' on the pool; unhandled, it would crash the process.
     const onError = options.onError
     this.#pool.on('error', (err) => { onError?.(wrapPgError(err, this.#secrets)) })
+  }
+
+  /** accounts.ts's SQL for PostgreSQL: numbered placeholders and the schema's tables. */
+  #accountsSql (sql: string): string {
+    let i = 0
+    return sql.replace(/\?/g, () => `$${++i}`).replace(/\{(users|sessions)\}/g, (_m, t: string) => `${this.#s}.${t}`)
   }
 
   #check (): void {
@@ -335,9 +365,10 @@ export class PostgresStore implements Store {
       const { id, key, secretHash } = generateKey()
       try {
         await this.#query(
-          `INSERT INTO ${this.#s}.api_keys (id, tenant, permissions, quota, secret_hash, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
-          [id, valid.tenant, valid.permissions, valid.quota, secretHash, createdAt])
-        return { key, record: { id, tenant: valid.tenant, permissions: valid.permissions, quota: valid.quota, createdAt, revokedAt: null } }
+          `INSERT INTO ${this.#s}.api_keys (id, tenant, permissions, quota, secret_hash, created_at, rate_limit, expires_at, allowed_cidrs) ` +
+          'VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)',
+          [id, valid.tenant, valid.permissions, valid.quota, secretHash, createdAt, valid.rateLimit, valid.expiresAt, valid.allowedCidrs])
+        return { key, record: newKeyRecord(id, valid, createdAt) }
       } catch (err) {
         if ((err as { sqlState?: string }).sqlState !== '23505' || attempt >= kMaxKeyIdAttempts) throw err
       }
@@ -359,6 +390,12 @@ export class PostgresStore implements Store {
     return rowCount === 1
   }
 
+  /** Records a successful use of a key (never moves last_used_at back). */
+  async touchKey (id: string, at: string): Promise<void> {
+    this.#check()
+    await this.#query(`UPDATE ${this.#s}.api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)`, [at, id])
+  }
+
   /** The active key matching `presented`, or null. */
   async verifyKey (presented: string): Promise<ApiKeyRecord | null> {
     this.#check()
@@ -368,7 +405,7 @@ export class PostgresStore implements Store {
     const { rows } = await this.#query<KeyRow>(`SELECT * FROM ${this.#s}.api_keys WHERE id = $1`, [parsed.id])
     const row = rows[0]
     const ok = secretMatches(row?.secret_hash ?? null, parsed.secret)
-    if (!ok || row === undefined || row.revoked_at !== null) return null
+    if (!ok || row === undefined || row.revoked_at !== null || expired(row.expires_at?.toISOString() ?? null)) return null
     return toKeyRecord(row)
   }
 

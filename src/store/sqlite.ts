@@ -6,7 +6,8 @@
  * writer proceed without blocking each other; busy_timeout makes two writers wait instead of failing).
  */
 import Database from 'better-sqlite3'
-import { generateKey, isKeyId, parseKey, secretMatches, validateKeyOptions } from './api-keys.ts'
+import { Accounts, accountsSchema } from './accounts.ts'
+import { expired, generateKey, isKeyId, newKeyRecord, parseKey, secretMatches, validateKeyOptions } from './api-keys.ts'
 import { HistoryItems, type HistoryPart } from '../history/block.ts'
 import {
   continuationUid, decodeCursor, encodeCursor, MAX_INDEXED_CHARS, recordJson, requestFields, requestRuns, toRows, usageDeltas,
@@ -131,7 +132,17 @@ const kMigrations: ReadonlyArray<string | ((db: Database.Database) => void)> = [
   // 3: items are kept as the scoring workers' encoded parts, grouped per tenant into blocks that searches skip by filter
   // (sqlite-history.ts): the history table and its two indexes cost the writer a row and two index entries per
   // indicator, which capped sustained bulk throughput. Existing rows move into parts and blocks, ids unchanged.
-  migrateRowsToBlocks
+  migrateRowsToBlocks,
+  // 4: key lifecycle (API key management): a short-window rate limit, an expiry, the networks a key may be used from
+  // and when it was last used.
+  `
+  ALTER TABLE api_keys ADD COLUMN rate_limit INTEGER;      -- requests per minute, NULL = operator default
+  ALTER TABLE api_keys ADD COLUMN expires_at TEXT;         -- ISO 8601 UTC, NULL = never
+  ALTER TABLE api_keys ADD COLUMN allowed_cidrs TEXT;      -- JSON array of canonical CIDRs, NULL = anywhere
+  ALTER TABLE api_keys ADD COLUMN last_used_at TEXT;       -- ISO 8601 UTC
+  `,
+  // 5: dashboard users and sessions (accounts.ts).
+  accountsSchema('users', 'sessions')
 ]
 
 interface KeyRow {
@@ -142,6 +153,10 @@ interface KeyRow {
   secret_hash: Buffer
   created_at: string
   revoked_at: string | null
+  rate_limit: number | null
+  expires_at: string | null
+  allowed_cidrs: string | null
+  last_used_at: string | null
 }
 
 interface Statements extends BlockStatements, BlockWriterStatements {
@@ -149,6 +164,7 @@ interface Statements extends BlockStatements, BlockWriterStatements {
   listKeys: Database.Statement
   keyById: Database.Statement
   revokeKey: Database.Statement
+  touchKey: Database.Statement
   countKeys: Database.Statement
   nextItemId: Database.Statement
   insertNewRequest: Database.Statement
@@ -175,7 +191,11 @@ function toKeyRecord (row: KeyRow): ApiKeyRecord {
     permissions: JSON.parse(row.permissions) as string[],
     quota: row.quota,
     createdAt: row.created_at,
-    revokedAt: row.revoked_at
+    revokedAt: row.revoked_at,
+    rateLimit: row.rate_limit,
+    expiresAt: row.expires_at,
+    allowedCidrs: row.allowed_cidrs === null ? null : JSON.parse(row.allowed_cidrs) as string[],
+    lastUsedAt: row.last_used_at
   }
 }
 
@@ -221,6 +241,23 @@ export class SqliteStore implements Store {
   #stmts: Statements | null = null
   readonly #searchCache = new Map<string, Database.Statement>()
   #closed = false
+  /** Dashboard users and sessions, over this store's connection. */
+  readonly accounts: Accounts = new Accounts({
+    run: async (sql, params) => this.#accountsStatement(sql).run(...params).changes,
+    all: async <T>(sql: string, params: unknown[]) => this.#accountsStatement(sql).all(...params) as T[]
+  })
+
+  readonly #accountsStatements = new Map<string, Database.Statement>()
+
+  /** A prepared statement of accounts.ts's SQL (a handful, prepared once each). */
+  #accountsStatement (sql: string): Database.Statement {
+    let st = this.#accountsStatements.get(sql)
+    if (st === undefined) {
+      st = this.#open().prepare(sql.replace(/\{(users|sessions)\}/g, '$1'))
+      this.#accountsStatements.set(sql, st)
+    }
+    return st
+  }
 
   constructor (options: SqliteStoreOptions) {
     if (options === null || typeof options !== 'object' || typeof options.path !== 'string' || options.path === '') {
@@ -259,10 +296,11 @@ export class SqliteStore implements Store {
     if (this.#stmts !== null) return this.#stmts
     try {
       this.#stmts = {
-        insertKey: db.prepare('INSERT INTO api_keys (id, tenant, permissions, quota, secret_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)'),
+        insertKey: db.prepare('INSERT INTO api_keys (id, tenant, permissions, quota, secret_hash, created_at, rate_limit, expires_at, allowed_cidrs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)'),
         listKeys: db.prepare('SELECT * FROM api_keys ORDER BY created_at, id'),
         keyById: db.prepare('SELECT * FROM api_keys WHERE id = ?'),
         revokeKey: db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL'),
+        touchKey: db.prepare('UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)'),
         countKeys: db.prepare('SELECT count(*) AS n FROM api_keys').pluck(),
         // The next item id: one above the highest part's last item. It can only reuse ids of parts purged from the
         // top, with their requests; ids still increase with insertion among what exists.
@@ -406,8 +444,9 @@ export class SqliteStore implements Store {
     for (let attempt = 1; ; attempt++) {
       const { id, key, secretHash } = generateKey()
       try {
-        s.insertKey.run(id, valid.tenant, JSON.stringify(valid.permissions), valid.quota, secretHash, createdAt)
-        return { key, record: { id, tenant: valid.tenant, permissions: valid.permissions, quota: valid.quota, createdAt, revokedAt: null } }
+        s.insertKey.run(id, valid.tenant, JSON.stringify(valid.permissions), valid.quota, secretHash, createdAt, valid.rateLimit, valid.expiresAt,
+          valid.allowedCidrs === null ? null : JSON.stringify(valid.allowedCidrs))
+        return { key, record: newKeyRecord(id, valid, createdAt) }
       } catch (err) {
         const code = (err as { code?: unknown }).code
         if (code !== 'SQLITE_CONSTRAINT_PRIMARYKEY' || attempt >= kMaxKeyIdAttempts) throw wrap(err)
@@ -436,6 +475,16 @@ export class SqliteStore implements Store {
     }
   }
 
+  /** Records a successful use of a key (never moves last_used_at back). */
+  async touchKey (id: string, at: string): Promise<void> {
+    const s = this.#statements()
+    try {
+      s.touchKey.run(at, id, at)
+    } catch (err) {
+      throw wrap(err)
+    }
+  }
+
   /** The active key matching `presented`, or null. */
   async verifyKey (presented: string): Promise<ApiKeyRecord | null> {
     const s = this.#statements()
@@ -449,7 +498,7 @@ export class SqliteStore implements Store {
       throw wrap(err)
     }
     const ok = secretMatches(row?.secret_hash ?? null, parsed.secret)
-    if (!ok || row === undefined || row.revoked_at !== null) return null
+    if (!ok || row === undefined || row.revoked_at !== null || expired(row.expires_at)) return null
     return toKeyRecord(row)
   }
 

@@ -17,6 +17,14 @@ export interface ApiKeyRecord {
   createdAt: string
   /** ISO 8601 when revoked, else null. */
   revokedAt: string | null
+  /** Requests per minute (short-window rate limit); null means the operator's default. */
+  rateLimit: number | null
+  /** ISO 8601 after which the key is refused, or null for never. */
+  expiresAt: string | null
+  /** Networks (CIDR) the key may be used from, or null for anywhere. */
+  allowedCidrs: string[] | null
+  /** ISO 8601 of the last successful authentication (updated at most once a minute), or null. */
+  lastUsedAt: string | null
 }
 
 /** Options for a new key. */
@@ -25,6 +33,12 @@ export interface CreateKeyOptions {
   permissions: string[]
   /** Indicators per UTC day; null or omitted means unlimited. */
   quota?: number | null
+  /** Requests per minute; null or omitted means the operator's default (none unless configured). */
+  rateLimit?: number | null
+  /** ISO 8601 date-time in the future; null or omitted means the key does not expire. */
+  expiresAt?: string | null
+  /** CIDR blocks or addresses the key may be used from; null or omitted means anywhere. */
+  allowedCidrs?: string[] | null
 }
 
 /** A freshly created key: `key` is the only copy of the secret and is never stored. */
@@ -52,11 +66,14 @@ export interface UsageReport {
 import type { HistoryRow } from '../history/rows.ts'
 import type { HistoryPart } from '../history/block.ts'
 import type { HistoryRecord, SearchFilters, SearchPage } from '../history/types.ts'
+import type { Accounts } from './accounts.ts'
 
 export type { HistoryIndicator, HistoryRecord, HistorySource, SearchFilters, SearchPage } from '../history/types.ts'
 
 /** Persistence of keys, history and usage counters. */
 export interface Store {
+  /** Dashboard users and sessions. */
+  readonly accounts: Accounts
   /** Creates or upgrades the schema; safe to run concurrently from several processes. */
   migrate (): Promise<void>
   /** Creates a key; throws INVALID_KEY_OPTIONS for an unknown permission, a bad tenant or a bad quota. */
@@ -65,7 +82,9 @@ export interface Store {
   listKeys (): Promise<ApiKeyRecord[]>
   /** Revokes an active key: true when this call revoked it, false for an unknown or already revoked id. */
   revokeKey (id: string): Promise<boolean>
-  /** The record of an active key matching the presented key string, or null (unknown, revoked, wrong secret, malformed). */
+  /** Records a successful use of a key at `at` (ISO 8601); the service calls it at most once a minute per key. */
+  touchKey (id: string, at: string): Promise<void>
+  /** The record of an active key matching the presented key string, or null (unknown, revoked, expired, wrong secret, malformed). */
   verifyKey (presented: string): Promise<ApiKeyRecord | null>
   /** Number of keys ever created (revoked ones included). */
   countKeys (): Promise<number>
@@ -77,7 +96,7 @@ export interface Store {
    */
   writeHistoryRows (rows: readonly HistoryRow[]): Promise<void>
   /**
-   * The same for items as the scoring workers encoded them (history-block.ts): the history writer's hot path. SQLite
+   * The same for items as the scoring workers encoded them (history/block.ts): the history writer's hot path. SQLite
    * stores the parts as they are; PostgreSQL expands them into its rows.
    */
   writeHistoryParts (parts: readonly HistoryPart[]): Promise<void>

@@ -129,7 +129,7 @@ test('reloading in a loop while bulks with a quota are admitted answers every re
   }
   const clients = [0, 1, 2, 3].map(async (c) => await client(c))
   let reloads = 0
-  for (; reloads < 8; reloads++) await svc.intel.reload()
+  for (; reloads < 4; reloads++) await svc.intel.reload()
   state.stop = true
   await Promise.all(clients)
   const answered = [...statuses.values()].reduce((a, b) => a + b, 0)

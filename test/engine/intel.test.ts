@@ -4,11 +4,11 @@
  */
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { copyFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { describe, test, type TestContext } from 'node:test'
+import { basename, join } from 'node:path'
+import { after, describe, test, type TestContext } from 'node:test'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { Worker } from 'node:worker_threads'
 import { mixedCorpus } from '../../bench/corpus.ts'
@@ -352,6 +352,26 @@ describe('lookups', () => {
 })
 
 describe('disk cache', () => {
+  // One cold compile of the sample feeds into a cache dir of the describe's own, shared by its tests (each compile of
+  // the built-in sources costs seconds); the tests that corrupt the file or add a feed set work on copies.
+  let shared: Promise<{ dir: string, cold: Awaited<ReturnType<typeof loadSnapshot>> }> | null = null
+  const compiledOnce = async (): Promise<{ dir: string, cold: Awaited<ReturnType<typeof loadSnapshot>> }> => {
+    shared ??= (async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'ioc-verdict-intel-'))
+      return { dir, cold: await loadSnapshot({ feeds: await loadManifest(kSampleManifest), cacheDir: dir }) }
+    })()
+    return await shared
+  }
+  after(async () => { if (shared !== null) await rm((await shared).dir, { recursive: true, force: true }) })
+  /** A private cache dir holding a copy of the shared cold compile's file. */
+  const copyOfCompiled = async (t: TestContext): Promise<{ dir: string, path: string }> => {
+    const { cold } = await compiledOnce()
+    const dir = await tempDir(t)
+    const path = join(dir, basename(cold.path as string))
+    await copyFile(cold.path as string, path)
+    return { dir, path }
+  }
+
   test('a snapshot file encodes and decodes to the same header and bytes', async () => {
     const data = await sampleSnapshotData()
     const back = decodeSnapshotFile(encodeSnapshotFile(data))
@@ -366,10 +386,9 @@ describe('disk cache', () => {
     assert.throws(() => decodeSnapshotFile(file.subarray(0, file.length - 1024)), /truncated/)
   })
 
-  test('a snapshot loaded back from the cache is warm and gives identical verdicts', async (t) => {
-    const dir = await tempDir(t)
+  test('a snapshot loaded back from the cache is warm and gives identical verdicts', async () => {
+    const { dir, cold } = await compiledOnce()
     const feeds = await loadManifest(kSampleManifest)
-    const cold = await loadSnapshot({ feeds, cacheDir: dir })
     assert.equal(cold.warm, false)
     assert.ok(cold.path !== null && cold.path.startsWith(dir))
     const warm = await loadSnapshot({ feeds, cacheDir: dir })
@@ -382,26 +401,27 @@ describe('disk cache', () => {
   })
 
   test('a corrupt cache file is ignored and replaced by a fresh compile', async (t) => {
-    const dir = await tempDir(t)
+    const { dir, path } = await copyOfCompiled(t)
+    const first = (await compiledOnce()).cold
     const feeds = await loadManifest(kSampleManifest)
-    const first = await loadSnapshot({ feeds, cacheDir: dir })
-    assert.ok(first.path !== null)
-    const file = await readFile(first.path)
+    const file = await readFile(path)
     // Same magic and header, body cut short: what a crash mid-write would leave without the atomic rename.
-    await writeFile(first.path, file.subarray(0, file.length >> 1))
+    await writeFile(path, file.subarray(0, file.length >> 1))
     const second = await loadSnapshot({ feeds, cacheDir: dir })
     assert.equal(second.warm, false)
+    assert.equal(second.path, path)
     assert.equal(second.data.header.inputKey, first.data.header.inputKey)
     assert.ok(Buffer.from(second.data.buffer).equals(Buffer.from(first.data.buffer)))
-    await writeFile(first.path, 'garbage')
+    await writeFile(path, 'garbage')
     assert.equal((await loadSnapshot({ feeds, cacheDir: dir })).warm, false)
     assert.equal((await loadSnapshot({ feeds, cacheDir: dir })).warm, true, 'the recompiled snapshot was written back')
   })
 
   test('a different feed set has a different cache key and never reads another set\'s file', async (t) => {
-    const dir = await tempDir(t)
+    const { dir } = await copyOfCompiled(t)
     const feeds = await loadManifest(kSampleManifest)
     const all = await loadSnapshot({ feeds, cacheDir: dir })
+    assert.equal(all.warm, true)
     const fewer = await loadSnapshot({ feeds: feeds.slice(0, 3), cacheDir: dir })
     assert.equal(fewer.warm, false)
     assert.notEqual(fewer.data.header.inputKey, all.data.header.inputKey)

@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
-import { build } from '../helper.ts'
+import { build, buildForFile } from '../helper.ts'
 import { dbPathOf, keyParts, readDocs, readHistory, today, type StoredRow } from '../fixtures/read-history.ts'
 
 const kBulk = '/api/v2/ioc/verdict/bulk'
@@ -18,6 +18,20 @@ interface Headers { [k: string]: string }
 
 function rowsOf (rows: StoredRow[], requestId: string): StoredRow[] {
   return rows.filter((r) => r.record.request_id === requestId)
+}
+
+/** One service for the tests that read only the rows of a key of their own (the others count every row). */
+const shared = buildForFile()
+
+/** A key with every permission for a tenant of its own, on the shared service. */
+async function ownKey (tenant: string): Promise<string> {
+  return await shared.makeKey(['verdict', 'verdict_bulk', 'mgmt', 'admin'], { tenant })
+}
+
+/** The rows of one key, in id order. */
+function rowsOfKey (dataDir: string, key: string): StoredRow[] {
+  const id = keyParts(key).id
+  return readHistory(dataDir).filter((r) => r.record.apikey === id)
 }
 
 test('a mixed run logs one row per answered indicator, counts usage per row, and leaves no trace of requests rejected as a whole', async (t) => {
@@ -121,14 +135,15 @@ test('a mixed run logs one row per answered indicator, counts usage per row, and
   assert.equal(noQuotaUsage.json().key.remaining, 0)
 })
 
-test('a single history record holds the request id, key id, tenant, normalized log-only fields and the verdict it answered', async (t) => {
-  const b = await build(t)
+test('a single history record holds the request id, key id, tenant, normalized log-only fields and the verdict it answered', async () => {
+  const b = shared
+  const key = await ownKey('rec-single-t')
   const before = new Date().toISOString()
   const source = { channel: 'siem', product: 'splunk', integration_id: 'rule-7', event_type: 'alert', severity_hint: 'high' }
   const res = await b.app.inject({
     method: 'POST',
     url: kSingle,
-    headers: { 'x-api-key': b.key, 'x-request-id': 'rec-single' },
+    headers: { 'x-api-key': key, 'x-request-id': 'rec-single' },
     payload: {
       indicator: { type: 'domain', value: 'Example[.]COM', action_taken: 'block', action_source: '  Palo-Alto FW  ' },
       source,
@@ -143,15 +158,15 @@ test('a single history record holds the request id, key id, tenant, normalized l
   await b.history.flush()
   const after = new Date().toISOString()
 
-  const [row, ...more] = readHistory(b.config.dataDir)
+  const [row, ...more] = rowsOfKey(b.config.dataDir, key)
   assert.equal(more.length, 0)
   const r = row!.record
   assert.equal(r.request_id, 'rec-single')
   assert.equal(r.bulk_request_id, null)
   assert.equal(r.http_status, 200)
   assert.equal(r.auth_type, 'api_key')
-  assert.equal(r.tenant, 't1')
-  assert.equal(r.apikey, keyParts(b.key).id)
+  assert.equal(r.tenant, 'rec-single-t')
+  assert.equal(r.apikey, keyParts(key).id)
   assert.equal(r.user_id, null)
   assert.ok(r.date >= before && r.date <= after, 'date is when the request was answered')
   assert.match(r.date, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
@@ -179,25 +194,27 @@ test('a single history record holds the request id, key id, tenant, normalized l
   }
 })
 
-test('a single call takes action fields from the request when the indicator has none, and the indicator\'s win', async (t) => {
-  const b = await build(t)
+test('a single call takes action fields from the request when the indicator has none, and the indicator\'s win', async () => {
+  const b = shared
+  const key = await ownKey('actions-t')
   const send = async (id: string, payload: object): Promise<void> => {
-    const res = await b.app.inject({ method: 'POST', url: kSingle, headers: { 'x-api-key': b.key, 'x-request-id': id }, payload })
+    const res = await b.app.inject({ method: 'POST', url: kSingle, headers: { 'x-api-key': key, 'x-request-id': id }, payload })
     assert.equal(res.statusCode, 200)
   }
   await send('top', { indicator: { value: '198.51.100.1' }, action_taken: 'allow', action_source: ' TopLevel ' })
   await send('both', { indicator: { value: '198.51.100.1', action_taken: 'block', action_source: 'Inner' }, action_taken: 'allow', action_source: 'outer' })
   await send('empty', { indicator: { value: '198.51.100.1', action_taken: '', action_source: '   ' } })
   await b.history.flush()
-  const rows = readHistory(b.config.dataDir)
+  const rows = rowsOfKey(b.config.dataDir, key)
   const by = (id: string): [unknown, unknown] => { const r = rowsOf(rows, id)[0]!.record; return [r.action_taken, r.action_source] }
   assert.deepEqual(by('top'), ['allow', 'toplevel'])
   assert.deepEqual(by('both'), ['block', 'inner'])
   assert.deepEqual(by('empty'), [null, null], 'empty means not provided')
 })
 
-test('bulk history records carry the bulk_request_id, the shared parameters and each item\'s log-only fields', async (t) => {
-  const b = await build(t)
+test('bulk history records carry the bulk_request_id, the shared parameters and each item\'s log-only fields', async () => {
+  const b = shared
+  const key = await ownKey('rec-bulk-t')
   const source = { channel: 'soar', product: 'xsoar', integration_id: 'pb-12', event_type: 'enrich', severity_hint: 'low' }
   const indicators = [
     { type: 'ip', value: '198.51.100.23', action_taken: 'allow', action_source: ' EDR ' },
@@ -209,20 +226,20 @@ test('bulk history records carry the bulk_request_id, the shared parameters and 
   const res = await b.app.inject({
     method: 'POST',
     url: kBulk,
-    headers: { 'x-api-key': b.key, 'x-request-id': 'rec-bulk' },
+    headers: { 'x-api-key': key, 'x-request-id': 'rec-bulk' },
     payload: { indicators, source, signal_details: 'top', evidence_details: 'full', scoring_version: 'no-such-version', query_type: 'enrichment', project_id: 'p-1', project_name: 'Project One' }
   })
   assert.equal(res.statusCode, 200)
   const body = res.json()
   await b.history.flush()
-  const rows = readHistory(b.config.dataDir).map((r) => r.record)
+  const rows = rowsOfKey(b.config.dataDir, key).map((r) => r.record)
   assert.equal(rows.length, indicators.length)
   for (const r of rows) {
     assert.equal(r.request_id, 'rec-bulk')
     assert.equal(r.bulk_request_id, body.meta.bulk_request_id)
     assert.equal(r.http_status, 200)
-    assert.equal(r.tenant, 't1')
-    assert.equal(r.apikey, keyParts(b.key).id)
+    assert.equal(r.tenant, 'rec-bulk-t')
+    assert.equal(r.apikey, keyParts(key).id)
     assert.deepEqual(r.source, source)
     assert.equal(r.scoring_version, 'no-such-version', 'recorded as sent')
     assert.equal(r.query_type, 'enrichment')

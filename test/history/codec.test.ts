@@ -1,13 +1,22 @@
 /**
- * History records between threads (src/pool/history-codec.ts): what a scoring worker encodes, the writer expands into
+ * History records between threads (src/history/codec.ts, block.ts): what a scoring worker encodes, the writer expands into
  * rows whose stored JSON is exactly the envelope plus the item, for any text the caller sent.
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { historyRows, HistoryItems, itemTail, kInvalidVerdictMembers } from '../../src/history/codec.ts'
+import { historyParts, HistoryItems } from '../../src/history/codec.ts'
+import { partRows, type HistoryPart } from '../../src/history/block.ts'
+import { itemTail, kInvalidVerdictMembers } from '../../src/history/record.ts'
 import { itemFragment } from '../fixtures/history-record.ts'
 import type { HistoryEnvelope } from '../../src/history/types.ts'
 import { recordJson, type HistoryRow } from '../../src/history/rows.ts'
+
+/** One request's envelope and encoded parts as store rows: the writer's parts, expanded as the row stores do. */
+function historyRows (envelope: HistoryEnvelope, parts: Uint8Array[], out: HistoryRow[]): void {
+  const p: HistoryPart[] = []
+  historyParts(envelope, parts, p)
+  partRows(p, out)
+}
 
 const kEnvelope: HistoryEnvelope = {
   date: '2026-11-21T10:00:00.000Z',

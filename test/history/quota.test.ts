@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { secondsUntilNextUtcMidnight } from '../../src/store/index.ts'
-import { build, type Built } from '../helper.ts'
+import { buildForFile, type Built } from '../helper.ts'
 import { keyParts, readHistory, today } from '../fixtures/read-history.ts'
 
 interface Answer { status: number, code?: string, retryAfter?: string | undefined }
@@ -45,14 +45,17 @@ function assertRefused (a: Answer, before: number, after: number): void {
   assert.ok(s <= before && s >= after, `Retry-After ${s} is the time to the next UTC midnight`)
 }
 
+/** One service for the file: each test uses keys of its own, and the per-key test a tenant of its own. */
+const svc = buildForFile()
+
 async function refusedNow (send: () => Promise<Answer>): Promise<void> {
   const before = secondsUntilNextUtcMidnight(Date.now())
   const a = await send()
   assertRefused(a, before, secondsUntilNextUtcMidnight(Date.now()))
 }
 
-test('a quota of 5 admits five single calls and refuses the sixth without counting it', async (t) => {
-  const b = await build(t)
+test('a quota of 5 admits five single calls and refuses the sixth without counting it', async () => {
+  const b = svc
   const key = await b.makeKey(['verdict', 'verdict_bulk'], { quota: 5 })
   for (let i = 0; i < 4; i++) assert.equal((await single(b, key)).status, 200)
   // An invalid indicator is answered (400, logged), so it counts like any other.
@@ -62,16 +65,16 @@ test('a quota of 5 admits five single calls and refuses the sixth without counti
   assert.deepEqual(await used(b, key), { endpoint: 5, remaining: 0, rows: 5, counter: 5 })
 })
 
-test('a bulk of exactly the quota is admitted, and nothing more fits after it', async (t) => {
-  const b = await build(t)
+test('a bulk of exactly the quota is admitted, and nothing more fits after it', async () => {
+  const b = svc
   const key = await b.makeKey(['verdict', 'verdict_bulk'], { quota: 5 })
   assert.equal((await bulk(b, key, 5)).status, 200)
   await refusedNow(() => single(b, key))
   assert.deepEqual(await used(b, key), { endpoint: 5, remaining: 0, rows: 5, counter: 5 })
 })
 
-test('a bulk larger than a fresh quota is refused whole and counts nothing', async (t) => {
-  const b = await build(t)
+test('a bulk larger than a fresh quota is refused whole and counts nothing', async () => {
+  const b = svc
   const key = await b.makeKey(['verdict', 'verdict_bulk'], { quota: 5 })
   await refusedNow(() => bulk(b, key, 6))
   assert.deepEqual(await used(b, key), { endpoint: 0, remaining: 5, rows: 0, counter: 0 })
@@ -80,8 +83,8 @@ test('a bulk larger than a fresh quota is refused whole and counts nothing', asy
   assert.deepEqual(await used(b, key), { endpoint: 5, remaining: 0, rows: 5, counter: 5 })
 })
 
-test('after a bulk of 3 on a quota of 5, a bulk of 3 is refused and a bulk of 2 admitted', async (t) => {
-  const b = await build(t)
+test('after a bulk of 3 on a quota of 5, a bulk of 3 is refused and a bulk of 2 admitted', async () => {
+  const b = svc
   const key = await b.makeKey(['verdict', 'verdict_bulk'], { quota: 5 })
   assert.equal((await bulk(b, key, 3)).status, 200)
   assert.deepEqual(await used(b, key), { endpoint: 3, remaining: 2, rows: 3, counter: 3 })
@@ -91,8 +94,8 @@ test('after a bulk of 3 on a quota of 5, a bulk of 3 is refused and a bulk of 2 
   assert.deepEqual(await used(b, key), { endpoint: 5, remaining: 0, rows: 5, counter: 5 })
 })
 
-test('requests rejected as a whole do not use quota', async (t) => {
-  const b = await build(t)
+test('requests rejected as a whole (schema, media type, bad JSON, limits, quota) are neither logged nor use quota', async () => {
+  const b = svc
   const key = await b.makeKey(['verdict', 'verdict_bulk'], { quota: 2 })
   const reject = async (url: string, payload: object, code: string): Promise<void> => {
     const res = await b.app.inject({ method: 'POST', url, headers: { 'x-api-key': key }, payload })
@@ -103,6 +106,15 @@ test('requests rejected as a whole do not use quota', async (t) => {
   await reject('/api/v2/ioc/verdict/bulk', { indicators: [{ value: '1.1.1.1', action_source: 'x'.repeat(65) }] }, 'INVALID_ACTION_SOURCE')
   await reject('/api/v2/ioc/verdict/bulk', { indicators: Array.from({ length: 10_001 }, () => ({ value: '1.1.1.1' })) }, 'TOO_MANY_INDICATORS')
   await reject('/api/v2/ioc/verdict/bulk', { indicators: 'nope' }, 'INVALID_REQUEST')
+  await reject('/api/v2/ioc/verdict', { indicator: { value: '1.1.1.1' }, extra: 1 }, 'INVALID_REQUEST')
+  const raw = async (type: string, payload: string, status: number, code: string): Promise<void> => {
+    const res = await b.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict', headers: { 'x-api-key': key, 'content-type': type }, payload })
+    assert.equal(res.statusCode, status)
+    assert.equal(res.json().code, code)
+  }
+  await raw('text/plain', '1.1.1.1', 415, 'UNSUPPORTED_MEDIA_TYPE')
+  await raw('application/json', '{bad', 400, 'INVALID_REQUEST')
+  await refusedNow(() => bulk(b, key, 3)) // over the quota of 2
   const empty = await b.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict/bulk', headers: { 'x-api-key': key }, payload: { indicators: [] } })
   assert.equal(empty.statusCode, 200, 'an empty bulk is answered and uses nothing')
   assert.deepEqual(await used(b, key), { endpoint: 0, remaining: 2, rows: 0, counter: 0 })
@@ -110,14 +122,14 @@ test('requests rejected as a whole do not use quota', async (t) => {
   await refusedNow(() => single(b, key))
 })
 
-test('quotas are per key: one key running out leaves another key of the tenant untouched', async (t) => {
-  const b = await build(t)
-  const a = await b.makeKey(['verdict', 'verdict_bulk'], { quota: 1 })
-  const c = await b.makeKey(['verdict', 'verdict_bulk'], { quota: 1 })
+test('quotas are per key: one key running out leaves another key of the tenant untouched', async () => {
+  const b = svc
+  const a = await b.makeKey(['verdict', 'verdict_bulk'], { tenant: 'per-key', quota: 1 })
+  const c = await b.makeKey(['verdict', 'verdict_bulk'], { tenant: 'per-key', quota: 1 })
   assert.equal((await single(b, a)).status, 200)
   await refusedNow(() => single(b, a))
   assert.equal((await single(b, c)).status, 200)
   await b.history.flush()
-  const usage = await b.store.usage('t1', null, today())
+  const usage = await b.store.usage('per-key', null, today())
   assert.equal(usage.total, 2)
 })

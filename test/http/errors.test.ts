@@ -242,25 +242,7 @@ test('an unknown top-level, indicator or item key gives 400 INVALID_REQUEST', as
   }
 })
 
-test('rejected requests are neither logged nor counted', async () => {
-  const key = await svc.makeKey(['verdict', 'verdict_bulk'], { tenant: 'rejected-only', quota: 100 })
-  const h = { 'x-api-key': key }
-  await post(kSingle, { indicator: { value: '1.2.3.4' }, extra: 1 }, h)
-  await post(kSingle, { indicator: { value: '1.2.3.4', action_source: 'b'.repeat(70) } }, h)
-  await post(kBulk, { indicators: [{ value: '1.2.3.4', action_source: 'b'.repeat(70) }] }, h)
-  await post(kSingle, 'x', { ...h, 'content-type': 'text/plain' })
-  await post(kSingle, '{bad', { ...h, 'content-type': 'application/json' })
-  await post(kBulk, { indicators: Array.from({ length: 150 }, () => ({ value: '1.2.3.4' })) }, h) // over the quota of 100
-  await svc.history.flush()
-  const page = await svc.store.searchHistory('rejected-only', {}, 100, null)
-  assert.deepEqual(page.results, [])
-  const usage = await svc.store.usage('rejected-only', null, new Date().toISOString().slice(0, 10))
-  assert.equal(usage.total, 0)
-  const ok = await post(kBulk, { indicators: Array.from({ length: 100 }, () => ({ value: '1.2.3.4' })) }, h)
-  assert.equal(ok.statusCode, 200, 'the quota was not consumed by rejected requests')
-})
-
-test('the retired POST /api/v2/ioc/history is 404 with and without a key and with any body, naming its replacement', async () => {
+test('the retired POST /api/v2/ioc/history is 404 with and without a key (any permission) and with any body, naming its replacement', async () => {
   const variants: InjectOptions[] = [
     { method: 'POST', url: '/api/v2/ioc/history' },
     { method: 'POST', url: '/api/v2/ioc/history', headers: { 'x-api-key': svc.key }, payload: { date_gte: '2026-01-01T00:00:00Z', indicator_type: 'ip' } },
@@ -270,7 +252,11 @@ test('the retired POST /api/v2/ioc/history is 404 with and without a key and wit
     { method: 'POST', url: '/api/v2/ioc/history', headers: { 'content-type': 'text/plain' }, payload: 'hello' },
     { method: 'POST', url: '/api/v2/ioc/history', headers: { 'content-type': 'application/msgpack' }, payload: Buffer.from([0xc1, 0x00]) },
     { method: 'POST', url: '/api/v2/ioc/history', headers: { 'content-type': 'application/json' }, payload: JSON.stringify({ pad: 'x'.repeat(kBodyLimit * 4) }) },
-    { method: 'POST', url: '/api/v2/ioc/history?limit=10', headers: { 'x-api-key': svc.key }, payload: { '{"__proto__"': 1 } }
+    { method: 'POST', url: '/api/v2/ioc/history?limit=10', headers: { 'x-api-key': svc.key }, payload: { '{"__proto__"': 1 } },
+    { method: 'POST', url: '/api/v2/ioc/history', headers: { 'x-api-key': await svc.makeKey(['mgmt']) }, payload: { date_gte: '2026-01-01T00:00:00Z', bulk_request_id: 'x', label: 'y' } },
+    { method: 'POST', url: '/api/v2/ioc/history', headers: { 'x-api-key': svc.key }, payload: { results: [] } },
+    { method: 'POST', url: '/api/v2/ioc/history', headers: { 'x-api-key': svc.key, 'content-type': 'application/msgpack' }, payload: Buffer.from([0x82, 0xa1]) },
+    { method: 'POST', url: '/api/v2/ioc/history', headers: { 'x-api-key': svc.key, 'content-type': 'application/xml' }, payload: '<history/>' }
   ]
   for (const v of variants) {
     const res = await inject(v)

@@ -1,6 +1,6 @@
 /**
- * GET /api/v2/ioc/health (spec 4.3; API.md "Health") and the retired POST /api/v2/ioc/history (spec 4.4) with its
- * replacement, through app.inject.
+ * GET /api/v2/ioc/health (spec 4.3; API.md "Health") and the replacement of the retired POST /api/v2/ioc/history
+ * (spec 4.4; its 404 is in errors.test.ts), through app.inject.
  */
 import assert from 'node:assert/strict'
 import { tmpdir } from 'node:os'
@@ -10,7 +10,6 @@ import { buildForFile, kTestIntelCache } from '../helper.ts'
 const svc = buildForFile()
 
 const kHealth = '/api/v2/ioc/health'
-const kReplacement = 'GET /api/v2/mgmt/enrich-logs/search-history'
 
 test('health answers 200 with status ok and its checks, without authentication', async () => {
   const res = await svc.app.inject({ method: 'GET', url: kHealth })
@@ -64,35 +63,4 @@ test('a verdict query is visible in the replacement search-history with the same
   assert.ok(!res.body.includes(key))
   const other = await svc.app.inject({ method: 'GET', url: '/api/v2/mgmt/enrich-logs/search-history?indicator_value=192.0.2.44', headers: { 'x-api-key': svc.key } })
   assert.deepEqual(other.json().results, [], 'another tenant sees nothing')
-})
-
-test('the retired POST /api/v2/ioc/history is 404 whatever the key or body, and names the replacement', async () => {
-  const bodies = [undefined, {}, { date_gte: '2026-01-01T00:00:00Z', bulk_request_id: 'x', label: 'y' }, { results: [] }]
-  for (const key of [undefined, svc.key, await svc.makeKey(['mgmt']), 'unknown-key']) {
-    for (const payload of bodies) {
-      const headers: Record<string, string> = key === undefined ? {} : { 'x-api-key': key }
-      const res = await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/history', headers, ...(payload === undefined ? {} : { payload }) })
-      assert.equal(res.statusCode, 404)
-      const body = res.json()
-      assert.deepEqual(Object.keys(body).sort(), ['code', 'error', 'message', 'statusCode'])
-      assert.equal(body.statusCode, 404)
-      assert.equal(body.error, 'Not Found')
-      assert.ok(body.message.includes(kReplacement), body.message)
-    }
-  }
-})
-
-test('the retired history route is 404 even for bodies the service could not parse', async () => {
-  const cases: Array<[string, string | Buffer]> = [
-    ['text/plain', 'hello'],
-    ['application/json', '{"oops"'],
-    ['application/json', ''],
-    ['application/msgpack', Buffer.from([0x82, 0xa1])],
-    ['application/xml', '<history/>']
-  ]
-  for (const [type, payload] of cases) {
-    const res = await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/history', headers: { 'content-type': type, 'x-api-key': svc.key }, payload })
-    assert.equal(res.statusCode, 404, `${type}: ${res.body}`)
-    assert.ok(res.json().message.includes(kReplacement))
-  }
 })

@@ -19,6 +19,8 @@ const cases: Case[] = [
   ['a closed pool', new errors.PoolClosedError(), { status: 503, code: 'OVERLOADED' }],
   ['an unavailable store', new errors.StoreError('STORE_UNAVAILABLE', 'down'), { status: 503, code: 'OVERLOADED' }],
   ['an unavailable quota counter', new errors.StoreError('QUOTA_UNAVAILABLE', 'down'), { status: 503, code: 'OVERLOADED' }],
+  ['bad key options', new errors.StoreError('INVALID_KEY_OPTIONS', 'quota must be a non-negative integer'), { status: 400, code: 'INVALID_REQUEST' }],
+  ['bad user options', new errors.StoreError('INVALID_USER_OPTIONS', 'password too short'), { status: 400, code: 'INVALID_REQUEST' }],
   ['a store-level bad filter', new errors.StoreError('INVALID_REQUEST', 'limit must be an integer'), { status: 400, code: 'INVALID_REQUEST' }],
   ['a store error with an internal code', new errors.StoreError('STORE_ERROR', 'secret detail'), { status: 500, code: 'INTERNAL_ERROR' }],
   ['a plain Error', new Error('boom at /srv/app.ts:1'), { status: 500, code: 'INTERNAL_ERROR' }],
@@ -28,7 +30,8 @@ const cases: Case[] = [
     [errors.TooManyIndicatorsError, 400], [errors.PayloadTooLargeError, 413], [errors.UnsupportedMediaTypeError, 415],
     [errors.NotAcceptableError, 406], [errors.NotFoundError, 404], [errors.MissingApiKeyError, 401],
     [errors.InvalidApiKeyError, 401], [errors.PermissionDeniedError, 403], [errors.QuotaExceededError, 429],
-    [errors.OverloadedError, 503], [errors.ScoringFailedError, 503]
+    [errors.OverloadedError, 503], [errors.ScoringFailedError, 503], [errors.KeyInQueryError, 401], [errors.AddressNotAllowedError, 403],
+    [errors.RateLimitedError, 429], [errors.SessionExpiredError, 401], [errors.InvalidCredentialsError, 401], [errors.CsrfError, 403]
   ] as const).map(([E, status]): Case => {
     const e = new E('m')
     return [`public code ${e.code}`, e, { status, code: e.code }]

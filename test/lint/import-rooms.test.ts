@@ -30,6 +30,7 @@ const backArrows: Array<[string, string]> = [
   ['src/pool/score-chunk.ts', '../bulk/chunk.ts'],
   ['src/bulk/chunk.ts', '../http/schemas.ts'],
   ['src/http/auth.ts', '../app.ts'],
+  ['src/http/routes-verdict.ts', '../cli/score-file.ts'],
   ['workers/scoring.ts', '../src/http/content.ts']
 ]
 

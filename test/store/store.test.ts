@@ -168,7 +168,16 @@ for (const backend of storeBackends) {
       assert.match(key, /^iocv_[a-z2-7]{12}_[A-Za-z0-9_-]{43}$/)
       assert.equal(key.slice(5, 17), record.id)
       assert.deepEqual({ ...record, id: '', createdAt: '' }, {
-        id: '', tenant: 'acme', permissions: ['verdict', 'verdict_bulk'], quota: 1000, createdAt: '', revokedAt: null
+        id: '',
+        tenant: 'acme',
+        permissions: ['verdict', 'verdict_bulk'],
+        quota: 1000,
+        createdAt: '',
+        revokedAt: null,
+        rateLimit: null,
+        expiresAt: null,
+        allowedCidrs: null,
+        lastUsedAt: null
       })
       assert.ok(!Number.isNaN(Date.parse(record.createdAt)))
       assert.deepEqual(await store.verifyKey(key), record)
@@ -176,6 +185,65 @@ for (const backend of storeBackends) {
       const listed = await store.listKeys()
       assert.deepEqual(listed.find((k) => k.id === record.id), record)
       assert.ok(!JSON.stringify(listed).includes(key.slice(18)), 'listKeys must not expose the secret')
+    })
+
+    await t.test('a key keeps its rate limit, expiry and networks; touchKey records the last use and never moves it back', async () => {
+      const { key, record } = await store.createKey({
+        tenant: 'acme', permissions: ['verdict'], rateLimit: 120, expiresAt: '2099-06-01T12:00:00+02:00', allowedCidrs: ['192.0.2.77/24', '2001:db8::1']
+      })
+      assert.deepEqual([record.rateLimit, record.expiresAt, record.allowedCidrs, record.lastUsedAt], [120, '2099-06-01T10:00:00.000Z', ['192.0.2.0/24', '2001:db8::1/128'], null])
+      assert.deepEqual(await store.verifyKey(key), record)
+      await store.touchKey(record.id, '2026-11-25T10:00:00.000Z')
+      await store.touchKey(record.id, '2026-11-25T09:00:00.000Z')
+      assert.equal((await store.listKeys()).find((k) => k.id === record.id)?.lastUsedAt, '2026-11-25T10:00:00.000Z')
+      for (const bad of [{ rateLimit: 0 }, { expiresAt: '2000-01-01T00:00:00Z' }, { expiresAt: 'soon' }, { allowedCidrs: ['10.0.0.0/33'] }, { allowedCidrs: [] }]) {
+        await assert.rejects(store.createKey({ tenant: 'acme', permissions: ['verdict'], ...bad }), { code: 'INVALID_KEY_OPTIONS' }, JSON.stringify(bad))
+      }
+    })
+
+    await t.test('a key past its expiry no longer verifies', async () => {
+      const { key } = await store.createKey({ tenant: 'acme', permissions: ['verdict'], expiresAt: new Date(Date.now() + 300).toISOString() })
+      assert.notEqual(await store.verifyKey(key), null)
+      await new Promise((resolve) => setTimeout(resolve, 350))
+      assert.equal(await store.verifyKey(key), null)
+    })
+
+    // ---- dashboard users and sessions
+
+    await t.test('a user signs in with the right password only, never by name alone, and the hash is never listed', async () => {
+      const user = await store.accounts.createUser({ tenant: 'acme', username: `ana-${seq++}`, role: 'analyst', password: 'correct horse battery' })
+      assert.deepEqual({ ...user, createdAt: '' }, { username: user.username, tenant: 'acme', role: 'analyst', createdAt: '', disabledAt: null })
+      assert.deepEqual(await store.accounts.verifyPassword(user.username, 'correct horse battery'), user)
+      assert.equal(await store.accounts.verifyPassword(user.username, 'correct horse batterY'), null)
+      assert.equal(await store.accounts.verifyPassword('nobody-here', 'correct horse battery'), null)
+      assert.ok(!JSON.stringify(await store.accounts.listUsers()).includes('scrypt'), 'no password hash in the list')
+      await assert.rejects(store.accounts.createUser({ tenant: 'acme', username: user.username, password: 'another long password' }), { code: 'INVALID_USER_OPTIONS' })
+      for (const bad of [{ username: 'Bad Name' }, { password: 'short' }, { role: 'root' }, { tenant: '' }]) {
+        await assert.rejects(store.accounts.createUser({ tenant: 'acme', username: `ok-${seq++}`, password: 'a long enough password', ...bad } as never), { code: 'INVALID_USER_OPTIONS' }, JSON.stringify(bad))
+      }
+    })
+
+    await t.test('a session lives until sign-out, its idle or absolute expiry, or its user being disabled', async () => {
+      const times = { idleMs: 60_000, absoluteMs: 3_600_000 }
+      const user = await store.accounts.createUser({ tenant: 'acme', username: `sam-${seq++}`, role: 'admin', password: 'correct horse battery' })
+      const { id, session } = await store.accounts.createSession(user, times)
+      assert.match(id, /^[A-Za-z0-9_-]{43}$/)
+      assert.deepEqual(await store.accounts.getSession(id, times), session)
+      assert.equal(session.role, 'admin')
+      assert.equal(await store.accounts.getSession(id.slice(0, -1) + (id.endsWith('A') ? 'B' : 'A'), times), null)
+      await store.accounts.deleteSession(id)
+      assert.equal(await store.accounts.getSession(id, times), null)
+      const idle = await store.accounts.createSession(user, { idleMs: 1, absoluteMs: 3_600_000 })
+      await new Promise((resolve) => setTimeout(resolve, 5))
+      assert.equal(await store.accounts.getSession(idle.id, { idleMs: 1, absoluteMs: 3_600_000 }), null, 'idle expiry')
+      const short = await store.accounts.createSession(user, { idleMs: 60_000, absoluteMs: 1 })
+      await new Promise((resolve) => setTimeout(resolve, 5))
+      assert.equal(await store.accounts.getSession(short.id, times), null, 'absolute expiry')
+      const live = await store.accounts.createSession(user, times)
+      assert.equal(await store.accounts.disableUser(user.username), true)
+      assert.equal(await store.accounts.getSession(live.id, times), null)
+      assert.equal(await store.accounts.verifyPassword(user.username, 'correct horse battery'), null)
+      assert.equal(await store.accounts.disableUser(user.username), false)
     })
 
     await t.test('permissions are deduplicated into canonical order and quota defaults to unlimited', async () => {

@@ -1,0 +1,86 @@
+/**
+ * The history record's JSON layout (API.md "History and its replacement"): the one module that spells out which
+ * members a record has, which half each belongs to, and how the halves are written and joined again.
+ *
+ * Glossary
+ *   record     the JSON object a search returns: the envelope's members, then the item's (recordJson)
+ *   envelope   the request half: every member shared by the records of one request (date, request_id, tenant, ...);
+ *              JSON object text. HistoryEnvelope (types.ts) is the record without kItemKeys, plus a count
+ *   item       the indicator half: kItemKeys' members in that order, as JSON members text without braces; also
+ *              called the fragment. item = `"indicator":<indicator>,<tail>` (recordFragment)
+ *   indicator  `{"type":..,"value":..,"normalized":..}` (indicatorJson), the value exactly as sent
+ *   tail       verdict members, then log-only members (itemTail): `"risk":..,"scores":..,"labels":[..],
+ *              "label_count":N,"action_taken":..,"action_source":..`; many items of a bulk share one tail
+ *   labels     the signals at the request's signal detail level, without evidence (labelsOf)
+ * Parts (block.ts) carry items of one request in bytes; the stores keep envelope and item as two texts and join them
+ * with recordJson. splitRecord is the same split for a whole record object (records written directly).
+ */
+import { kTopSignals, type Assessment } from '../engine/index.ts'
+import type { SignalDetails } from '../engine/types.ts'
+
+/** The members of a record's item half, in the order an item writes them. */
+export const kItemKeys = ['indicator', 'risk', 'scores', 'labels', 'label_count', 'action_taken', 'action_source'] as const
+/** A member of the item half. */
+export type ItemKey = typeof kItemKeys[number]
+const kItemKeySet: ReadonlySet<string> = new Set(kItemKeys)
+
+/** The indicator object of a record as JSON.stringify writes it, keys in this order. */
+export function indicatorJson (type: string | null, value: string | null, normalized: string | null): string {
+  return JSON.stringify({ type, value, normalized })
+}
+
+/** A record's item half: the indicator, then the tail. The one place that joins them (encoder and part reader). */
+export function recordFragment (indicator: string, tail: string): string {
+  return `"indicator":${indicator},${tail}`
+}
+
+/** The labels a record keeps of an assessment: its signals at the detail level, each without evidence. */
+export function labelsOf (a: Assessment | null, signalDetails: SignalDetails): Array<Record<string, unknown>> {
+  if (a === null || signalDetails === 'none') return []
+  const picked = signalDetails === 'top' ? a.signals.slice(0, kTopSignals) : a.signals
+  return picked.map((s) => ({ signal_id: s.signal_id, direction: s.direction, signal_group: s.signal_group, signal_subgroup: s.signal_subgroup, signal_name: s.signal_name, contribution: s.contribution }))
+}
+
+/** The verdict members of a tail, from the JSON texts of risk and scores and the labels. */
+export function verdictMembers (riskJson: string, scoresJson: string, labels: ReadonlyArray<Record<string, unknown>>): string {
+  return `"risk":${riskJson},"scores":${scoresJson},"labels":${labels.length === 0 ? '[]' : JSON.stringify(labels)},"label_count":${labels.length}`
+}
+
+/** Verdict members of a record for an invalid indicator. */
+export const kInvalidVerdictMembers = verdictMembers('null', 'null', [])
+
+/** The tail: verdict members, then the log-only members (items of a bulk share a few tails). */
+export function itemTail (verdict: string, actionTaken: string | null, actionSource: string | null): string {
+  return `${verdict},"action_taken":${jsonOrNull(actionTaken)},"action_source":${jsonOrNull(actionSource)}`
+}
+
+/** JSON text of a string or null (most items of a bulk carry no log-only fields). */
+function jsonOrNull (s: string | null): string {
+  return s === null ? 'null' : JSON.stringify(s)
+}
+
+/** The record's JSON text from its two halves. */
+export function recordJson (envelope: string, item: string): string {
+  return `${envelope.slice(0, -1)},${item}}`
+}
+
+/**
+ * The two halves of a record object: envelope (JSON object text) and item (JSON members text, no braces), members in
+ * the record's own order; `date` replaces the record's date. Throws when a half is not a JSON object (a toJSON() may
+ * turn a member into nothing).
+ */
+export function splitRecord (r: object, date: string): { envelope: string, item: string } {
+  const head: Record<string, unknown> = {}
+  const tail: Record<string, unknown> = {}
+  for (const key of Object.keys(r)) {
+    const value = key === 'date' ? date : (r as Record<string, unknown>)[key]
+    if (kItemKeySet.has(key)) tail[key] = value
+    else head[key] = value
+  }
+  const envelope = JSON.stringify(head)
+  const item = JSON.stringify(tail)
+  if (typeof envelope !== 'string' || typeof item !== 'string' || item.length < 3 || !envelope.endsWith('}')) {
+    throw new Error('record halves are not JSON objects')
+  }
+  return { envelope, item: item.slice(1, -1) }
+}

@@ -1,0 +1,80 @@
+/**
+ * Prometheus metrics at GET /metrics (prom-client), one registry per app. Request counts and latencies by route and
+ * status come from an onResponse hook; indicators and cache hits from the verdict orchestration (VerdictObserver);
+ * gauges (in-flight indicators, pool queue, history backlog and spool, snapshot age) are read when scraped, from the
+ * parts that own them, so a figure that lives in a worker thread is reported by the main thread that sees it.
+ */
+import type { FastifyInstance } from 'fastify'
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import type { Admission } from '../bulk/admission.ts'
+import type { VerdictObserver } from '../bulk/verdicts.ts'
+import type { HistorySink } from '../history/types.ts'
+import type { IntelService } from '../pool/intel-service.ts'
+
+/** What the scrape reads. */
+export interface MetricSources {
+  admission: Admission
+  intel: IntelService
+  history: HistorySink
+}
+
+/** Seconds: from a cached single verdict (~1 ms) to a 10,000-indicator bulk under load (seconds). */
+const kDurationBuckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+
+/** The app's metrics and the observer the verdict orchestration reports to. */
+export class Metrics implements VerdictObserver {
+  readonly registry = new Registry()
+  private readonly requests: Counter<'method' | 'route' | 'status'>
+  private readonly duration: Histogram<'method' | 'route' | 'status'>
+  private readonly indicators: Counter<'mode'>
+  private readonly invalid: Counter<'mode'>
+  private readonly cacheHits: Counter<'mode'>
+
+  constructor (sources: MetricSources) {
+    const registers = [this.registry]
+    collectDefaultMetrics({ register: this.registry, prefix: 'iocv_' })
+    this.requests = new Counter({ name: 'iocv_http_requests_total', help: 'HTTP requests answered, by route and status', labelNames: ['method', 'route', 'status'], registers })
+    this.duration = new Histogram({ name: 'iocv_http_request_duration_seconds', help: 'Time from request to answer, by route and status', labelNames: ['method', 'route', 'status'], buckets: kDurationBuckets, registers })
+    this.indicators = new Counter({ name: 'iocv_indicators_scored_total', help: 'Indicators answered with a verdict or an item error, by mode (single, bulk)', labelNames: ['mode'], registers })
+    this.invalid = new Counter({ name: 'iocv_indicators_invalid_total', help: 'Indicators answered with an error (invalid value), by mode', labelNames: ['mode'], registers })
+    this.cacheHits = new Counter({ name: 'iocv_verdict_cache_hits_total', help: 'Indicators answered from the verdict cache, by mode; ratio = this / iocv_indicators_scored_total', labelNames: ['mode'], registers })
+    const gauge = (name: string, help: string, read: () => number): void => {
+      // eslint-disable-next-line no-new
+      new Gauge({ name, help, registers, collect () { this.set(read()) } })
+    }
+    gauge('iocv_indicators_in_flight', 'Indicators admitted and not yet answered', () => sources.admission.inFlight)
+    gauge('iocv_pool_threads', 'Scoring threads (0 = inline mode)', () => sources.intel.size)
+    gauge('iocv_pool_queue_depth', 'Scoring tasks queued or running across shards', () => sources.intel.pending)
+    gauge('iocv_history_backlog_records', 'History records accepted and not yet committed to the store', () => sources.history.state().pending)
+    gauge('iocv_history_written_records', 'History records committed since start', () => sources.history.state().written)
+    gauge('iocv_history_spool_bytes', 'Bytes of history spooled to disk while the store is unavailable', () => sources.history.state().spoolBytes)
+    gauge('iocv_history_up', '1 while the history writer accepts records, 0 when it is down', () => sources.history.state().status === 'down' ? 0 : 1)
+    gauge('iocv_intel_snapshot_age_seconds', 'Seconds since the intel snapshot in use was compiled', () => (Date.now() - Date.parse(sources.intel.snapshot.dataTimestamp)) / 1000)
+  }
+
+  /** Records one answered request. */
+  observeRequest (method: string, route: string, status: number, seconds: number): void {
+    const labels = { method, route, status: String(status) }
+    this.requests.inc(labels)
+    this.duration.observe(labels, seconds)
+  }
+
+  /** VerdictObserver: indicators of one answered request. */
+  scored (mode: 'single' | 'bulk', count: number, cacheHits: number, invalid: number): void {
+    this.indicators.inc({ mode }, count)
+    if (cacheHits > 0) this.cacheHits.inc({ mode }, cacheHits)
+    if (invalid > 0) this.invalid.inc({ mode }, invalid)
+  }
+}
+
+/** Adds the request hook and GET /metrics (no auth: bind it to a private interface or scrape through a proxy). */
+export function metricsRoutes (app: FastifyInstance, metrics: Metrics): void {
+  app.addHook('onResponse', async (req, reply) => {
+    // The route's pattern, never the raw URL: bounded label values, and no query string (which may hold secrets).
+    metrics.observeRequest(req.method, req.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000)
+  })
+  app.get('/metrics', { schema: { hide: true } }, async (_req, reply) => {
+    reply.type(metrics.registry.contentType)
+    return await metrics.registry.metrics()
+  })
+}

@@ -1,0 +1,135 @@
+/**
+ * The bulk answer's wire format (API.md "Bulk verdicts"), in JSON and in MessagePack: the one module that spells out
+ * its layout. The scoring threads write items with these pieces, the verdict cache stores a tail cut at these pieces,
+ * the merge writes the answer's head; readBulkItems and readBulkAnswer read it all back (tests, tools).
+ *
+ * Glossary
+ *   answer     `{"meta":<meta>,"results":[<item>,<item>,...]}`; in MessagePack a 2-entry map, meta then results, whose
+ *              results array is the items' own bytes back to back (answerHead + items)
+ *   item       `{"indicator":<indicator>,<tail>[,"warnings":[...]][,"errors":[...]]}`: itemHead, tail, itemEnd
+ *   indicator  the indicator as echoed: `{"type":..,"value":..,"normalized":..}`; for an invalid item the type and
+ *              value as sent, `{"type":..,"value":..}` (null where missing)
+ *   tail       the verdict members after the indicator, in this order: risk, signals, signal_count, scores,
+ *              threat_context, recommended_actions (verdictTail)
+ *   none tail  the tail at signal_details none: `"risk":R` kTailSignalsNone `S` then the rest (noneTail); the verdict
+ *              cache keeps it as one run of bytes with R and S at known offsets
+ *   rest       `,"threat_context":..,"recommended_actions":..` (tailRest)
+ * An item's JSON text equals JSON.stringify of its object form (itemObject / invalidItemObject), member for member,
+ * which is also what its MessagePack holds (test/pool/bulk-item.test.ts holds every writer to that).
+ */
+import { Packr } from 'msgpackr'
+import type { Verdict } from '../engine/types.ts'
+
+/** msgpack for clients: standard maps, no record extension (API.md). */
+export const clientPackr = new Packr({ useRecords: false, variableMapSize: true })
+
+/** `{"indicator":<indicator>,`: the start of an item, before its tail. */
+export function itemHead (indicatorJson: string): string {
+  return `{"indicator":${indicatorJson},`
+}
+
+/** What closes an item after its tail: its warnings when there are any, then `}`. */
+export function itemEnd (warnings: readonly string[]): string {
+  return warnings.length > 0 ? `,"warnings":${JSON.stringify(warnings)}}` : '}'
+}
+
+/** The closing `}` of an item without warnings, as a byte. */
+export const kItemEndByte = 0x7d
+
+/** The members of a tail after scores: threat_context and recommended_actions, as JSON texts. */
+export function tailRest (threatContextJson: string, actionsJson: string): string {
+  return `,"threat_context":${threatContextJson},"recommended_actions":${actionsJson}`
+}
+
+/** The tail at any signal detail level, from the JSON texts of its members. */
+export function verdictTail (riskJson: string, signalsJson: string, signalCount: number, scoresJson: string, rest: string): string {
+  return `"risk":${riskJson},"signals":${signalsJson},"signal_count":${signalCount},"scores":${scoresJson}${rest}`
+}
+
+/** What a none tail starts with, before the risk's JSON. */
+export const kTailRisk = '"risk":'
+/** What stands between risk and scores in a none tail. */
+export const kTailSignalsNone = ',"signals":[],"signal_count":0,"scores":'
+
+/** The tail at signal_details none (the bulk default): verdictTail with no signals. */
+export function noneTail (riskJson: string, scoresJson: string, rest: string): string {
+  return kTailRisk + riskJson + kTailSignalsNone + scoresJson + rest
+}
+
+/** The tail of an invalid item: no verdict. */
+const kInvalidTail = verdictTail('null', '[]', 0, '{"signal_groups":{},"signal_subgroups":{}}', tailRest('{}', '[]'))
+
+/** An invalid item's indicator: type and value as sent, null where missing. */
+export function invalidIndicator (type: unknown, value: unknown): { type: unknown, value: unknown } {
+  return { type: type === undefined ? null : type, value: value === undefined ? null : value }
+}
+
+/** The JSON text of an item whose indicator is not valid: no verdict, its warnings and errors. */
+export function invalidItemJson (indicator: { type: unknown, value: unknown }, warnings: readonly string[], errors: readonly string[]): string {
+  return itemHead(JSON.stringify(indicator)) + kInvalidTail +
+    (warnings.length > 0 ? `,"warnings":${JSON.stringify(warnings)}` : '') + `,"errors":${JSON.stringify(errors)}}`
+}
+
+/** The object form of an invalid item (what its JSON text says; what MessagePack packs). */
+export function invalidItemObject (indicator: { type: unknown, value: unknown }, warnings: readonly string[], errors: readonly string[]): Record<string, unknown> {
+  const item: Record<string, unknown> = {
+    indicator, risk: null, signals: [], signal_count: 0, scores: { signal_groups: {}, signal_subgroups: {} }, threat_context: {}, recommended_actions: []
+  }
+  if (warnings.length > 0) item.warnings = warnings
+  item.errors = errors
+  return item
+}
+
+/** The object form of a valid item from a rendered verdict: the single verdict's members but flags, in item order. */
+export function itemObject (v: Verdict, warnings: readonly string[]): Record<string, unknown> {
+  const item: Record<string, unknown> = {
+    indicator: v.indicator, risk: v.risk, signals: v.signals, signal_count: v.signal_count, scores: v.scores, threat_context: v.threat_context, recommended_actions: v.recommended_actions
+  }
+  if (warnings.length > 0) item.warnings = warnings
+  return item
+}
+
+/** The bytes of an answer before its items: `{"meta":<meta>,"results":[`, or the MessagePack map and array headers. */
+export function answerHead (format: 'json' | 'msgpack', meta: object, items: number): Buffer {
+  if (format === 'json') return Buffer.from(`{"meta":${JSON.stringify(meta)},"results":[`)
+  return Buffer.concat([
+    Buffer.from([0x82]), // fixmap of 2
+    Buffer.from(clientPackr.pack('meta')),
+    Buffer.from(clientPackr.pack(meta)),
+    Buffer.from(clientPackr.pack('results')),
+    arrayHeader(items)
+  ])
+}
+
+/** Bytes between two JSON items (MessagePack items follow each other with nothing between). */
+export const kJsonItemSeparator = 0x2c // ,
+/** The bytes after the last JSON item: `]}`. */
+export const kJsonAnswerEnd = Buffer.from(']}')
+
+/** MessagePack array header for n elements. @see https://github.com/msgpack/msgpack/blob/master/spec.md#array-format-family */
+function arrayHeader (n: number): Buffer {
+  if (n < 16) return Buffer.from([0x90 | n])
+  if (n < 0x10000) return Buffer.from([0xdc, n >> 8, n & 0xff])
+  const b = Buffer.alloc(5)
+  b[0] = 0xdd
+  b.writeUInt32BE(n, 1)
+  return b
+}
+
+/** The items of one chunk's output (bytes back to back, `ends[i]` the end of item i), decoded. */
+export function readBulkItems (format: 'json' | 'msgpack', body: Uint8Array, ends: Uint32Array): unknown[] {
+  const buf = Buffer.from(body.buffer, body.byteOffset, body.byteLength)
+  const out: unknown[] = []
+  let start = 0
+  for (const end of ends) {
+    const bytes = buf.subarray(start, end)
+    out.push(format === 'json' ? JSON.parse(bytes.toString('utf8')) : clientPackr.unpack(bytes))
+    start = end
+  }
+  return out
+}
+
+/** A whole answer, decoded. */
+export function readBulkAnswer (format: 'json' | 'msgpack', bytes: Uint8Array): { meta: Record<string, unknown>, results: unknown[] } {
+  return format === 'json' ? JSON.parse(Buffer.from(bytes).toString('utf8')) : clientPackr.unpack(bytes)
+}

@@ -1,0 +1,215 @@
+/**
+ * Configuration (docs/OPERATIONS.md "Configuration"): defaults, every IOC_* setting from the environment and from a
+ * JSON file named by IOC_CONFIG (the environment wins), and CONFIG_INVALID for a bad value or an unknown name.
+ */
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { availableParallelism, tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { test } from 'node:test'
+import { ConfigError, configTable, defaults, kProjectRoot, loadConfig, storeOptions, type Config } from '../../src/config.ts'
+
+function configError (env: Record<string, string | undefined>, pattern: RegExp): void {
+  assert.throws(() => loadConfig(env), (err: unknown) => {
+    assert.ok(err instanceof ConfigError, String(err))
+    assert.equal(err.code, 'CONFIG_INVALID')
+    assert.match(err.message, pattern)
+    return true
+  })
+}
+
+test('with no IOC_* names the configuration is the documented defaults, frozen', () => {
+  const c = loadConfig({ PATH: '/usr/bin', HOME: '/root' })
+  assert.deepEqual({ ...c }, {
+    host: '127.0.0.1',
+    port: 8080,
+    dataDir: join(kProjectRoot, 'data', 'run'),
+    poolSize: availableParallelism(),
+    feeds: join(kProjectRoot, 'data', 'feeds', 'manifest.json'),
+    intelCacheDir: null,
+    store: 'sqlite',
+    databaseUrl: null,
+    databaseSchema: 'public',
+    redisUrl: null,
+    redisPrefix: 'iocv:',
+    logLevel: 'info',
+    bootstrapKey: true,
+    cacheSize: 100_000,
+    maxInflight: 200_000,
+    rateLimit: 0,
+    sessionIdleMs: 30 * 60_000,
+    sessionMaxMs: 12 * 3_600_000,
+    bodyLimit: 16 * 1024 * 1024,
+    historyBatch: 20_000,
+    historyFlushMs: 100,
+    historyMaxBacklog: 500_000,
+    spoolLimit: 1024 * 1024 * 1024,
+    retentionDays: 90,
+    asnDir: null,
+    countryDir: null,
+    shutdownTimeoutMs: 30_000
+  } satisfies Config)
+  assert.deepEqual({ ...c }, { ...defaults() })
+  assert.ok(Object.isFrozen(c))
+})
+
+/** Every setting with a value other than its default, and what it becomes. */
+const kEvery: Array<[string, string, keyof Config, unknown]> = [
+  ['IOC_HOST', '::1', 'host', '::1'],
+  ['IOC_PORT', '0', 'port', 0],
+  ['IOC_DATA_DIR', '/srv/iocv', 'dataDir', '/srv/iocv'],
+  ['IOC_POOL_SIZE', '0', 'poolSize', 0],
+  ['IOC_FEEDS', '/etc/iocv/feeds.json', 'feeds', '/etc/iocv/feeds.json'],
+  ['IOC_INTEL_CACHE_DIR', '/var/cache/iocv', 'intelCacheDir', '/var/cache/iocv'],
+  ['IOC_STORE', 'postgres', 'store', 'postgres'],
+  ['IOC_DATABASE_URL', 'postgres://u:secret@127.0.0.1:5432/db', 'databaseUrl', 'postgres://u:secret@127.0.0.1:5432/db'],
+  ['IOC_DATABASE_SCHEMA', 'tenant_a', 'databaseSchema', 'tenant_a'],
+  ['IOC_REDIS_URL', 'redis://127.0.0.1:6379/2', 'redisUrl', 'redis://127.0.0.1:6379/2'],
+  ['IOC_REDIS_PREFIX', 'a:', 'redisPrefix', 'a:'],
+  ['IOC_LOG_LEVEL', 'debug', 'logLevel', 'debug'],
+  ['IOC_BOOTSTRAP_KEY', 'false', 'bootstrapKey', false],
+  ['IOC_CACHE_SIZE', '0', 'cacheSize', 0],
+  ['IOC_MAX_INFLIGHT', '1', 'maxInflight', 1],
+  ['IOC_RATE_LIMIT', '600', 'rateLimit', 600],
+  ['IOC_SESSION_IDLE_MS', '60000', 'sessionIdleMs', 60_000],
+  ['IOC_SESSION_MAX_MS', '3600000', 'sessionMaxMs', 3_600_000],
+  ['IOC_BODY_LIMIT', '1024', 'bodyLimit', 1024],
+  ['IOC_HISTORY_BATCH', '1000000', 'historyBatch', 1_000_000],
+  ['IOC_HISTORY_FLUSH_MS', '600000', 'historyFlushMs', 600_000],
+  ['IOC_HISTORY_MAX_BACKLOG', '7', 'historyMaxBacklog', 7],
+  ['IOC_SPOOL_LIMIT', '2048', 'spoolLimit', 2048],
+  ['IOC_RETENTION_DAYS', '0', 'retentionDays', 0],
+  ['IOC_ASN_DIR', '/opt/asn', 'asnDir', '/opt/asn'],
+  ['IOC_COUNTRY_DIR', '/opt/country', 'countryDir', '/opt/country'],
+  ['IOC_SHUTDOWN_TIMEOUT_MS', '100', 'shutdownTimeoutMs', 100]
+]
+
+test('every IOC_* setting is read from the environment into its key, and only that key changes', () => {
+  const base = defaults()
+  assert.equal(kEvery.length, Object.keys(base).length, 'one case per configuration key')
+  for (const [name, raw, key, expected] of kEvery) {
+    const env: Record<string, string> = { [name]: raw }
+    if (name === 'IOC_STORE') env.IOC_DATABASE_URL = 'postgres://127.0.0.1/test'
+    const c = loadConfig(env)
+    assert.deepEqual(c[key], expected, name)
+    for (const other of Object.keys(base) as Array<keyof Config>) {
+      if (other !== key && !(name === 'IOC_STORE' && other === 'databaseUrl')) assert.deepEqual(c[other], base[other], `${name} left ${other} alone`)
+    }
+  }
+})
+
+test('paths resolve against the working directory, and an empty optional path or URL is null', () => {
+  const c = loadConfig({ IOC_DATA_DIR: 'rel/data', IOC_FEEDS: './feeds.json', IOC_ASN_DIR: '', IOC_INTEL_CACHE_DIR: '', IOC_REDIS_URL: '', IOC_DATABASE_URL: '' })
+  assert.equal(c.dataDir, resolve(process.cwd(), 'rel/data'))
+  assert.equal(c.feeds, resolve(process.cwd(), 'feeds.json'))
+  assert.equal(c.asnDir, null)
+  assert.equal(c.intelCacheDir, null)
+  assert.equal(c.redisUrl, null)
+  assert.equal(c.databaseUrl, null)
+})
+
+test('booleans take 0, 1, true and false', () => {
+  for (const [raw, expected] of [['0', false], ['1', true], ['true', true], ['false', false]] as const) {
+    assert.equal(loadConfig({ IOC_BOOTSTRAP_KEY: raw }).bootstrapKey, expected, raw)
+  }
+})
+
+test('a bad value is CONFIG_INVALID naming the setting, at each bound of each kind', () => {
+  const cases: Array<[string, string, RegExp]> = [
+    ['IOC_PORT', '65536', /IOC_PORT: must be an integer from 0 to 65535/],
+    ['IOC_PORT', '-1', /IOC_PORT/],
+    ['IOC_PORT', '80.5', /IOC_PORT/],
+    ['IOC_POOL_SIZE', '257', /IOC_POOL_SIZE: must be an integer from 0 to 256/],
+    ['IOC_POOL_SIZE', 'two', /IOC_POOL_SIZE/],
+    ['IOC_POOL_SIZE', '', /IOC_POOL_SIZE/],
+    ['IOC_MAX_INFLIGHT', '0', /IOC_MAX_INFLIGHT: must be an integer from 1/],
+    ['IOC_BODY_LIMIT', '1023', /IOC_BODY_LIMIT: must be an integer from 1024/],
+    ['IOC_HISTORY_FLUSH_MS', '600001', /IOC_HISTORY_FLUSH_MS/],
+    ['IOC_SHUTDOWN_TIMEOUT_MS', '99', /IOC_SHUTDOWN_TIMEOUT_MS/],
+    ['IOC_SPOOL_LIMIT', '1e9', /IOC_SPOOL_LIMIT/],
+    ['IOC_RETENTION_DAYS', '100001', /IOC_RETENTION_DAYS/],
+    ['IOC_CACHE_SIZE', '100000001', /IOC_CACHE_SIZE/],
+    ['IOC_STORE', 'mysql', /IOC_STORE: must be one of sqlite, postgres/],
+    ['IOC_LOG_LEVEL', 'verbose', /IOC_LOG_LEVEL: must be one of/],
+    ['IOC_HOST', '', /IOC_HOST: must be a non-empty string/],
+    ['IOC_DATA_DIR', '', /IOC_DATA_DIR: must be a path/],
+    ['IOC_BOOTSTRAP_KEY', 'yes', /IOC_BOOTSTRAP_KEY: must be 0, 1, true or false/],
+    ['IOC_REDIS_URL', 'not a url', /IOC_REDIS_URL: is not a valid URL/]
+  ]
+  for (const [name, raw, pattern] of cases) configError({ [name]: raw }, pattern)
+})
+
+test('a malformed URL is refused without echoing it (it may hold a password)', () => {
+  assert.throws(() => loadConfig({ IOC_DATABASE_URL: 'postgres://user:hunter2@[bad' }), (err: unknown) => {
+    assert.ok(err instanceof ConfigError)
+    assert.ok(!err.message.includes('hunter2'), err.message)
+    return true
+  })
+})
+
+test('an unknown IOC_* name is refused, so a typo never falls back to a default; other names are ignored', () => {
+  configError({ IOC_PORTT: '8080' }, /environment: unknown setting IOC_PORTT/)
+  configError({ IOC_: '1' }, /unknown setting IOC_/)
+  const c = loadConfig({ IOC_TEST_DATABASE_URL: 'postgres://127.0.0.1/x', ioc_port: '1', PORT: '1', IOC_PORT: undefined })
+  assert.equal(c.port, 8080)
+})
+
+test('IOC_STORE=postgres needs IOC_DATABASE_URL, and storeOptions follows the store', () => {
+  configError({ IOC_STORE: 'postgres' }, /IOC_STORE=postgres needs IOC_DATABASE_URL/)
+  const pg = loadConfig({ IOC_STORE: 'postgres', IOC_DATABASE_URL: 'postgres://127.0.0.1/db', IOC_DATABASE_SCHEMA: 's1' })
+  assert.deepEqual(storeOptions(pg), { kind: 'postgres', url: 'postgres://127.0.0.1/db', schema: 's1' })
+  const lite = loadConfig({ IOC_DATA_DIR: '/srv/iocv' })
+  assert.deepEqual(storeOptions(lite), { kind: 'sqlite', path: join('/srv/iocv', 'ioc-verdict.db') })
+})
+
+test('overrides win over the environment, and an undefined override changes nothing', () => {
+  const c = loadConfig({ IOC_PORT: '9000', IOC_HOST: '0.0.0.0' }, { port: 1234, host: undefined } as unknown as Partial<Config>)
+  assert.equal(c.port, 1234)
+  assert.equal(c.host, '0.0.0.0')
+})
+
+test('a JSON file named by IOC_CONFIG sets the same names, its paths resolve against its folder, and the environment wins', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'iocv-config-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  const file = join(dir, 'iocv.json')
+  writeFileSync(file, JSON.stringify({ IOC_PORT: 9100, IOC_HOST: '0.0.0.0', IOC_DATA_DIR: 'state', IOC_BOOTSTRAP_KEY: false, IOC_INTEL_CACHE_DIR: null }))
+  const c = loadConfig({ IOC_CONFIG: file, IOC_HOST: '127.0.0.2' })
+  assert.equal(c.port, 9100, 'numbers may be JSON numbers')
+  assert.equal(c.host, '127.0.0.2', 'the environment wins over the file')
+  assert.equal(c.dataDir, join(dir, 'state'))
+  assert.equal(c.bootstrapKey, false)
+  assert.equal(c.intelCacheDir, null)
+  assert.equal(loadConfig({ IOC_CONFIG: '' }).port, 8080, 'an empty IOC_CONFIG names no file')
+})
+
+test('a config file that is missing, not JSON, not an object, or holds an unknown or bad setting is CONFIG_INVALID', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'iocv-config-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  const write = (name: string, text: string): string => {
+    const p = join(dir, name)
+    writeFileSync(p, text)
+    return p
+  }
+  configError({ IOC_CONFIG: join(dir, 'absent.json') }, /IOC_CONFIG: cannot read config file/)
+  configError({ IOC_CONFIG: write('broken.json', '{"IOC_PORT": ') }, /IOC_CONFIG: cannot read config file/)
+  configError({ IOC_CONFIG: write('array.json', '[1]') }, /must hold a JSON object/)
+  configError({ IOC_CONFIG: write('null.json', 'null') }, /must hold a JSON object/)
+  configError({ IOC_CONFIG: write('other.json', '{"port": 1}') }, /config file: unknown setting port/)
+  configError({ IOC_CONFIG: write('nested.json', '{"IOC_CONFIG": "x"}') }, /config file: unknown setting IOC_CONFIG/)
+  configError({ IOC_CONFIG: write('typo.json', '{"IOC_POLL_SIZE": 2}') }, /config file: unknown setting IOC_POLL_SIZE/)
+  configError({ IOC_CONFIG: write('bad.json', '{"IOC_POOL_SIZE": -1}') }, /IOC_POOL_SIZE: must be an integer/)
+  configError({ IOC_CONFIG: write('float.json', '{"IOC_PORT": 1.5}') }, /IOC_PORT/)
+  configError({ IOC_CONFIG: write('proto.json', '{"__proto__": {"IOC_PORT": 1}}') }, /unknown setting __proto__/)
+})
+
+test('the docs table (npm run docs:config) has one row per setting, in schema order, with its default', () => {
+  const rows = configTable().split('\n').slice(2).map((line) => line.split(' | '))
+  assert.deepEqual(rows.map((r) => r[0]), kEvery.map(([name]) => `| \`${name}\``))
+  const shown = new Map(rows.map((r) => [(r[0] as string).slice(3, -1), r[1]]))
+  assert.equal(shown.get('IOC_PORT'), '8080')
+  assert.equal(shown.get('IOC_BOOTSTRAP_KEY'), '1')
+  assert.equal(shown.get('IOC_DATABASE_URL'), '-')
+  assert.equal(shown.get('IOC_POOL_SIZE'), 'CPU count')
+  assert.equal(shown.get('IOC_SPOOL_LIMIT'), String(defaults().spoolLimit))
+  for (const r of rows) assert.ok((r[2] as string).length > 3, `${r[0]} has a meaning`)
+})

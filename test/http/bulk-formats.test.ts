@@ -1,0 +1,84 @@
+/**
+ * The bulk route's NDJSON and CSV answers (Accept: application/x-ndjson, text/csv): the same items as the JSON answer,
+ * in request order, with the batch's ids in headers.
+ */
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { buildForFile } from '../helper.ts'
+
+type Json = Record<string, any>
+
+const svc = buildForFile()
+const kBulk = '/api/v2/ioc/verdict/bulk'
+const kIndicators = [
+  { value: '104.16.0.1' }, { value: 'example[.]com' }, { value: 'bad, "quoted" value!' }, { value: '=HYPERLINK("x")' },
+  { value: 'AS13335' }, { type: 'ip_block', value: '192.0.2.0/24' }, { value: '1.2.3.4' }
+]
+
+async function bulk (accept: string, signalDetails = 'top'): Promise<{ status: number, headers: Record<string, any>, body: string }> {
+  const res = await svc.app.inject({ method: 'POST', url: kBulk, headers: { 'x-api-key': svc.key, accept }, payload: { indicators: kIndicators, signal_details: signalDetails } })
+  return { status: res.statusCode, headers: res.headers, body: res.body }
+}
+
+test('NDJSON answers one result item per line, the same items as the JSON answer, in request order', async () => {
+  const json = JSON.parse((await bulk('application/json')).body) as Json
+  const nd = await bulk('application/x-ndjson')
+  assert.equal(nd.status, 200)
+  assert.match(nd.headers['content-type'], /^application\/x-ndjson/)
+  assert.ok(nd.body.endsWith('\n'))
+  const items = nd.body.trimEnd().split('\n').map((l) => JSON.parse(l) as Json)
+  assert.equal(items.length, kIndicators.length)
+  assert.deepEqual(items.map((i) => i.indicator.value), kIndicators.map((i) => i.value))
+  assert.deepEqual(items.map((i) => i.risk?.score ?? null), json.results.map((r: Json) => r.risk?.score ?? null))
+  assert.equal(nd.headers['x-record-count'], String(kIndicators.length))
+  assert.match(nd.headers['x-bulk-request-id'], /^[0-9a-f-]{36}$/)
+  assert.equal(nd.headers['x-data-timestamp'], json.meta.data_timestamp)
+  assert.equal(nd.headers['x-engine-version'], json.meta.engine_version)
+})
+
+test('CSV answers a header and one row per indicator, quoted as RFC 4180 says and safe to open in a spreadsheet', async () => {
+  const json = JSON.parse((await bulk('application/json')).body) as Json
+  const csv = await bulk('text/csv')
+  assert.equal(csv.status, 200)
+  assert.match(csv.headers['content-type'], /^text\/csv/)
+  const rows = csv.body.split('\r\n')
+  assert.equal(rows.pop(), '', 'every row ends in CRLF')
+  assert.equal(rows[0], 'value,type,normalized,score,strength,category,top_signals,error')
+  assert.equal(rows.length, kIndicators.length + 1)
+  const first = json.results[0] as Json
+  assert.equal(rows[1], ['104.16.0.1', 'ip', '104.16.0.1', first.risk.score, first.risk.strength, first.risk.category,
+    first.signals.map((s: Json) => s.signal_id).join(' '), ''].join(','))
+  assert.match(rows[3] as string, /^"bad, ""quoted"" value!",,,,,,,.+$/, 'an invalid value: quoted, with its error')
+  assert.match(rows[4] as string, /^"'=HYPERLINK\(""x""\)",/, 'a formula is neutralized')
+  assert.match(rows[6] as string, /^192\.0\.2\.0\/24,ip_block,192\.0\.2\.0\/24,\d+,/)
+})
+
+test('without signals asked for, the CSV top_signals column is empty; an empty bulk is a header alone', async () => {
+  const csv = await bulk('text/csv', 'none')
+  for (const row of csv.body.split('\r\n').slice(1, -1)) assert.equal(row.split(',')[6], '', row)
+  const empty = await svc.app.inject({ method: 'POST', url: kBulk, headers: { 'x-api-key': svc.key, accept: 'text/csv' }, payload: { indicators: [] } })
+  assert.equal(empty.body, 'value,type,normalized,score,strength,category,top_signals,error\r\n')
+  const nd = await svc.app.inject({ method: 'POST', url: kBulk, headers: { 'x-api-key': svc.key, accept: 'application/x-ndjson' }, payload: { indicators: [] } })
+  assert.equal(nd.body, '')
+})
+
+test('Accept picks the preferred format; the single route and unknown types answer 406 NOT_ACCEPTABLE', async () => {
+  assert.match((await bulk('text/csv;q=0.5, application/x-ndjson')).headers['content-type'], /x-ndjson/)
+  assert.match((await bulk('text/csv, application/json;q=0.1')).headers['content-type'], /text\/csv/)
+  const xml = await bulk('application/xml')
+  assert.equal(xml.status, 406)
+  assert.equal(JSON.parse(xml.body).code, 'NOT_ACCEPTABLE')
+  const single = await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict', headers: { 'x-api-key': svc.key, accept: 'text/csv' }, payload: { indicator: { value: '1.1.1.1' } } })
+  assert.equal(single.statusCode, 406)
+})
+
+test('an NDJSON or CSV bulk leaves one history record per indicator, like a JSON bulk', async () => {
+  const key = await svc.makeKey(['verdict_bulk', 'mgmt'], { tenant: 'formats' })
+  for (const accept of ['application/x-ndjson', 'text/csv']) {
+    const res = await svc.app.inject({ method: 'POST', url: kBulk, headers: { 'x-api-key': key, accept }, payload: { indicators: kIndicators } })
+    assert.equal(res.statusCode, 200)
+  }
+  await svc.history.flush()
+  const page = (await svc.app.inject({ url: '/api/v2/mgmt/enrich-logs/search-history?limit=100', headers: { 'x-api-key': key } })).json() as Json
+  assert.equal(page.results.length, 2 * kIndicators.length)
+})

@@ -1,0 +1,142 @@
+/**
+ * Key lifecycle over the API (POST/GET/DELETE /api/v2/mgmt/keys), expiry, allowed networks, last use, keys in the
+ * query string, and the per-key rate limit with its headers, through app.inject.
+ */
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import type { LightMyRequestResponse } from 'fastify'
+import { build, buildForFile } from '../helper.ts'
+
+type Json = Record<string, any>
+
+const svc = buildForFile()
+const kKeys = '/api/v2/mgmt/keys'
+const kSingle = '/api/v2/ioc/verdict'
+const kBody = { indicator: { value: '192.0.2.1' } }
+
+function assertError (res: LightMyRequestResponse, status: number, code: string): void {
+  assert.equal(res.statusCode, status, res.body)
+  assert.equal(res.json().code, code)
+}
+
+async function create (body: object, key = svc.key): Promise<LightMyRequestResponse> {
+  return await svc.app.inject({ method: 'POST', url: kKeys, headers: { 'x-api-key': key }, payload: body })
+}
+
+test('an admin creates a key for its tenant, sees it once, lists it with last_used_at, and revokes it', async () => {
+  const res = await create({ permissions: ['verdict'], quota: 1000, rate_limit: 600, expires_at: '2099-01-01T00:00:00+01:00', allowed_cidrs: ['127.0.0.1', '10.1.2.3/8'] })
+  assert.equal(res.statusCode, 201, res.body)
+  const { key, record } = res.json() as Json
+  assert.match(key, /^iocv_[a-z2-7]{12}_/)
+  assert.deepEqual({ ...record, created_at: undefined }, {
+    id: key.split('_')[1],
+    tenant: 't1',
+    permissions: ['verdict'],
+    quota: 1000,
+    rate_limit: 600,
+    expires_at: '2098-12-31T23:00:00.000Z',
+    allowed_cidrs: ['127.0.0.1/32', '10.0.0.0/8'],
+    created_at: undefined,
+    revoked_at: null,
+    last_used_at: null
+  })
+  assert.equal((await svc.app.inject({ method: 'POST', url: kSingle, headers: { 'x-api-key': key }, payload: kBody })).statusCode, 200)
+  const list = (await svc.app.inject({ url: kKeys, headers: { 'x-api-key': svc.key } })).json() as Json
+  const listed = list.keys.find((k: Json) => k.id === record.id)
+  assert.equal(typeof listed.last_used_at, 'string', 'the use was recorded')
+  assert.ok(!JSON.stringify(list).includes(key.split('_')[2]), 'no secret in the list')
+  const del = await svc.app.inject({ method: 'DELETE', url: `${kKeys}/${record.id as string}`, headers: { 'x-api-key': svc.key } })
+  assert.equal(del.statusCode, 200)
+  assert.equal(typeof del.json().revoked_at, 'string')
+  assertError(await svc.app.inject({ method: 'POST', url: kSingle, headers: { 'x-api-key': key }, payload: kBody }), 401, 'INVALID_API_KEY')
+  assertError(await svc.app.inject({ method: 'DELETE', url: `${kKeys}/${record.id as string}`, headers: { 'x-api-key': svc.key } }), 400, 'INVALID_REQUEST')
+})
+
+test('key management needs admin, stays inside the caller\'s tenant, and validates every field', async () => {
+  const mgmt = await svc.makeKey(['mgmt', 'verdict'])
+  assertError(await create({ permissions: ['verdict'] }, mgmt), 403, 'PERMISSION_DENIED')
+  assertError(await svc.app.inject({ url: kKeys, headers: { 'x-api-key': mgmt } }), 403, 'PERMISSION_DENIED')
+  assertError(await create({ tenant: 'other', permissions: ['verdict'] }), 403, 'PERMISSION_DENIED')
+  const otherAdmin = await svc.makeKey(['admin'], { tenant: 't2' })
+  const other = (await create({ permissions: ['verdict'] }, otherAdmin)).json() as Json
+  assert.equal(other.record.tenant, 't2')
+  assert.ok(!((await svc.app.inject({ url: kKeys, headers: { 'x-api-key': svc.key } })).json() as Json).keys.some((k: Json) => k.id === other.record.id))
+  assertError(await svc.app.inject({ method: 'DELETE', url: `${kKeys}/${other.record.id as string}`, headers: { 'x-api-key': svc.key } }), 404, 'NOT_FOUND')
+  for (const bad of [
+    {}, { permissions: [] }, { permissions: ['root'] }, { permissions: ['verdict'], quota: -1 }, { permissions: ['verdict'], rate_limit: 0 },
+    { permissions: ['verdict'], expires_at: 'tomorrow' }, { permissions: ['verdict'], expires_at: '2001-01-01T00:00:00Z' },
+    { permissions: ['verdict'], allowed_cidrs: ['300.1.1.1/8'] }, { permissions: ['verdict'], allowed_cidrs: [] },
+    { permissions: ['verdict'], extra: 1 }, JSON.parse('{"permissions":["verdict"],"__proto__":{"admin":true}}')
+  ]) {
+    assertError(await create(bad), 400, 'INVALID_REQUEST')
+  }
+  assert.equal(({} as Json).admin, undefined)
+})
+
+test('an expired key is refused with 401 and a key outside its networks with 403 ADDRESS_NOT_ALLOWED', async () => {
+  const soon = (await create({ permissions: ['verdict'], expires_at: new Date(Date.now() + 1500).toISOString() })).json() as Json
+  assert.equal((await svc.app.inject({ method: 'POST', url: kSingle, headers: { 'x-api-key': soon.key }, payload: kBody })).statusCode, 200)
+  await new Promise((resolve) => setTimeout(resolve, 1600))
+  assertError(await svc.app.inject({ method: 'POST', url: kSingle, headers: { 'x-api-key': soon.key }, payload: kBody }), 401, 'INVALID_API_KEY')
+  const fenced = (await create({ permissions: ['verdict'], allowed_cidrs: ['203.0.113.0/24'] })).json() as Json
+  assertError(await svc.app.inject({ method: 'POST', url: kSingle, headers: { 'x-api-key': fenced.key }, payload: kBody }), 403, 'ADDRESS_NOT_ALLOWED')
+  assert.equal((await svc.app.inject({ method: 'POST', url: kSingle, remoteAddress: '203.0.113.9', headers: { 'x-api-key': fenced.key }, payload: kBody })).statusCode, 200)
+})
+
+test('a key sent in the query string is refused with 401 API_KEY_IN_QUERY', async () => {
+  for (const q of ['api_key', 'apikey', 'key']) {
+    assertError(await svc.app.inject({ method: 'POST', url: `${kSingle}?${q}=${svc.key}`, payload: kBody }), 401, 'API_KEY_IN_QUERY')
+  }
+})
+
+test('a key with a rate limit gets RateLimit headers on every answer and 429 RATE_LIMITED with Retry-After past it', async () => {
+  const limited = (await create({ permissions: ['verdict'], rate_limit: 3 })).json() as Json
+  const headers = { 'x-api-key': limited.key }
+  for (let i = 3; i > 0; i--) {
+    const res = await svc.app.inject({ method: 'POST', url: kSingle, headers, payload: kBody })
+    assert.equal(res.statusCode, 200)
+    assert.equal(res.headers['ratelimit-limit'], '3')
+    assert.equal(res.headers['ratelimit-remaining'], String(i - 1))
+    assert.ok(Number(res.headers['ratelimit-reset']) > 0)
+  }
+  const over = await svc.app.inject({ method: 'POST', url: kSingle, headers, payload: kBody })
+  assertError(over, 429, 'RATE_LIMITED')
+  assert.ok(Number(over.headers['retry-after']) >= 1)
+  assert.deepEqual(Object.keys(over.json()).sort(), ['code', 'error', 'message', 'statusCode'])
+  const unlimited = await svc.app.inject({ method: 'POST', url: kSingle, headers: { 'x-api-key': svc.key }, payload: kBody })
+  assert.equal(unlimited.statusCode, 200)
+  assert.equal(unlimited.headers['ratelimit-limit'], undefined, 'a key without a limit is not limited')
+})
+
+test('the operator default applies to keys without a limit of their own', async (t) => {
+  const own = await build(t, { IOC_RATE_LIMIT: '1' })
+  const headers = { 'x-api-key': own.key }
+  assert.equal((await own.app.inject({ method: 'POST', url: kSingle, headers, payload: kBody })).statusCode, 200)
+  assertError(await own.app.inject({ method: 'POST', url: kSingle, headers, payload: kBody }), 429, 'RATE_LIMITED')
+  assert.equal((await own.app.inject({ url: '/api/v2/ioc/health' })).statusCode, 200, 'routes without a key are not limited')
+})
+
+test('answers to a key with a daily quota carry X-Quota-Limit and X-Quota-Remaining', async () => {
+  const key = await svc.makeKey(['verdict', 'verdict_bulk'], { quota: 10 })
+  const single = await svc.app.inject({ method: 'POST', url: kSingle, headers: { 'x-api-key': key }, payload: kBody })
+  assert.deepEqual([single.headers['x-quota-limit'], single.headers['x-quota-remaining']], ['10', '9'])
+  const bulk = await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict/bulk', headers: { 'x-api-key': key }, payload: { indicators: [{ value: '1.1.1.1' }, { value: '8.8.8.8' }] } })
+  assert.deepEqual([bulk.headers['x-quota-limit'], bulk.headers['x-quota-remaining']], ['10', '7'])
+  const none = await svc.app.inject({ method: 'POST', url: kSingle, headers: { 'x-api-key': svc.key }, payload: kBody })
+  assert.equal(none.headers['x-quota-remaining'], undefined)
+})
+
+const kRedis = process.env.IOC_TEST_REDIS_URL
+test('with Redis, instances share one rate-limit window per key', { skip: kRedis === undefined ? 'IOC_TEST_REDIS_URL not set' : false }, async (t) => {
+  const prefix = `iocv-test-rl-${process.pid}-${Date.now()}:`
+  const env = { IOC_REDIS_URL: kRedis as string, IOC_REDIS_PREFIX: prefix, IOC_STORE: 'sqlite' }
+  const a = await build(t, env)
+  const limited = (await a.app.inject({ method: 'POST', url: kKeys, headers: { 'x-api-key': a.key }, payload: { permissions: ['verdict'], rate_limit: 2 } })).json() as Json
+  // The second instance shares the first one's data directory, so it knows the key.
+  const b = await build(t, { ...env, IOC_DATA_DIR: a.config.dataDir })
+  const headers = { 'x-api-key': limited.key }
+  assert.equal((await a.app.inject({ method: 'POST', url: kSingle, headers, payload: kBody })).statusCode, 200)
+  assert.equal((await b.app.inject({ method: 'POST', url: kSingle, headers, payload: kBody })).statusCode, 200)
+  assertError(await a.app.inject({ method: 'POST', url: kSingle, headers, payload: kBody }), 429, 'RATE_LIMITED')
+  assertError(await b.app.inject({ method: 'POST', url: kSingle, headers, payload: kBody }), 429, 'RATE_LIMITED')
+})

@@ -1,0 +1,59 @@
+/**
+ * GET /metrics (Prometheus text) after traffic, and the orchestrator probes GET /livez and GET /readyz.
+ */
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { build, buildForFile } from '../helper.ts'
+
+const svc = buildForFile()
+
+/** The value of one sample line `name{labels} value`, or undefined. */
+function sample (text: string, name: string, labels: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{`) && l.includes(labels))
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1))
+}
+
+test('metrics count requests by route pattern and status, and indicators with cache hits by mode', async () => {
+  const headers = { 'x-api-key': svc.key }
+  const before = (await svc.app.inject({ url: '/metrics' })).body
+  const bulkBefore = sample(before, 'iocv_indicators_scored_total', 'mode="bulk"') ?? 0
+  const hitsBefore = sample(before, 'iocv_verdict_cache_hits_total', 'mode="bulk"') ?? 0
+  const indicators = [{ value: 'metrics-a.example' }, { value: 'metrics-a.example' }, { value: 'not valid!' }]
+  for (let i = 0; i < 2; i++) {
+    const res = await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict/bulk', headers, payload: { indicators } })
+    assert.equal(res.statusCode, 200)
+  }
+  await svc.app.inject({ url: '/api/v2/mgmt/enrich-logs/search-history?api_key=secret-in-query&limit=1', headers })
+  await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict', payload: {} })
+  const res = await svc.app.inject({ url: '/metrics' })
+  assert.equal(res.statusCode, 200)
+  assert.match(String(res.headers['content-type']), /^text\/plain/)
+  const text = res.body
+  assert.equal((sample(text, 'iocv_indicators_scored_total', 'mode="bulk"') ?? 0) - bulkBefore, 6)
+  assert.ok((sample(text, 'iocv_verdict_cache_hits_total', 'mode="bulk"') ?? 0) - hitsBefore >= 3, 'the second bulk and the repeat came from the cache')
+  assert.ok((sample(text, 'iocv_indicators_invalid_total', 'mode="bulk"') ?? 0) >= 2)
+  assert.ok((sample(text, 'iocv_http_requests_total', 'route="/api/v2/ioc/verdict/bulk",status="200"') ?? 0) >= 2)
+  assert.equal(sample(text, 'iocv_http_requests_total', 'route="/api/v2/ioc/verdict",status="401"'), 1)
+  assert.ok(sample(text, 'iocv_http_request_duration_seconds_count', 'route="/api/v2/ioc/verdict/bulk"') !== undefined)
+  assert.doesNotMatch(text, /secret-in-query/, 'label values are route patterns, never URLs')
+  for (const gauge of ['iocv_indicators_in_flight', 'iocv_pool_queue_depth', 'iocv_history_backlog_records', 'iocv_history_spool_bytes', 'iocv_intel_snapshot_age_seconds', 'iocv_process_cpu_seconds_total']) {
+    assert.match(text, new RegExp(`^${gauge} [0-9.e+-]+$`, 'm'), `${gauge} is exported`)
+  }
+})
+
+test('livez and readyz answer ok on a serving instance', async () => {
+  for (const url of ['/livez', '/readyz']) {
+    const res = await svc.app.inject({ url })
+    assert.equal(res.statusCode, 200)
+    assert.deepEqual(res.json(), { status: 'ok' })
+  }
+})
+
+test('readyz answers 503 with a reason when the store is unreachable, while livez stays 200', async (t) => {
+  const own = await build(t)
+  own.store.ping = async () => { throw new Error('connection refused to postgres://user:pw@db') }
+  const ready = await own.app.inject({ url: '/readyz' })
+  assert.equal(ready.statusCode, 503)
+  assert.deepEqual(ready.json(), { status: 'unavailable', reasons: ['store unreachable'] })
+  assert.equal((await own.app.inject({ url: '/livez' })).statusCode, 200)
+})

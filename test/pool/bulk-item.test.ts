@@ -1,0 +1,98 @@
+/**
+ * The bulk answer's wire format (src/pool/bulk-item.ts): every way an item is written reads back as the object its
+ * glossary describes, JSON and MessagePack alike, and an answer reads back as {meta, results} in request order.
+ */
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { mixedCorpus } from '../../bench/corpus.ts'
+import { mergeJson, mergeMsgpack, type EncodedChunk } from '../../src/bulk/merge.ts'
+import type { Chunks } from '../../src/bulk/chunk.ts'
+import { render } from '../../src/engine/index.ts'
+import type { Verdict } from '../../src/engine/types.ts'
+import {
+  answerHead, clientPackr, invalidIndicator, invalidItemJson, invalidItemObject, itemEnd, itemHead, itemObject, kJsonAnswerEnd,
+  noneTail, readBulkAnswer, readBulkItems, tailRest, verdictTail
+} from '../../src/pool/bulk-item.ts'
+import { createShardCache, scoreBulkChunk, type ChunkItem, type ScoringContext } from '../../src/pool/score-chunk.ts'
+import { sampleSnapshot } from '../helper.ts'
+
+const kItemOrder = ['indicator', 'risk', 'signals', 'signal_count', 'scores', 'threat_context', 'recommended_actions']
+
+test('an invalid item\'s JSON text is the JSON of its object form, with and without warnings', () => {
+  const cases: Array<[unknown, unknown, string[], string[]]> = [
+    ['ip', 'not an ip', [], ['value is not a valid IPv4 or IPv6 address']],
+    [undefined, undefined, ['w'], ['value is missing']],
+    ['nope', 42, ['a', 'b'], ['e1', 'e2']]
+  ]
+  for (const [type, value, warnings, errors] of cases) {
+    const indicator = invalidIndicator(type, value)
+    assert.deepEqual(indicator, { type: type ?? null, value: value ?? null })
+    const object = invalidItemObject(indicator, warnings, errors)
+    assert.equal(invalidItemJson(indicator, warnings, errors), JSON.stringify(object))
+    assert.deepEqual(Object.keys(object), [...kItemOrder, ...(warnings.length > 0 ? ['warnings'] : []), 'errors'])
+    assert.deepEqual(clientPackr.unpack(clientPackr.pack(object)), object)
+  }
+})
+
+test('a valid item written from pieces is the JSON of its object form at every signal detail level', async () => {
+  const snapshot = await sampleSnapshot()
+  const ctx: ScoringContext = { snapshot, cache: null }
+  const items: ChunkItem[] = mixedCorpus(300, 5).map((x) => [x.type, x.value, null, null])
+  const out = scoreBulkChunk(items, { mode: 'bulk', format: 'json', scoringVersion: null, signalDetails: 'all', evidenceDetails: 'none' }, ctx)
+  const verdicts = readBulkItems('json', out.body, out.ends) as Array<Verdict & { errors?: string[] }>
+  let withSignals = 0
+  for (const v of verdicts.filter((x) => x.errors === undefined)) {
+    const warnings = (v as { warnings?: string[] }).warnings ?? []
+    const object = itemObject(v, warnings)
+    const rest = tailRest(JSON.stringify(v.threat_context), JSON.stringify(v.recommended_actions))
+    const text = itemHead(JSON.stringify(v.indicator)) + verdictTail(JSON.stringify(v.risk), JSON.stringify(v.signals), v.signal_count, JSON.stringify(v.scores), rest) + itemEnd(warnings)
+    assert.equal(text, JSON.stringify(object))
+    assert.deepEqual(Object.keys(object), [...kItemOrder, ...(warnings.length > 0 ? ['warnings'] : [])])
+    if (v.signal_count > 0) withSignals++
+    const none = itemHead(JSON.stringify(v.indicator)) + noneTail(JSON.stringify(v.risk), JSON.stringify(v.scores), rest) + itemEnd(warnings)
+    assert.deepEqual(JSON.parse(none), { ...object, signals: [], signal_count: 0 })
+  }
+  assert.ok(withSignals > 0, 'some items carry signals')
+  // itemObject drops only flags from a rendered verdict.
+  const v = render({ type: 'ip', normalized: '192.0.2.1', risk: { score: 0, strength: 'none', category: 'unknown', evidence_saturation: 'none' } as never, signals: [], scores: { signal_groups: {}, signal_subgroups: {} }, threat_context: {}, flags: ['f'], recommended_actions: [] }, '192.0.2.1', [], { signalDetails: 'none', evidenceDetails: 'none' })
+  assert.deepEqual(itemObject(v, []), { indicator: v.indicator, risk: v.risk, signals: [], signal_count: 0, scores: v.scores, threat_context: {}, recommended_actions: [] })
+})
+
+test('scored chunks read back the same in JSON and MessagePack, from the cache or not, one item per indicator', async () => {
+  const snapshot = await sampleSnapshot()
+  const items: ChunkItem[] = mixedCorpus(500, 11).map((x) => [x.type, x.value, null, null])
+  items.push(['ip', 'not an ip', null, null], [undefined, 7, null, null], ['domain', 'EXAMPLE.com.', null, null])
+  const cached: ScoringContext = { snapshot, cache: createShardCache(10_000) }
+  for (const signalDetails of ['none', 'top', 'all'] as const) {
+    const read = (format: 'json' | 'msgpack', ctx: ScoringContext): unknown[] => {
+      const out = scoreBulkChunk(items, { mode: 'bulk', format, scoringVersion: null, signalDetails, evidenceDetails: 'none' }, ctx)
+      assert.equal(out.ends.length, items.length)
+      return readBulkItems(format, out.body, out.ends)
+    }
+    const json = read('json', { snapshot, cache: null })
+    assert.deepEqual(read('msgpack', { snapshot, cache: null }), json, signalDetails)
+    assert.deepEqual(read('json', cached), json, `${signalDetails}, cache filled`)
+    assert.deepEqual(read('json', cached), json, `${signalDetails}, cache hits`)
+    for (const [i, item] of (json as Array<{ indicator: { value: unknown } }>).entries()) assert.deepEqual(item.indicator.value, items[i]?.[1] ?? null)
+  }
+})
+
+test('an answer reads back as meta and results in request order, JSON and MessagePack, at every array header size', () => {
+  const meta = { bulk_request_id: 'b-1', record_count: 0 }
+  for (const n of [0, 1, 15, 16, 65_535, 65_536]) {
+    // n one-byte items (fixints in MessagePack, digits in JSON) spread over two shards, interleaved.
+    const shard = Uint16Array.from({ length: n }, (_, i) => i % 2)
+    const pos = Uint32Array.from({ length: n }, (_, i) => i >> 1)
+    const outputs: EncodedChunk[] = [0, 1].map((s) => {
+      const count = Math.ceil((n - s) / 2)
+      return { body: Uint8Array.from({ length: count }, (_, j) => 0x30 + ((2 * j + s) % 10)), ends: Uint32Array.from({ length: count }, (_, j) => j + 1) }
+    })
+    const chunks = { items: [], shard, pos } as unknown as Chunks
+    const want = Array.from({ length: n }, (_, i) => i % 10)
+    const json = readBulkAnswer('json', mergeJson({ ...meta, record_count: n }, chunks, outputs))
+    assert.deepEqual(json, { meta: { ...meta, record_count: n }, results: want }, `json ${n}`)
+    const fix = outputs.map((o) => ({ body: o.body.map((b) => b - 0x30), ends: o.ends }))
+    assert.deepEqual(readBulkAnswer('msgpack', mergeMsgpack({ ...meta, record_count: n }, chunks, fix)), { meta: { ...meta, record_count: n }, results: want }, `msgpack ${n}`)
+  }
+  assert.equal(answerHead('json', meta, 3).toString() + kJsonAnswerEnd.toString(), '{"meta":{"bulk_request_id":"b-1","record_count":0},"results":[]}')
+})

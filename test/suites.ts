@@ -1,0 +1,103 @@
+/**
+ * How the test files are run (test/run.ts). Files listed in a suite share one process (test/<suite>.suite.ts), so they
+ * pay the start-up (tsx, module graph, sample snapshot) once; each file keeps its own services and still runs alone
+ * too (`node --import tsx --test test/engine/score.test.ts`). Every other *.test.ts file runs in a process of its own;
+ * a new file does so until it is listed here, so none is ever left out.
+ *
+ * unit: pure code (engine, bytes, record and part codecs, bulk item format, config, the lint rule); no service, server,
+ * thread pool or store. http and services: end-to-end files that start services in-process (app.inject, stores,
+ * pools) and touch no process-wide state. Child processes, real servers under load and crash fixtures stay alone.
+ */
+import { readdirSync, statSync } from 'node:fs'
+import { join, relative } from 'node:path'
+
+export const kTestRoot = import.meta.dirname
+
+/** Files of each suite, relative to test/. */
+export const kSuites = {
+  unit: [
+    'bytes/byte-sink.test.ts',
+    'config/config.test.ts',
+    'engine/feeds.test.ts',
+    'engine/lexical.test.ts',
+    'engine/normalize.test.ts',
+    'engine/score.test.ts',
+    'history/codec.test.ts',
+    'history/record.test.ts',
+    'history/spool.test.ts',
+    'http/public-errors.test.ts',
+    'lint/import-rooms.test.ts',
+    'pool/bulk-item.test.ts',
+    'pool/verdict-cache.test.ts',
+    'store/api-keys.test.ts',
+    'store/history-rows.test.ts'
+  ],
+  http: [
+    'dashboard/session.test.ts',
+    'http/auth.test.ts',
+    'http/bulk-formats.test.ts',
+    'http/bulk.test.ts',
+    'http/content.test.ts',
+    'http/errors.test.ts',
+    'http/health-history.test.ts',
+    'http/keys.test.ts',
+    'http/metrics-probes.test.ts',
+    'http/openapi.test.ts',
+    'http/single.test.ts'
+  ],
+  services: [
+    'history/accounting.test.ts',
+    'history/quota.test.ts',
+    'history/retention.test.ts',
+    'history/search-history.test.ts',
+    'history/writer-parts.test.ts',
+    'pool/intel-service.test.ts',
+    'pool/recycle.test.ts',
+    'store/index.test.ts',
+    'store/postgres.test.ts',
+    'store/quota.test.ts',
+    'store/sqlite.test.ts',
+    'store/store.test.ts'
+  ]
+} as const satisfies Record<string, readonly string[]>
+
+export type SuiteName = keyof typeof kSuites
+
+/** Imports a suite's files into this process (what test/<suite>.suite.ts does). */
+export async function loadSuite (name: SuiteName): Promise<void> {
+  const { pathToFileURL } = await import('node:url')
+  for (const file of kSuites[name]) await import(pathToFileURL(join(kTestRoot, file)).href)
+}
+
+/** Every *.test.ts file under test/, relative to it, sorted. */
+export function allTestFiles (dir = kTestRoot): string[] {
+  const out: string[] = []
+  for (const name of readdirSync(dir)) {
+    const p = join(dir, name)
+    if (statSync(p).isDirectory()) out.push(...allTestFiles(p))
+    else if (name.endsWith('.test.ts')) out.push(relative(kTestRoot, p))
+  }
+  return out.sort()
+}
+
+/**
+ * The slowest files (measured), started first so that the two lanes end together rather than one long file running
+ * alone at the end. Only an order: a file missing here still runs.
+ */
+const kSlowFirst: readonly string[] = [
+  'e2e/reload.test.ts',
+  'e2e/crash.test.ts',
+  'cli/cli.test.ts',
+  'history/shutdown.test.ts',
+  'history/store-failure.test.ts',
+  'e2e/pool.test.ts',
+  'engine/intel.test.ts',
+  'e2e/scale-out.test.ts'
+]
+
+/** Files that run in a process of their own: in no suite, the slowest first. */
+export function aloneFiles (): string[] {
+  const grouped = new Set<string>(Object.values(kSuites).flat())
+  const rank = (f: string): number => { const i = kSlowFirst.indexOf(f); return i < 0 ? kSlowFirst.length : i }
+  return allTestFiles().filter((f) => !grouped.has(f)).sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : 1))
+}
