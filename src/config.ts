@@ -45,8 +45,18 @@ export interface Config {
   historyFlushMs: number
   /** History records waiting to be written at which new requests get 503 OVERLOADED. */
   historyMaxBacklog: number
-  /** History spool size in bytes at which new requests get 503 OVERLOADED. */
-  spoolLimit: number
+  /** History journal bytes not yet in the store at which new requests get 503 OVERLOADED (IOC_SPOOL_LIMIT too). */
+  journalLimit: number
+  /** Size past which the journal begins a new file (files wholly in the store are deleted), in bytes. */
+  journalSegmentBytes: number
+  /** sync: a request's history is synced to the journal before its answer; async: within the window below. */
+  historyDurability: 'sync' | 'async'
+  /** async durability: longest time history waits before it is synced, in ms. */
+  historyAsyncWindowMs: number
+  /** async durability: bytes waiting to be synced beyond which answers wait for the sync (as in sync mode). */
+  historyAsyncWindowBytes: number
+  /** Longest a request waits for its history to be synced before it is answered 503 OVERLOADED, in ms. */
+  historyCommitTimeoutMs: number
   /** History rows older than this many days are purged; 0 keeps everything. */
   retentionDays: number
   /** Optional folders with fresh ip-location-db CSV files (asn-ipv4-num.csv ...). */
@@ -80,7 +90,14 @@ const kFields: Record<string, Field> = {
   IOC_HISTORY_BATCH: { key: 'historyBatch', kind: 'int', min: 1, max: 1_000_000 },
   IOC_HISTORY_FLUSH_MS: { key: 'historyFlushMs', kind: 'int', min: 1, max: 600_000 },
   IOC_HISTORY_MAX_BACKLOG: { key: 'historyMaxBacklog', kind: 'int', min: 1, max: 100_000_000 },
-  IOC_SPOOL_LIMIT: { key: 'spoolLimit', kind: 'int', min: 1024, max: Number.MAX_SAFE_INTEGER },
+  IOC_JOURNAL_LIMIT: { key: 'journalLimit', kind: 'int', min: 1024, max: Number.MAX_SAFE_INTEGER },
+  // The spool's limit before the journal replaced it: the same bound.
+  IOC_SPOOL_LIMIT: { key: 'journalLimit', kind: 'int', min: 1024, max: Number.MAX_SAFE_INTEGER },
+  IOC_JOURNAL_SEGMENT_BYTES: { key: 'journalSegmentBytes', kind: 'int', min: 4096, max: 1024 * 1024 * 1024 },
+  IOC_HISTORY_DURABILITY: { key: 'historyDurability', kind: 'string', choices: ['sync', 'async'] },
+  IOC_HISTORY_ASYNC_WINDOW_MS: { key: 'historyAsyncWindowMs', kind: 'int', min: 1, max: 10_000 },
+  IOC_HISTORY_ASYNC_WINDOW_BYTES: { key: 'historyAsyncWindowBytes', kind: 'int', min: 1024, max: 1024 * 1024 * 1024 },
+  IOC_HISTORY_COMMIT_TIMEOUT_MS: { key: 'historyCommitTimeoutMs', kind: 'int', min: 100, max: 600_000 },
   IOC_RETENTION_DAYS: { key: 'retentionDays', kind: 'int', min: 0, max: 100_000 },
   IOC_ASN_DIR: { key: 'asnDir', kind: 'nullable-path' },
   IOC_COUNTRY_DIR: { key: 'countryDir', kind: 'nullable-path' },
@@ -124,7 +141,12 @@ export function defaults (): Config {
     historyBatch: 20_000,
     historyFlushMs: 100, // ms
     historyMaxBacklog: 500_000, // records (~50 full bulks)
-    spoolLimit: 1024 * 1024 * 1024, // 1 GiB
+    journalLimit: 1024 * 1024 * 1024, // 1 GiB
+    journalSegmentBytes: 64 * 1024 * 1024, // 64 MiB
+    historyDurability: 'sync',
+    historyAsyncWindowMs: 50, // ms
+    historyAsyncWindowBytes: 16 * 1024 * 1024, // 16 MiB
+    historyCommitTimeoutMs: 10_000, // ms
     retentionDays: 90, // days
     asnDir: null,
     countryDir: null,

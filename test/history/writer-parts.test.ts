@@ -41,7 +41,13 @@ async function startWriter (t: TestContext, batch: number, spares?: SpareBuffers
   const writer = open.writer = await startHistory({
     store: { kind: 'sqlite', path: dbPathOf(dir) },
     spoolDir: join(dir, 'spool'),
-    spoolLimit: 1024 * 1024,
+    journalDir: join(dir, 'journal'),
+    journalLimit: 64 * 1024 * 1024,
+    journalSegmentBytes: 1024 * 1024,
+    durability: 'sync',
+    asyncWindowMs: 50,
+    asyncWindowBytes: 1024 * 1024,
+    commitTimeoutMs: 10_000,
     batch,
     flushMs: 1000,
     retentionDays: 0,
@@ -54,9 +60,9 @@ async function startWriter (t: TestContext, batch: number, spares?: SpareBuffers
 
 test('a part of an unknown format is set aside on arrival; the requests before and after it in its batch are written', async (t) => {
   const { dir, writer } = await startWriter(t, 100)
-  writer.submit(envelope('r1'), [part('one.example')])
-  writer.submit(envelope('r2'), [part('bad.example', 7)])
-  writer.submit(envelope('r3'), [part('three.example')])
+  await writer.submit(envelope('r1'), [part('one.example')])
+  await writer.submit(envelope('r2'), [part('bad.example', 7)])
+  await writer.submit(envelope('r3'), [part('three.example')])
   await writer.flush()
   assert.deepEqual(readHistory(dir).map((r) => r.record.request_id), ['r1', 'r3'])
   const state = writer.state()
@@ -79,8 +85,8 @@ test('once stored, a bulk part\'s buffer goes back to the main thread\'s spares;
   const big = items.encode()
   assert.ok(big.byteLength >= 64 * 1024, `${big.byteLength} bytes`)
   const length = big.buffer.byteLength
-  writer.submit(historyEnvelope({ tenant: 't1', request_id: 'bulk-1', count: 600 }), [big])
-  writer.submit(envelope('single-1'), [part('one.spares.example')])
+  await writer.submit(historyEnvelope({ tenant: 't1', request_id: 'bulk-1', count: 600 }), [big])
+  await writer.submit(envelope('single-1'), [part('one.spares.example')])
   await writer.flush()
   // The status the flush waits for follows the hand-back on the same port.
   assert.equal(spares.size, 1)
