@@ -64,6 +64,14 @@ export interface Config {
   countryDir: string | null
   /** Longest graceful shutdown before remaining work is abandoned, in ms. */
   shutdownTimeoutMs: number
+  /** Longest time a client may take to send a request's headers, in ms (then the connection is closed). */
+  headersTimeoutMs: number
+  /** Longest time a client may take to send a whole request, headers and body, in ms (then 408 and close). */
+  requestTimeoutMs: number
+  /** How long an idle keep-alive connection stays open, in ms. */
+  keepAliveTimeoutMs: number
+  /** Open connections at most; connections beyond it are closed at once, so file descriptors stay bounded. */
+  maxConnections: number
 }
 
 type Kind = 'string' | 'port' | 'int' | 'bool' | 'path' | 'nullable-path' | 'url'
@@ -101,7 +109,11 @@ const kFields: Record<string, Field> = {
   IOC_RETENTION_DAYS: { key: 'retentionDays', kind: 'int', min: 0, max: 100_000 },
   IOC_ASN_DIR: { key: 'asnDir', kind: 'nullable-path' },
   IOC_COUNTRY_DIR: { key: 'countryDir', kind: 'nullable-path' },
-  IOC_SHUTDOWN_TIMEOUT_MS: { key: 'shutdownTimeoutMs', kind: 'int', min: 100, max: 3_600_000 }
+  IOC_SHUTDOWN_TIMEOUT_MS: { key: 'shutdownTimeoutMs', kind: 'int', min: 100, max: 3_600_000 },
+  IOC_HEADERS_TIMEOUT_MS: { key: 'headersTimeoutMs', kind: 'int', min: 100, max: 600_000 },
+  IOC_REQUEST_TIMEOUT_MS: { key: 'requestTimeoutMs', kind: 'int', min: 100, max: 3_600_000 },
+  IOC_KEEP_ALIVE_TIMEOUT_MS: { key: 'keepAliveTimeoutMs', kind: 'int', min: 100, max: 3_600_000 },
+  IOC_MAX_CONNECTIONS: { key: 'maxConnections', kind: 'int', min: 1, max: 10_000_000 }
 }
 
 /** Which store to open (the history writer's thread opens its own connection with the same options). */
@@ -150,7 +162,14 @@ export function defaults (): Config {
     retentionDays: 90, // days
     asnDir: null,
     countryDir: null,
-    shutdownTimeoutMs: 30_000 // ms
+    shutdownTimeoutMs: 30_000, // ms
+    headersTimeoutMs: 10_000, // ms
+    // ms: a 16 MiB body (the default limit) must arrive at 0.55 MB/s at least; a stalled body is cut after this.
+    requestTimeoutMs: 30_000,
+    // ms: longer than the idle timeout of a reverse proxy in front (60 s for nginx and most load balancers), so the
+    // proxy, not this service, closes idle connections and never sends a request on a connection being closed.
+    keepAliveTimeoutMs: 65_000,
+    maxConnections: 4096
   }
 }
 
@@ -234,5 +253,8 @@ export function loadConfig (env: Record<string, string | undefined> = process.en
   apply(env, process.cwd(), 'environment')
   for (const [k, v] of Object.entries(overrides)) if (v !== undefined) config[k] = v
   if (config.store === 'postgres' && config.databaseUrl === null) throw new ConfigError('IOC_STORE=postgres needs IOC_DATABASE_URL')
+  if ((config.headersTimeoutMs as number) > (config.requestTimeoutMs as number)) {
+    throw new ConfigError('IOC_HEADERS_TIMEOUT_MS must not exceed IOC_REQUEST_TIMEOUT_MS (headers are part of the request)')
+  }
   return Object.freeze(config as unknown as Config)
 }

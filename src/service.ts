@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import pino, { type Logger } from 'pino'
 import { buildApp } from './app.ts'
+import { redactUrl } from './http/edges.ts'
 import { storeOptions, type Config } from './config.ts'
 import { startHistory, type HistoryClient } from './history/client.ts'
 import { buildSnapshot, type IntelSourceOptions } from './intel/index.ts'
@@ -38,10 +39,16 @@ export function intelSource (config: Readonly<Config>): IntelSourceOptions {
   return { manifest: config.feeds, cacheDir: config.intelCacheDir ?? join(config.dataDir, 'intel'), asnDir: config.asnDir, countryDir: config.countryDir }
 }
 
+/** A request as its log lines show it: never its query string or headers (keys, cookies). */
+function requestSerializer (req: { method?: string, url?: string, ip?: string, socket?: { remotePort?: number } }): object {
+  return { method: req.method, url: redactUrl(req.url), remoteAddress: req.ip, remotePort: req.socket?.remotePort }
+}
+
 /** The service's logger: JSON lines on stdout; keys and URLs are redacted wherever they appear. */
 export function createLogger (config: Readonly<Config>): Logger {
   return pino({
     level: config.logLevel,
+    serializers: { req: requestSerializer, err: pino.stdSerializers.err },
     redact: { paths: ['req.headers["x-api-key"]', 'req.headers.authorization', 'req.headers.cookie', '*.databaseUrl', '*.redisUrl'], censor: '[redacted]' }
   })
 }

@@ -1,0 +1,78 @@
+/**
+ * The edges of HTTP that Fastify's routes never see: errors Node's HTTP parser raises before a request exists
+ * (headers too large, URL too long, a client too slow, malformed requests) get the documented JSON error body;
+ * keys sent in the query string are refused; URLs are redacted before they reach a log line.
+ */
+import { STATUS_CODES } from 'node:http'
+import type { Socket } from 'node:net'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { ApiKeyInQueryError, UriTooLongError } from '../errors.ts'
+
+/** Query parameter names that carry a key in other services' APIs. */
+const kKeyParams = new Set(['api_key', 'apikey', 'api-key', 'key', 'x-api-key', 'x_api_key', 'access_token', 'token'])
+/** Longest URL accepted (request line target), in bytes; routes take no more than a few hundred. */
+export const kMaxUrlLength = 8192
+
+/** A URL as logs may show it: the path, and no query string (it may carry secrets). */
+export function redactUrl (url: string | undefined): string | undefined {
+  if (url === undefined) return undefined
+  const q = url.indexOf('?')
+  return q === -1 ? url : `${url.slice(0, q)}?[redacted]`
+}
+
+/** onRequest: refuses URLs over kMaxUrlLength and any key in the query string (before anything else runs). */
+export async function guardUrl (req: FastifyRequest, _reply: FastifyReply): Promise<void> {
+  const url = req.raw.url ?? ''
+  if (url.length > kMaxUrlLength) throw new UriTooLongError(`the URL is longer than ${kMaxUrlLength} bytes`)
+  const q = url.indexOf('?')
+  if (q === -1) return
+  for (const pair of url.slice(q + 1).split('&')) {
+    const eq = pair.indexOf('=')
+    let name = eq === -1 ? pair : pair.slice(0, eq)
+    try {
+      name = decodeURIComponent(name.replace(/\+/g, ' '))
+    } catch {
+      // Undecodable: compared as sent.
+    }
+    if (kKeyParams.has(name.trim().toLowerCase())) throw new ApiKeyInQueryError()
+  }
+}
+
+/** The status, code and message of a parser-level client error. */
+/** What clientError hands over: the parser's error, sometimes with the bytes it was parsing. */
+export type ParserError = Error & { code?: string, rawPacket?: unknown }
+
+function describe (err: ParserError): { status: number, code: string, message: string } {
+  switch (err.code) {
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return { status: 408, code: 'REQUEST_TIMEOUT', message: 'the request was not received in time' }
+    case 'HPE_HEADER_OVERFLOW': {
+      // The limit covers the request line too: an overflow before its end is a URL too long.
+      const raw = err.rawPacket
+      if (Buffer.isBuffer(raw) && raw.indexOf('\n') === -1) {
+        return { status: 414, code: 'URI_TOO_LONG', message: 'the URL is too long' }
+      }
+      return { status: 431, code: 'HEADERS_TOO_LARGE', message: 'the request headers are too large' }
+    }
+    default:
+      return { status: 400, code: 'INVALID_REQUEST', message: 'the request is not valid HTTP' }
+  }
+}
+
+/**
+ * Fastify's clientErrorHandler: writes the documented error body (status, code, error, message) with
+ * `Connection: close`, then closes the socket once the answer is flushed.
+ */
+export function clientErrorHandler (err: ParserError, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return
+  if (!socket.writable) {
+    socket.destroy()
+    return
+  }
+  const { status, code, message } = describe(err)
+  const body = JSON.stringify({ statusCode: status, code, error: STATUS_CODES[status] ?? 'Error', message })
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
+  // A client still sending would otherwise hold the socket: it is closed once the answer is out, or after a bound.
+  setTimeout(() => socket.destroy(), 5_000).unref()
+}
