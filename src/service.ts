@@ -45,12 +45,12 @@ function requestSerializer (req: { method?: string, url?: string, ip?: string, s
 }
 
 /** The service's logger: JSON lines on stdout; keys and URLs are redacted wherever they appear. */
-export function createLogger (config: Readonly<Config>): Logger {
+export function createLogger (config: Readonly<Config>, destination?: pino.DestinationStream): Logger {
   return pino({
     level: config.logLevel,
     serializers: { req: requestSerializer, err: pino.stdSerializers.err },
     redact: { paths: ['req.headers["x-api-key"]', 'req.headers.authorization', 'req.headers.cookie', '*.databaseUrl', '*.redisUrl'], censor: '[redacted]' }
-  })
+  }, destination)
 }
 
 /**

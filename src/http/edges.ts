@@ -47,9 +47,11 @@ function describe (err: ParserError): { status: number, code: string, message: s
     case 'ERR_HTTP_REQUEST_TIMEOUT':
       return { status: 408, code: 'REQUEST_TIMEOUT', message: 'the request was not received in time' }
     case 'HPE_HEADER_OVERFLOW': {
-      // The limit covers the request line too: an overflow before its end is a URL too long.
+      // The limit covers the request line too: a request line longer than kMaxUrlLength (or one with no end in
+      // sight) is a URL too long.
       const raw = err.rawPacket
-      if (Buffer.isBuffer(raw) && raw.indexOf('\n') === -1) {
+      const eol = Buffer.isBuffer(raw) ? raw.indexOf('\n') : 0
+      if (eol === -1 || eol > kMaxUrlLength) {
         return { status: 414, code: 'URI_TOO_LONG', message: 'the URL is too long' }
       }
       return { status: 431, code: 'HEADERS_TOO_LARGE', message: 'the request headers are too large' }
