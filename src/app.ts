@@ -8,7 +8,7 @@ import type { Logger } from 'pino'
 import type { Config } from './config.ts'
 import { Admission } from './bulk/admission.ts'
 import { kExpectedRefusals, kRetryAfterCodes, NotFoundError, toPublicError } from './errors.ts'
-import { clientErrorHandler, guardUrl } from './http/edges.ts'
+import { clientErrorHandler, guardUrl, lingerIfUnread } from './http/edges.ts'
 import { KeyVerifier } from './http/auth.ts'
 import { registerParsers } from './http/content.ts'
 import { mgmtRoutes } from './http/routes-mgmt.ts'
@@ -74,8 +74,10 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     reply.header('x-request-id', req.id)
   })
   app.addHook('onRequest', guardUrl)
-  app.addHook('onSend', async (_req, reply) => {
+  app.addHook('onSend', async (req, reply) => {
     if (closing) reply.header('connection', 'close')
+    // Answered before its body was read (too large, wrong type, no key): read the rest before closing.
+    if (reply.statusCode >= 400) lingerIfUnread(req.raw)
   })
   registerParsers(app)
   // Connections beyond the bound are closed as they arrive, before any byte is read: file descriptors stay bounded

@@ -6,6 +6,7 @@
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { IncomingMessage } from 'node:http'
 import { ApiKeyInQueryError, UriTooLongError } from '../errors.ts'
 
 /** Query parameter names that carry a key in other services' APIs. */
@@ -77,4 +78,46 @@ export function clientErrorHandler (err: ParserError, socket: Socket): void {
     `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
   // A client still sending would otherwise hold the socket: it is closed once the answer is out, or after a bound.
   setTimeout(() => socket.destroy(), 5_000).unref()
+}
+
+/** Longest a connection is kept reading (and dropping) the rest of a refused request's body, in ms. */
+const kLingerMs = 10_000
+/** Most bytes of a refused request's body read and dropped before the connection is closed anyway. */
+const kLingerBytes = 64 * 1024 * 1024
+
+/**
+ * Lingering close for answers sent before the request's body was read (413, 415, 400, 401...): Node closes such a
+ * connection once the answer is written, and a close with unread bytes resets it, so a client still writing its
+ * body sees EPIPE or ECONNRESET instead of the answer. Here the answer is followed by a half-close (FIN), and the rest
+ * of the body is read and dropped until the client has sent it all, kLingerBytes were dropped, or kLingerMs passed;
+ * then the connection closes. The client finishes writing and reads the answer.
+ */
+export function lingerIfUnread (req: IncomingMessage): void {
+  if (req.complete) return
+  const socket = req.socket as Socket & { destroySoon?: () => void }
+  if (socket === null || socket.destroyed) return
+  let dropped = 0
+  let timer: NodeJS.Timeout | null = null
+  const close = (): void => {
+    if (timer !== null) clearTimeout(timer)
+    socket.destroy()
+  }
+  req.on('data', (chunk: Buffer) => {
+    dropped += chunk.length
+    if (dropped > kLingerBytes) close()
+  })
+  req.on('error', () => {})
+  req.resume()
+  socket.destroySoon = function lingeringClose (): void {
+    if (req.complete) {
+      socket.end()
+      socket.once('finish', () => socket.destroy())
+      return
+    }
+    socket.end() // the answer, then FIN; reading goes on
+    timer = setTimeout(close, kLingerMs)
+    timer.unref()
+    req.once('end', () => { setTimeout(close, 1_000).unref() })
+    socket.once('close', () => { if (timer !== null) clearTimeout(timer) })
+  }
 }
