@@ -7,7 +7,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstanc
 import type { Logger } from 'pino'
 import type { Config } from './config.ts'
 import { Admission } from './bulk/admission.ts'
-import { kExpectedRefusals, kRetryAfterCodes, NotFoundError, toPublicError } from './errors.ts'
+import { kExpectedRefusals, kRetryAfterCodes, NotFoundError, OverloadedError, toPublicError } from './errors.ts'
 import { clientErrorHandler, guardUrl, lingerIfUnread } from './http/edges.ts'
 import { KeyVerifier } from './http/auth.ts'
 import { registerParsers } from './http/content.ts'
@@ -29,6 +29,7 @@ export interface AppDeps {
 
 const kRequestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/
 const kOverloadRetryAfter = 1 // seconds
+const kHealthRoute = '/api/v2/ioc/health'
 /** How often Node checks connections against the header and request timeouts, in ms. */
 const kConnectionsCheckMs = 1_000
 /** How long open connections are answered `Connection: close` before the server stops, on shutdown, in ms. */
@@ -46,7 +47,8 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     loggerInstance: deps.logger as FastifyBaseLogger,
     bodyLimit: config.bodyLimit,
     genReqId: requestId,
-    return503OnClosing: true,
+    // Requests during shutdown get the documented 503 OVERLOADED body (onRequest below), not Fastify's own.
+    return503OnClosing: false,
     // Slow and idle clients (docs/API.md "Limits"): a whole request must arrive within requestTimeout (408 after),
     // headers within headersTimeout; Node checks both every second instead of its default 30 s.
     requestTimeout: config.requestTimeoutMs,
@@ -74,6 +76,10 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     reply.header('x-request-id', req.id)
   })
   app.addHook('onRequest', guardUrl)
+  app.addHook('onRequest', async (req) => {
+    // Health keeps answering (unavailable) so load balancers see the shutdown; everything else is refused.
+    if (closing && req.routeOptions.url !== kHealthRoute) throw new OverloadedError('service is shutting down; retry on another instance')
+  })
   app.addHook('onSend', async (req, reply) => {
     if (closing) reply.header('connection', 'close')
     // Answered before its body was read (too large, wrong type, no key): read the rest before closing.
