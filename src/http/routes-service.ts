@@ -50,7 +50,8 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
       reasons.push('quota counter unreachable')
     }
     if (h.status === 'down') {
-      status = 'unavailable'
+      // Requests are still answered (their history is journalled); a new writer thread is starting.
+      if (status === 'ok') status = 'degraded'
       reasons.push(h.reason ?? 'history writer down')
     } else if (h.status === 'spooling' && status === 'ok') {
       status = 'degraded'
