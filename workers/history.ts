@@ -82,8 +82,8 @@ function countOf (batch: readonly HistoryPart[]): number {
   return n
 }
 
-/** Replays a spool an earlier version left; false when the store failed (retry later). */
-async function replaySpool (s: Store): Promise<boolean> {
+/** Replays a spool an earlier version left; throws when the store fails (the caller retries later). */
+async function replaySpool (s: Store): Promise<void> {
   while (spool.backlog > 0) {
     const frame = spool.peek()
     if (frame === null) break
@@ -95,8 +95,8 @@ async function replaySpool (s: Store): Promise<boolean> {
     }
     written += frame.records.length
     spool.commit(frame.next)
+    status() // spool_bytes in health follows the replay
   }
-  return true
 }
 
 /** Writes journalled records to the store up to the durable end; on a failure, schedules a retry. */

@@ -11,7 +11,9 @@ import { test, type TestContext } from 'node:test'
 import pino from 'pino'
 import { SpareBuffers } from '../../src/bytes/byte-sink.ts'
 import { startHistory, type HistoryClient } from '../../src/history/client.ts'
-import { HistoryItems, kInvalidVerdictMembers } from '../../src/history/codec.ts'
+import { HistoryItems, historyRows, kInvalidVerdictMembers } from '../../src/history/codec.ts'
+import type { HistoryRow } from '../../src/history/rows.ts'
+import { Spool } from '../../src/history/spool.ts'
 import type { HistoryEnvelope } from '../../src/history/types.ts'
 import { dbPathOf, readHistory } from '../fixtures/read-history.ts'
 import { historyEnvelope, itemFragment } from '../fixtures/history-record.ts'
@@ -30,8 +32,8 @@ function part (value: string, format?: number): Uint8Array {
 }
 
 /** A history writer on a SQLite store in a fresh directory (removed after the test). */
-async function startWriter (t: TestContext, batch: number, spares?: SpareBuffers): Promise<{ dir: string, writer: HistoryClient }> {
-  const dir = mkdtempSync(join(tmpdir(), 'iocv-writer-parts-'))
+async function startWriter (t: TestContext, batch: number, spares?: SpareBuffers, existing?: string): Promise<{ dir: string, writer: HistoryClient }> {
+  const dir = existing ?? mkdtempSync(join(tmpdir(), 'iocv-writer-parts-'))
   const open: { writer?: HistoryClient } = {}
   // Closed here too (close() is idempotent), so a failed assertion does not leave the writer thread holding the run.
   t.after(async () => {
@@ -96,4 +98,21 @@ test('once stored, a bulk part\'s buffer goes back to the main thread\'s spares;
   assert.equal(rows.length, 601)
   assert.equal(rows.filter((r) => r.record.request_id === 'bulk-1').length, 600)
   await writer.close()
+})
+
+test('a spool left by a version before the journal is replayed once at start, before journalled records', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'iocv-writer-legacy-'))
+  const rows: HistoryRow[] = []
+  historyRows(envelope('spooled-1'), [part('one.legacy.example')], rows)
+  historyRows(envelope('spooled-2'), [part('two.legacy.example')], rows)
+  const spool = new Spool(join(dir, 'spool'))
+  spool.append(rows)
+  spool.close()
+  const { writer } = await startWriter(t, 100, undefined, dir)
+  await writer.submit(envelope('journalled'), [part('three.legacy.example')])
+  await writer.flush()
+  assert.deepEqual(readHistory(dir).map((r) => r.record.request_id), ['spooled-1', 'spooled-2', 'journalled'])
+  assert.equal(writer.state().spoolBytes, 0)
+  await writer.close()
+  assert.ok(!existsSync(join(dir, 'spool', 'history.spool')) || statSync(join(dir, 'spool', 'history.spool')).size === 0)
 })
