@@ -7,7 +7,13 @@
  * garbage collection) and this client spent per indicator while it ran: with the cores a fleet has, that sizes it.
  *
  *   node --import tsx bench/capacity.ts [--bulks 24] [--concurrency 1,2,4] [--singles 2000] [--pool 2] [--cache-size N] [--rounds 3]
- *     [--isolated 8] [--warmup N]
+ *     [--isolated 8] [--warmup N] [--durability sync,async[,baseline] [--baseline-root DIR]]
+ *
+ * --durability compares history durability modes instead of pool and inline: one pool server per listed mode
+ * (IOC_HISTORY_DURABILITY), taking turns as the pool and inline servers do; `baseline` runs the service found in
+ * --baseline-root (another version's checkout, e.g. `git archive` of an earlier commit with node_modules linked), with
+ * its defaults. Its summary gives each mode's best bulk indicators/s and single-call p50/p99, written to
+ * bench/results/capacity-durability.json.
  *
  * Each server first answers warm-up bulks until its cache shards are full and V8's compiler has settled (kWarmup).
  * Both servers run at once and the two modes take turns on idle servers, level by level, for --rounds rounds; the
@@ -46,9 +52,14 @@ const { values } = parseArgs({
     'cache-size': { type: 'string' },
     rounds: { type: 'string', default: '3' },
     isolated: { type: 'string', default: '8' },
-    warmup: { type: 'string' }
+    warmup: { type: 'string' },
+    durability: { type: 'string' },
+    'baseline-root': { type: 'string' }
   }
 })
+/** One server configuration the bench compares. */
+interface Mode { name: string, poolSize: number, env: Record<string, string>, root: string }
+const kDurability = values.durability?.split(',').map((d) => d.trim()).filter(Boolean)
 const kBulks = Number(values.bulks)
 const kLevels = values.concurrency.split(',').map(Number)
 const kSingles = Number(values.singles)
@@ -73,14 +84,16 @@ const kWarmup = values.warmup !== undefined
 interface Server { proc: ChildProcess, base: string, key: string, dir: string }
 
 /** Starts `ioc-verdict serve` in a child process and waits for its banner (URL and bootstrap key on stderr). */
-async function startServer (poolSize: number): Promise<Server> {
+async function startServer (mode: Mode): Promise<Server> {
   const dir = mkdtempSync(join(tmpdir(), 'ioc-verdict-bench-'))
-  const proc = spawn(process.execPath, ['--import', 'tsx', join(kRoot, 'src', 'main.ts'), 'serve'], {
+  const proc = spawn(process.execPath, ['--import', 'tsx', join(mode.root, 'src', 'main.ts'), 'serve'], {
+    cwd: mode.root,
     env: {
       PATH: process.env.PATH,
+      ...mode.env,
       IOC_DATA_DIR: dir,
       IOC_PORT: '0',
-      IOC_POOL_SIZE: String(poolSize),
+      IOC_POOL_SIZE: String(mode.poolSize),
       IOC_LOG_LEVEL: 'warn',
       IOC_INTEL_CACHE_DIR: kIntelCache,
       IOC_MAX_INFLIGHT: '1000000',
@@ -288,13 +301,20 @@ const median = (xs: number[]): number => {
 // Both servers run side by side and the modes take turns, level by level and round by round (the order flips each
 // round), each run starting on idle servers: on a shared machine speed drifts over minutes, and running all of one
 // mode and then all of the other would compare two different machines. The ratio is taken per round, then the median.
-const modes: Array<[string, number]> = [['pool', Number(values.pool)], ['inline', 0]]
+const modeList: Mode[] = kDurability === undefined
+  ? [{ name: 'pool', poolSize: Number(values.pool), env: {}, root: kRoot }, { name: 'inline', poolSize: 0, env: {}, root: kRoot }]
+  : kDurability.map((d) => {
+    if (d !== 'baseline') return { name: d, poolSize: Number(values.pool), env: { IOC_HISTORY_DURABILITY: d }, root: kRoot }
+    if (values['baseline-root'] === undefined) throw new Error('--durability baseline needs --baseline-root')
+    return { name: d, poolSize: Number(values.pool), env: {}, root: values['baseline-root'] }
+  })
+const modes: Array<[string, number]> = modeList.map((m) => [m.name, m.poolSize])
 const servers = new Map<string, { server: Server, dispatcher: Agent }>()
 const rows: Array<Row & { round: number }> = []
 try {
-  for (const [mode, size] of modes) {
-    process.stderr.write(`starting ${mode} server (pool size ${size})...\n`)
-    servers.set(mode, { server: await startServer(size), dispatcher: new Agent({ connections: 64, pipelining: 1 }) })
+  for (const m of modeList) {
+    process.stderr.write(`starting ${m.name} server (pool size ${m.poolSize})...\n`)
+    servers.set(m.name, { server: await startServer(m), dispatcher: new Agent({ connections: 64, pipelining: 1 }) })
   }
   for (const [mode] of modes) {
     const { server, dispatcher } = servers.get(mode) as { server: Server, dispatcher: Agent }
@@ -340,6 +360,29 @@ try {
 }
 
 console.table(rows)
+if (kDurability !== undefined) {
+  const rounds = Array.from({ length: kRounds }, (_, i) => i + 1)
+  const best = (mode: string, round: number, pick: (r: Row) => number): number =>
+    Math.max(...rows.filter((r) => r.mode === mode && r.kind === 'bulk' && r.round === round).map(pick))
+  const single = (mode: string): Row | undefined => rows.find((r) => r.mode === mode && r.kind === 'single')
+  const summary = {
+    date: new Date().toISOString(),
+    cpus: availableParallelism(),
+    bulkSize: kSize,
+    rounds: kRounds,
+    modes: Object.fromEntries(modeList.map((m) => [m.name, {
+      bestBulkIndicatorsPerSec: median(rounds.map((r) => best(m.name, r, (x) => x.indicatorsPerSec))),
+      bestSustainedIndicatorsPerSec: median(rounds.map((r) => best(m.name, r, (x) => x.sustainedIndicatorsPerSec ?? NaN))),
+      singleP50ms: single(m.name)?.p50 ?? null,
+      singleP99ms: single(m.name)?.p99 ?? null,
+      singleRequestsPerSec: single(m.name)?.indicatorsPerSec ?? null
+    }]))
+  }
+  console.log(JSON.stringify(summary, null, 2))
+  mkdirSync(join(kRoot, 'bench', 'results'), { recursive: true })
+  writeFileSync(join(kRoot, 'bench', 'results', 'capacity-durability.json'), JSON.stringify({ summary, rows }, null, 2) + '\n')
+  process.exit(0)
+}
 const bulkRows = (mode: string, round: number): Row[] => rows.filter((r) => r.mode === mode && r.kind === 'bulk' && r.round === round)
 const bestOf = (mode: string, round: number): number => Math.max(...bulkRows(mode, round).map((r) => r.indicatorsPerSec))
 const rounds = Array.from({ length: kRounds }, (_, i) => i + 1)

@@ -9,7 +9,8 @@ import { join } from 'node:path'
 import cookie from '@fastify/cookie'
 import { kProjectRoot, type Config } from './config.ts'
 import { Admission } from './bulk/admission.ts'
-import { kRetryAfterCodes, NotFoundError, toPublicError } from './errors.ts'
+import { kExpectedRefusals, kRetryAfterCodes, NotFoundError, OverloadedError, toPublicError } from './errors.ts'
+import { clientErrorHandler, guardUrl, lingerIfUnread } from './http/edges.ts'
 import { KeyVerifier } from './http/auth.ts'
 import { registerParsers } from './http/content.ts'
 import { Metrics, metricsRoutes } from './http/metrics.ts'
@@ -37,6 +38,12 @@ export interface AppDeps {
 
 const kRequestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/
 const kOverloadRetryAfter = 1 // seconds
+/** Routes that keep answering while the service shuts down, so orchestrators and load balancers see it. */
+const kAnswerWhileClosing = new Set(['/api/v2/ioc/health', '/livez', '/readyz'])
+/** How often Node checks connections against the header and request timeouts, in ms. */
+const kConnectionsCheckMs = 1_000
+/** How long open connections are answered `Connection: close` before the server stops, on shutdown, in ms. */
+const kShutdownDrainMs = 1_000
 
 /** A client-supplied x-request-id is kept only if it is short and plain, so it cannot forge log lines. */
 function requestId (req: { headers: Record<string, string | string[] | undefined> }): string {
@@ -50,29 +57,58 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     loggerInstance: deps.logger as FastifyBaseLogger,
     bodyLimit: config.bodyLimit,
     genReqId: requestId,
-    return503OnClosing: true,
+    // Requests during shutdown get the documented 503 OVERLOADED body (onRequest below), not Fastify's own.
+    return503OnClosing: false,
+    // Slow and idle clients (docs/API.md "Limits"): a whole request must arrive within requestTimeout (408 after),
+    // headers within headersTimeout; Node checks both every second instead of its default 30 s.
+    requestTimeout: config.requestTimeoutMs,
+    keepAliveTimeout: config.keepAliveTimeoutMs,
+    http: { headersTimeout: config.headersTimeoutMs, requestTimeout: config.requestTimeoutMs, connectionsCheckingInterval: kConnectionsCheckMs },
+    // Errors of Node's HTTP parser (431, 414, 408, malformed requests) get the documented body too.
+    clientErrorHandler,
+    // Fastify's own URL errors (a bad encoding, an over-long path parameter) go through the error handler below.
+    frameworkErrors: (err, _req, reply) => { reply.send(err as never) },
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } }
   })
   let closing = false
   // preClose runs before the server stops listening: from then on, responses ask clients to close their
-  // keep-alive connections, so the server can finish closing once running requests are answered.
-  app.addHook('preClose', async () => { closing = true })
+  // keep-alive connections (new verdict requests get 503 OVERLOADED with `Connection: close`). Clients with open
+  // keep-alive connections get a short while to send on them and be told so, instead of having an idle connection
+  // closed under a request they are sending (a reset); then the server stops and closes what is still idle.
+  app.addHook('preClose', async () => {
+    closing = true
+    if (!app.server.listening) return
+    const open = await new Promise<number>((resolve) => { app.server.getConnections((_err, n) => { resolve(n ?? 0) }) })
+    if (open > 0) await new Promise((resolve) => setTimeout(resolve, kShutdownDrainMs))
+  })
   app.decorateRequest('apiKey', null)
   app.decorateRequest('session', null)
   await app.register(cookie)
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id)
   })
-  app.addHook('onSend', async (_req, reply) => {
+  app.addHook('onRequest', guardUrl)
+  app.addHook('onRequest', async (req) => {
+    // Health keeps answering (unavailable) so load balancers see the shutdown; everything else is refused.
+    if (closing && !kAnswerWhileClosing.has(req.routeOptions.url ?? '')) throw new OverloadedError('service is shutting down; retry on another instance')
+  })
+  app.addHook('onSend', async (req, reply) => {
     if (closing) reply.header('connection', 'close')
+    // Answered before its body was read (too large, wrong type, no key): read the rest before closing.
+    if (reply.statusCode >= 400) lingerIfUnread(req.raw)
   })
   registerParsers(app)
   await registerOpenApi(app, kPackageVersion)
   await registerRateLimit(app, { defaultPerMinute: config.rateLimit, redisUrl: config.redisUrl, redisPrefix: config.redisPrefix })
+  // Connections beyond the bound are closed as they arrive, before any byte is read: file descriptors stay bounded
+  // whatever clients do. (A stalled request holds its connection for requestTimeout at most.)
+  app.server.maxConnections = config.maxConnections
 
   app.setErrorHandler((err: FastifyError & { retryAfter?: number }, req, reply) => {
     const pub = toPublicError(err)
-    if (pub.status >= 500) req.log.error({ err }, 'request failed')
+    // Refusals by design (overload, quota, shutdown) are routine: one warn line, no stack.
+    if (kExpectedRefusals.has(pub.code)) req.log.warn({ code: pub.code, status: pub.status, reason: pub.message }, 'request refused')
+    else if (pub.status >= 500) req.log.error({ err }, 'request failed')
     else req.log.info({ code: pub.code, status: pub.status }, 'request rejected')
     if (kRetryAfterCodes.has(pub.code)) reply.header('retry-after', String(err.retryAfter ?? kOverloadRetryAfter))
     reply.code(pub.status).type('application/json; charset=utf-8').send({

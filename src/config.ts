@@ -51,8 +51,18 @@ export interface Config {
   historyFlushMs: number
   /** History records waiting to be written at which new requests get 503 OVERLOADED. */
   historyMaxBacklog: number
-  /** History spool size in bytes at which new requests get 503 OVERLOADED. */
-  spoolLimit: number
+  /** History journal bytes not yet in the store at which new requests get 503 OVERLOADED (IOC_SPOOL_LIMIT too). */
+  journalLimit: number
+  /** Size past which the journal begins a new file (files wholly in the store are deleted), in bytes. */
+  journalSegmentBytes: number
+  /** sync: a request's history is synced to the journal before its answer; async: within the window below. */
+  historyDurability: 'sync' | 'async'
+  /** async durability: longest time history waits before it is synced, in ms. */
+  historyAsyncWindowMs: number
+  /** async durability: bytes waiting to be synced beyond which answers wait for the sync (as in sync mode). */
+  historyAsyncWindowBytes: number
+  /** Longest a request waits for its history to be synced before it is answered 503 OVERLOADED, in ms. */
+  historyCommitTimeoutMs: number
   /** History rows older than this many days are purged; 0 keeps everything. */
   retentionDays: number
   /** Optional folders with fresh ip-location-db CSV files (asn-ipv4-num.csv ...). */
@@ -60,6 +70,14 @@ export interface Config {
   countryDir: string | null
   /** Longest graceful shutdown before remaining work is abandoned, in ms. */
   shutdownTimeoutMs: number
+  /** Longest time a client may take to send a request's headers, in ms (then the connection is closed). */
+  headersTimeoutMs: number
+  /** Longest time a client may take to send a whole request, headers and body, in ms (then 408 and close). */
+  requestTimeoutMs: number
+  /** How long an idle keep-alive connection stays open, in ms. */
+  keepAliveTimeoutMs: number
+  /** Open connections at most; connections beyond it are closed at once, so file descriptors stay bounded. */
+  maxConnections: number
 }
 
 type Kind = 'string' | 'port' | 'int' | 'bool' | 'path' | 'nullable-path' | 'url'
@@ -109,11 +127,25 @@ const kFields: Record<string, Field> = {
   IOC_HISTORY_FLUSH_MS: { key: 'historyFlushMs', kind: 'int', min: 1, max: 600_000, default: 100, doc: 'longest a history record waits before its batch is written, ms' },
   // About 50 full bulks.
   IOC_HISTORY_MAX_BACKLOG: { key: 'historyMaxBacklog', kind: 'int', min: 1, max: 100_000_000, default: 500_000, doc: 'history records waiting to be written at which new requests get 503 OVERLOADED' },
-  IOC_SPOOL_LIMIT: { key: 'spoolLimit', kind: 'int', min: 1024, max: Number.MAX_SAFE_INTEGER, default: 1024 * 1024 * 1024, doc: 'history spool bytes at which new requests get 503 OVERLOADED' },
+  IOC_JOURNAL_LIMIT: { key: 'journalLimit', kind: 'int', min: 1024, max: Number.MAX_SAFE_INTEGER, default: 1024 * 1024 * 1024, doc: 'history journal bytes (records answered, not yet in the store) at which new requests get 503 OVERLOADED' },
+  // The spool's limit before the journal replaced it: the same bound, under its old name.
+  IOC_SPOOL_LIMIT: { key: 'journalLimit', kind: 'int', min: 1024, max: Number.MAX_SAFE_INTEGER, default: 1024 * 1024 * 1024, doc: 'former name of `IOC_JOURNAL_LIMIT`' },
+  IOC_JOURNAL_SEGMENT_BYTES: { key: 'journalSegmentBytes', kind: 'int', min: 4096, max: 1024 * 1024 * 1024, default: 64 * 1024 * 1024, doc: 'bytes per journal file before the next one starts' },
+  IOC_HISTORY_DURABILITY: { key: 'historyDurability', kind: 'string', choices: ['sync', 'async'], default: 'sync', doc: '`sync`: history is fsynced before the answer; `async`: within the window below' },
+  IOC_HISTORY_ASYNC_WINDOW_MS: { key: 'historyAsyncWindowMs', kind: 'int', min: 1, max: 10_000, default: 50, doc: 'async durability: longest an answered record waits for its fsync, ms' },
+  IOC_HISTORY_ASYNC_WINDOW_BYTES: { key: 'historyAsyncWindowBytes', kind: 'int', min: 1024, max: 1024 * 1024 * 1024, default: 16 * 1024 * 1024, doc: 'async durability: most answered bytes not yet fsynced' },
+  IOC_HISTORY_COMMIT_TIMEOUT_MS: { key: 'historyCommitTimeoutMs', kind: 'int', min: 100, max: 600_000, default: 10_000, doc: 'longest a request waits for its history to be durable before 503 OVERLOADED, ms' },
   IOC_RETENTION_DAYS: { key: 'retentionDays', kind: 'int', min: 0, max: 100_000, default: 90, doc: 'history purge age in days (0 keeps everything); usage counters are kept' },
   IOC_ASN_DIR: { key: 'asnDir', kind: 'nullable-path', default: null, shown: 'npm package', doc: 'folder with fresh ip-location-db `asn-ipv{4,6}-num.csv` files' },
   IOC_COUNTRY_DIR: { key: 'countryDir', kind: 'nullable-path', default: null, shown: 'npm package', doc: 'folder with fresh ip-location-db `geo-whois-asn-country-ipv{4,6}-num.csv` files' },
-  IOC_SHUTDOWN_TIMEOUT_MS: { key: 'shutdownTimeoutMs', kind: 'int', min: 100, max: 3_600_000, default: 30_000, doc: 'longest graceful shutdown before remaining work is abandoned, ms' }
+  IOC_SHUTDOWN_TIMEOUT_MS: { key: 'shutdownTimeoutMs', kind: 'int', min: 100, max: 3_600_000, default: 30_000, doc: 'longest graceful shutdown before remaining work is abandoned, ms' },
+  IOC_HEADERS_TIMEOUT_MS: { key: 'headersTimeoutMs', kind: 'int', min: 100, max: 600_000, default: 10_000, doc: 'time for a client to send the request headers, ms' },
+  // A 16 MiB body (the default limit) must arrive at 0.55 MB/s at least; a stalled body is cut after this.
+  IOC_REQUEST_TIMEOUT_MS: { key: 'requestTimeoutMs', kind: 'int', min: 100, max: 3_600_000, default: 30_000, doc: 'time for a client to send the whole request, ms' },
+  // Longer than the idle timeout of a reverse proxy in front (60 s for nginx and most load balancers), so the proxy,
+  // not this service, closes idle connections and never sends a request on a connection being closed.
+  IOC_KEEP_ALIVE_TIMEOUT_MS: { key: 'keepAliveTimeoutMs', kind: 'int', min: 100, max: 3_600_000, default: 65_000, doc: 'idle keep-alive connections are closed after this, ms' },
+  IOC_MAX_CONNECTIONS: { key: 'maxConnections', kind: 'int', min: 1, max: 10_000_000, default: 4096, doc: 'open connections at most; more are closed as they arrive' }
 }
 
 /** The settings as a Markdown table (setting, default, meaning), from the schema: `npm run docs:config`. */
@@ -224,5 +256,8 @@ export function loadConfig (env: Record<string, string | undefined> = process.en
   apply(env, process.cwd(), 'environment')
   for (const [k, v] of Object.entries(overrides)) if (v !== undefined) config[k] = v
   if (config.store === 'postgres' && config.databaseUrl === null) throw new ConfigError('IOC_STORE=postgres needs IOC_DATABASE_URL')
+  if ((config.headersTimeoutMs as number) > (config.requestTimeoutMs as number)) {
+    throw new ConfigError('IOC_HEADERS_TIMEOUT_MS must not exceed IOC_REQUEST_TIMEOUT_MS (headers are part of the request)')
+  }
   return Object.freeze(config as unknown as Config)
 }

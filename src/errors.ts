@@ -20,18 +20,24 @@ export const PayloadTooLargeError = createError('PAYLOAD_TOO_LARGE', '%s', 413)
 export const UnsupportedMediaTypeError = createError('UNSUPPORTED_MEDIA_TYPE', '%s', 415)
 /** Accept header that allows neither JSON nor msgpack. */
 export const NotAcceptableError = createError('NOT_ACCEPTABLE', '%s', 406)
+/** The request line's URL is longer than the service accepts. */
+export const UriTooLongError = createError('URI_TOO_LONG', '%s', 414)
+/** The request's headers are larger than the service accepts (Node's HTTP parser, answered in clientError). */
+export const HeadersTooLargeError = createError('HEADERS_TOO_LARGE', '%s', 431)
+/** The client did not send the whole request in time (IOC_REQUEST_TIMEOUT_MS / IOC_HEADERS_TIMEOUT_MS). */
+export const RequestTimeoutError = createError('REQUEST_TIMEOUT', '%s', 408)
 /** Route does not exist (also the retired history route). */
 export const NotFoundError = createError('NOT_FOUND', '%s', 404)
 
 // --- auth and quota --------------------------------------------------------------------------
 /** No X-API-Key header. */
 export const MissingApiKeyError = createError('MISSING_API_KEY', 'an API key is required in the X-API-Key header', 401)
+/** A key was sent in the query string, where URLs end up in logs and proxies: refused, whatever the key. */
+export const ApiKeyInQueryError = createError('API_KEY_IN_QUERY', 'API keys are not accepted in the URL; send the key in the X-API-Key header', 401)
 /** X-API-Key does not match an active key. */
 export const InvalidApiKeyError = createError('INVALID_API_KEY', 'the API key is not valid', 401)
 /** The key lacks the route's permission. */
 export const PermissionDeniedError = createError('PERMISSION_DENIED', 'the API key lacks the %s permission', 403)
-/** The API key was sent in the query string, where proxies and browsers log it. */
-export const KeyInQueryError = createError('API_KEY_IN_QUERY', 'send the API key in the X-API-Key header, never in the URL', 401)
 /** A dashboard session cookie that names no live session (signed out, expired, or its user disabled). */
 export const SessionExpiredError = createError('SESSION_EXPIRED', 'the dashboard session has ended; sign in again', 401)
 /** Username or password wrong (never says which), or the user is disabled. */
@@ -101,6 +107,8 @@ const kPublicOf: Readonly<Record<string, (err: { message: string }) => PublicErr
   QUOTA_UNAVAILABLE: () => ({ status: 503, code: 'OVERLOADED', message: 'the quota counter is unavailable; retry shortly' }),
   INVALID_KEY_OPTIONS: (err) => ({ status: 400, code: 'INVALID_REQUEST', message: err.message }),
   INVALID_USER_OPTIONS: (err) => ({ status: 400, code: 'INVALID_REQUEST', message: err.message }),
+  FST_ERR_MAX_PARAM_LENGTH: () => ({ status: 414, code: 'URI_TOO_LONG', message: 'a path segment of the URL is too long' }),
+  FST_ERR_BAD_URL: () => ({ status: 400, code: 'INVALID_REQUEST', message: 'the URL is not valid' }),
   INVALID_REQUEST: (err) => ({ status: 400, code: 'INVALID_REQUEST', message: err.message })
 }
 
@@ -110,10 +118,13 @@ export type ErrorLike = Error & Partial<Pick<FastifyError, 'code' | 'statusCode'
 /** Public codes a 4xx or 503 error may carry as they are (the ones docs/API.md lists). */
 const kPublicCodes = new Set([
   'INVALID_REQUEST', 'INVALID_ACTION_SOURCE', 'INVALID_INDICATOR', 'TOO_MANY_INDICATORS', 'PAYLOAD_TOO_LARGE',
-  'UNSUPPORTED_MEDIA_TYPE', 'NOT_ACCEPTABLE', 'NOT_FOUND', 'MISSING_API_KEY', 'INVALID_API_KEY', 'API_KEY_IN_QUERY', 'SESSION_EXPIRED',
-  'INVALID_CREDENTIALS', 'CSRF_FAILED',
-  'PERMISSION_DENIED', 'ADDRESS_NOT_ALLOWED', 'QUOTA_EXCEEDED', 'RATE_LIMITED', 'OVERLOADED', 'SCORING_FAILED'
+  'UNSUPPORTED_MEDIA_TYPE', 'NOT_ACCEPTABLE', 'NOT_FOUND', 'MISSING_API_KEY', 'INVALID_API_KEY', 'API_KEY_IN_QUERY',
+  'SESSION_EXPIRED', 'INVALID_CREDENTIALS', 'CSRF_FAILED', 'PERMISSION_DENIED', 'ADDRESS_NOT_ALLOWED', 'QUOTA_EXCEEDED',
+  'RATE_LIMITED', 'OVERLOADED', 'SCORING_FAILED', 'URI_TOO_LONG', 'HEADERS_TOO_LARGE', 'REQUEST_TIMEOUT'
 ])
+
+/** Refusals the service gives by design (capacity, quota, shutdown): logged at warn, without a stack. */
+export const kExpectedRefusals = new Set(['OVERLOADED', 'QUOTA_EXCEEDED', 'RATE_LIMITED'])
 
 /**
  * Maps any error to the public body: schema failures to INVALID_REQUEST, the table above, public codes as they are,

@@ -87,8 +87,8 @@ async function serve (config: Readonly<Config>): Promise<void> {
     stopping = true
     logger.info({ signal }, 'shutting down: draining requests, scoring and history')
     const timer = setTimeout(() => {
-      logger.error('shutdown timed out; spooling pending history and exiting')
-      // The writer puts whatever it could not write into its on-disk spool, replayed at the next start.
+      logger.error('shutdown timed out; exiting with unwritten history left in the journal')
+      // Every answered request's history is in the journal already; the next start writes what the store lacks.
       const exit = (): never => process.exit(1)
       svc.history.close().then(exit, exit)
       setTimeout(exit, 5_000).unref()

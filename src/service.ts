@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import pino, { type Logger } from 'pino'
 import { buildApp } from './app.ts'
+import { redactUrl } from './http/edges.ts'
 import { storeOptions, type Config } from './config.ts'
 import { startHistory, type HistoryClient } from './history/client.ts'
 import { buildSnapshot, type IntelSourceOptions } from './intel/index.ts'
@@ -38,12 +39,18 @@ export function intelSource (config: Readonly<Config>): IntelSourceOptions {
   return { manifest: config.feeds, cacheDir: config.intelCacheDir ?? join(config.dataDir, 'intel'), asnDir: config.asnDir, countryDir: config.countryDir }
 }
 
+/** A request as its log lines show it: never its query string or headers (keys, cookies). */
+function requestSerializer (req: { method?: string, url?: string, ip?: string, socket?: { remotePort?: number } }): object {
+  return { method: req.method, url: redactUrl(req.url), remoteAddress: req.ip, remotePort: req.socket?.remotePort }
+}
+
 /** The service's logger: JSON lines on stdout; keys and URLs are redacted wherever they appear. */
-export function createLogger (config: Readonly<Config>): Logger {
+export function createLogger (config: Readonly<Config>, destination?: pino.DestinationStream): Logger {
   return pino({
     level: config.logLevel,
+    serializers: { req: requestSerializer, err: pino.stdSerializers.err },
     redact: { paths: ['req.headers["x-api-key"]', 'req.headers.authorization', 'req.headers.cookie', '*.databaseUrl', '*.redisUrl'], censor: '[redacted]' }
-  })
+  }, destination)
 }
 
 /**
@@ -81,7 +88,13 @@ export async function startService (config: Readonly<Config>, options: { logger?
     const history = await startHistory({
       store: sopts,
       spoolDir: join(config.dataDir, 'spool'),
-      spoolLimit: config.spoolLimit,
+      journalDir: join(config.dataDir, 'journal'),
+      journalLimit: config.journalLimit,
+      journalSegmentBytes: config.journalSegmentBytes,
+      durability: config.historyDurability,
+      asyncWindowMs: config.historyAsyncWindowMs,
+      asyncWindowBytes: config.historyAsyncWindowBytes,
+      commitTimeoutMs: config.historyCommitTimeoutMs,
       batch: config.historyBatch,
       flushMs: config.historyFlushMs,
       retentionDays: config.retentionDays,

@@ -1,19 +1,24 @@
 /**
- * The history writer thread. It receives each request's envelope plus the scoring workers' encoded parts, batches
- * them by size (whole parts) and time, and writes each batch in one store transaction (parts + usage counters).
- * When the store fails, batches go to an fsynced on-disk spool and are replayed in order once it recovers;
- * while a backlog exists, new batches queue behind it so order is kept.
+ * The history writer thread. Requests' history is in the journal (src/history/journal.ts) before they are answered;
+ * this thread reads it from the journal files, in batches of whole requests, and writes each batch in one store
+ * transaction (parts + usage counters + the journal position after the batch), so a restart resumes exactly after
+ * what the store has. When the store fails, it retries with backoff: the records wait on disk, not in memory.
+ * A spool left by an earlier version (history.spool) is replayed first.
  */
 import { parentPort, workerData } from 'node:worker_threads'
 import { openStore, partRows, type HistoryPart, type HistoryRow, type Store, type StoreOptions } from '../src/store/index.ts'
 import { historyParts } from '../src/history/codec.ts'
-import type { HistoryEnvelope } from '../src/history/types.ts'
+import { JournalReader } from '../src/history/journal-reader.ts'
 import { Spool } from '../src/history/spool.ts'
 
 /** Settings from the main thread. */
 export interface HistoryWorkerData {
   store: StoreOptions
   spoolDir: string
+  journalDir: string
+  journalId: string
+  /** The journal's durable end when the thread starts. */
+  durable: number
   batch: number
   flushMs: number
   retentionDays: number
@@ -21,7 +26,7 @@ export interface HistoryWorkerData {
 
 /** Messages the worker accepts. */
 export type HistoryMessage =
-  | { type: 'records', envelope: HistoryEnvelope, parts: Uint8Array[] }
+  | { type: 'durable', end: number }
   | { type: 'flush', id: number }
   | { type: 'close', id: number }
 
@@ -29,57 +34,46 @@ const cfg = workerData as HistoryWorkerData
 const port = parentPort
 if (port === null) throw new Error('history worker must run in a worker thread')
 const spool = new Spool(cfg.spoolDir)
-/**
- * Records held in memory before the excess goes to the spool. Admission refuses new requests well before this
- * (HistoryClient's backlog bound), so it is only a last guard for this thread's memory.
- */
-const kMaxInMemory = Math.max(cfg.batch * 10, 1_000_000)
+const reader = new JournalReader(cfg.journalDir)
 const kRetryMinMs = 100
 const kRetryMaxMs = 5_000
 const kPurgeEveryMs = 3_600_000
+/** Journal bytes read into one batch at most (a batch is also bounded by cfg.batch records). */
+const kMaxBatchBytes = 64 * 1024 * 1024
+/** Journal bytes waiting at which a batch is written without waiting for the flush interval. */
+const kEagerBytes = 4 * 1024 * 1024
 
 let store: Store | null = null
-/** Parts waiting for the store, in arrival order, and the records they hold. */
-let pending: HistoryPart[] = []
-let pendingRecords = 0
-/** Rows the store refused as invalid: set aside in the spool folder instead of blocking everything behind them. */
+/** Where the store's copy of the journal ends (null until read from the store). */
+let committed: number | null = null
+let durable = cfg.durable
 let rejected = 0
 let written = 0
-/** Records received since start: the client subtracts it from what it posted to know what is still in transit. */
-let received = 0
 let lastError: string | null = null
 let retryMs = kRetryMinMs
 let timer: NodeJS.Timeout | null = null
+let retrying = false
 let pumping: Promise<void> | null = null
 
 function status (): void {
   port!.postMessage({
     type: 'status',
     written,
-    received,
+    committed: committed ?? 0,
     rejected,
-    pending: pendingRecords,
     spoolBytes: spool.backlog,
-    reason: spool.backlog > 0 ? `history store unavailable, spooling to disk${lastError === null ? '' : `: ${lastError}`}` : null
+    reason: lastError === null ? null : `history store unavailable, records wait in the journal: ${lastError}`
   })
 }
 
-function expand (envelope: HistoryEnvelope, parts: Uint8Array[]): void {
-  const at = pending.length
-  // A part this version cannot read is set aside as it came, for an operator; the rest of the request is kept.
-  historyParts(envelope, parts, pending, (bad) => spool.reject([bad]))
-  for (let i = at; i < pending.length; i++) pendingRecords += (pending[i] as HistoryPart).count
+/** A store error that retrying cannot fix (the rows themselves are refused). */
+function isPoison (err: unknown): boolean {
+  return (err as { code?: string }).code === 'INVALID_RECORD'
 }
 
-/** Takes the oldest parts holding about `records` records (whole parts) off the pending list. */
-function takePending (records: number): HistoryPart[] {
-  let n = 0
-  let k = 0
-  while (k < pending.length && n < records) n += (pending[k++] as HistoryPart).count
-  const batch = k === pending.length ? pending : pending.slice(0, k)
-  pending = k === pending.length ? [] : pending.slice(k)
-  pendingRecords -= n
-  return batch
+function setAside (batch: ReadonlyArray<HistoryRow | HistoryPart>): void {
+  rejected += batch.length
+  spool.reject(batch)
 }
 
 function countOf (batch: readonly HistoryPart[]): number {
@@ -88,105 +82,62 @@ function countOf (batch: readonly HistoryPart[]): number {
   return n
 }
 
-/** A store error that retrying cannot fix (the rows themselves are refused). */
-function isPoison (err: unknown): boolean {
-  return (err as { code?: string }).code === 'INVALID_RECORD'
-}
-
-async function writeOrSpool (batch: HistoryPart[]): Promise<boolean> {
-  if (store === null) throw new Error('store is not open')
-  try {
-    await store.writeHistoryParts(batch)
-    written += countOf(batch)
-    return true
-  } catch (err) {
-    if (isPoison(err)) {
-      setAside(partRows(batch))
-      return true
-    }
-    lastError = (err as { code?: string }).code ?? 'write failed'
-    spool.append(partRows(batch))
-    return false
-  } finally {
-    handBack(batch)
-  }
-}
-
-/** Part buffers at least this large go back to the main thread once stored (a bulk chunk's part; not a single's). */
-const kSpareMinBytes = 64 * 1024
-
-/**
- * Transfers the buffers of parts that are stored (or spooled, as rows) back to the main thread, which hands them to
- * the scoring threads for the next chunks' parts (why: SpareBuffers; about 4 MB per 10,000-indicator bulk).
- */
-function handBack (batch: readonly HistoryPart[]): void {
-  const buffers = new Set<ArrayBuffer>()
-  for (const p of batch) if (p.part.buffer instanceof ArrayBuffer && p.part.buffer.byteLength >= kSpareMinBytes) buffers.add(p.part.buffer)
-  if (buffers.size === 0) return
-  const list = [...buffers]
-  port!.postMessage({ type: 'spare', buffers: list }, list)
-}
-
-function setAside (batch: readonly HistoryRow[]): void {
-  rejected += batch.length
-  spool.reject(batch)
-}
-
-/** Moves every pending record to the spool, in order, in batch-sized frames. */
-function spillPending (): void {
-  while (pending.length > 0) spool.append(partRows(takePending(cfg.batch)))
-}
-
-/** Writes the spool backlog, then pending batches; on a failure everything pending goes to the spool. */
-async function pumpOnce (): Promise<void> {
-  if (store === null) {
-    try {
-      store = await openStore(cfg.store)
-    } catch (err) {
-      lastError = (err as { code?: string }).code ?? 'store unavailable'
-      spillPending()
-      scheduleRetry()
-      return
-    }
-  }
+/** Replays a spool an earlier version left; throws when the store fails (the caller retries later). */
+async function replaySpool (s: Store): Promise<void> {
   while (spool.backlog > 0) {
     const frame = spool.peek()
     if (frame === null) break
     try {
-      await store.writeHistoryRows(frame.records)
+      await s.writeHistoryRows(frame.records)
     } catch (err) {
-      if (isPoison(err)) {
-        setAside(frame.records)
-        spool.commit(frame.next)
-        continue
-      }
-      lastError = (err as { code?: string }).code ?? 'write failed'
-      // Keep order: everything newer waits behind the backlog, on disk.
-      spillPending()
-      scheduleRetry()
-      return
+      if (!isPoison(err)) throw err
+      setAside(frame.records)
     }
     written += frame.records.length
     spool.commit(frame.next)
+    status() // spool_bytes in health follows the replay
   }
-  lastError = spool.backlog > 0 ? lastError : null
-  retryMs = kRetryMinMs
-  while (pending.length > 0) {
-    const batch = takePending(cfg.batch)
-    if (!await writeOrSpool(batch)) {
-      spillPending()
-      scheduleRetry()
-      return
+}
+
+/** Writes journalled records to the store up to the durable end; on a failure, schedules a retry. */
+async function pumpOnce (): Promise<void> {
+  try {
+    store ??= await openStore(cfg.store)
+    committed ??= await store.journalPosition(cfg.journalId)
+    await replaySpool(store)
+    while (committed < durable) {
+      const got = reader.read(committed, durable, cfg.batch, kMaxBatchBytes)
+      if (got.next === committed) break
+      const parts: HistoryPart[] = []
+      const bad: HistoryPart[] = []
+      // A part this version cannot read is set aside as it came, for an operator; the rest of the request is kept.
+      for (const f of got.frames) historyParts(f.envelope, f.parts, parts, (p) => bad.push(p))
+      if (bad.length > 0) setAside(bad)
+      const mark = { journal: cfg.journalId, position: got.next }
+      try {
+        await store.writeHistoryParts(parts, mark)
+        written += countOf(parts)
+      } catch (err) {
+        if (!isPoison(err)) throw err
+        setAside(partRows(parts))
+        await store.writeHistoryParts([], mark)
+      }
+      committed = got.next
+      status()
     }
+    lastError = null
+    retryMs = kRetryMinMs
+  } catch (err) {
+    lastError = (err as { code?: string }).code ?? 'write failed'
+    scheduleRetry()
   }
 }
 
 async function pump (): Promise<void> {
-  // A loop, not a single wait: several callers can wait on the same pass, and only one of them may start the next;
-  // two passes at once would both replay the spool's oldest frame (duplicates) and interleave batches.
+  // One pass at a time: two would both write the same journal range.
   for (let running = pumping; running !== null; running = pumping) {
     await running
-    if (pending.length === 0 && spool.backlog === 0) return
+    if (committed !== null && committed >= durable && spool.backlog === 0) return
   }
   pumping = pumpOnce().finally(() => {
     pumping = null
@@ -197,7 +148,8 @@ async function pump (): Promise<void> {
 
 function scheduleRetry (): void {
   if (timer !== null) clearTimeout(timer)
-  timer = setTimeout(() => { timer = null; void pump() }, retryMs)
+  retrying = true
+  timer = setTimeout(() => { timer = null; retrying = false; void pump() }, retryMs)
   retryMs = Math.min(kRetryMaxMs, retryMs * 2)
 }
 
@@ -217,14 +169,12 @@ async function purge (): Promise<void> {
 
 port.on('message', (msg: HistoryMessage) => {
   switch (msg.type) {
-    case 'records':
-      received += msg.envelope.count
-      expand(msg.envelope, msg.parts)
-      if (pendingRecords > kMaxInMemory) {
-        // The store is slower than ingest: keep memory bounded by moving the oldest batches to disk, in order.
-        while (pendingRecords > cfg.batch) spool.append(partRows(takePending(Math.min(cfg.batch, pendingRecords - cfg.batch))))
-        void pump()
-      } else if (pendingRecords >= cfg.batch && spool.backlog === 0) {
+    case 'durable':
+      durable = Math.max(durable, msg.end)
+      if (retrying) break // the retry timer runs the next pass
+      if (committed !== null && durable - committed >= kEagerBytes) {
+        if (timer !== null) clearTimeout(timer)
+        timer = null
         void pump()
       } else {
         scheduleFlush()
@@ -235,11 +185,14 @@ port.on('message', (msg: HistoryMessage) => {
       break
     case 'close':
       void (async () => {
-        await pump()
-        // What could not be written is on disk and replays at the next start.
-        if (pending.length > 0) spool.append(partRows(takePending(Number.POSITIVE_INFINITY)))
+        if (timer !== null) clearTimeout(timer)
+        timer = null
+        // One last pass; what the store does not take now stays in the journal for the next start.
+        if (!retrying) await pump()
+        else await pumping
         if (timer !== null) clearTimeout(timer)
         await store?.close()
+        reader.close()
         status()
         spool.close()
         port.postMessage({ type: 'closed', id: msg.id })
@@ -248,9 +201,8 @@ port.on('message', (msg: HistoryMessage) => {
   }
 })
 
-// Opens the store (or spools until it can) and replays any backlog left by the last run.
-await pump()
-void purge()
-setInterval(() => { void purge() }, kPurgeEveryMs).unref()
-status()
+// Ready at once: requests journal their history whatever the store's state. Then open the store and replay what the
+// journal holds beyond the store's position (retrying until it can).
 port.postMessage({ type: 'ready' })
+void pump().then(async () => await purge())
+setInterval(() => { void purge() }, kPurgeEveryMs).unref()

@@ -15,7 +15,7 @@ export interface ScoringWorkerData {
 
 /** One task: a msgpack-encoded chunk (transferred), the request's shared parameters, and maybe a spare body buffer. */
 export interface ScoringTask {
-  items: Uint8Array
+  items: Uint8Array | ChunkItem[]
   params: ChunkParams
   /** An earlier body buffer of this shard, merged by the main thread and transferred back for reuse. */
   spare?: ArrayBuffer
@@ -35,7 +35,8 @@ function move<T> (value: T, buffers: ArrayBufferLike[]): T {
 
 /** Scores one chunk and transfers the encoded output back. */
 export default function score (task: ScoringTask): unknown {
-  const items = threadPackr.unpack(task.items) as ChunkItem[]
+  // Chunks with a lone surrogate come unencoded (ScoringPool's encodeItems).
+  const items = task.items instanceof Uint8Array ? threadPackr.unpack(task.items) as ChunkItem[] : task.items
   if (task.params.mode === 'single') {
     const out = scoreSingle(items[0] as ChunkItem, task.params, ctx)
     return move(out, [out.history.buffer])

@@ -18,7 +18,7 @@ import { chunkIndicators, type BulkIndicator, type Chunks } from './chunk.ts'
 import { AnswerBuffers, csvPieces, mergeJson, mergeMsgpack, mergeNdjson } from './merge.ts'
 
 /** Where errors of a request are logged (the request's logger). */
-export interface RequestLog { error: (obj: object, msg: string) => void }
+export interface RequestLog { error: (obj: object, msg: string) => void, warn: (obj: object, msg: string) => void }
 
 /** Told of every answered request's indicators (metrics). */
 export interface VerdictObserver {
@@ -60,16 +60,18 @@ async function scored<T> (log: RequestLog, ticket: Ticket, run: () => Promise<T>
 }
 
 /**
- * Hands the request's history to the writer before the answer goes out: a request whose history cannot be taken
- * (the writer died after admission) is not answered with verdicts, counts nothing, and may be retried.
+ * Makes the request's history durable before the answer goes out: a request whose history cannot be journalled
+ * (disk full, the write took longer than its bound, shutdown) is not answered with verdicts, its quota is refunded,
+ * and it may be retried. (After a timed-out write the records may still reach history: recorded but not answered is
+ * the safe side of an audit trail.)
  */
 async function record (log: RequestLog, ticket: Ticket, history: HistorySink, envelope: HistoryEnvelope, parts: Uint8Array[]): Promise<void> {
   try {
-    history.submit(envelope, parts)
+    await history.submit(envelope, parts)
   } catch (err) {
-    log.error({ err }, 'history writer refused the request')
+    log.warn({ err: { code: (err as { code?: string }).code, message: (err as Error).message } }, 'history journal refused the request')
     await ticket.refund().catch((e: unknown) => { log.error({ err: e }, 'quota refund failed') })
-    throw new OverloadedError('history writer unavailable; retry shortly', { cause: err })
+    throw new OverloadedError('history cannot be recorded now; retry shortly', { cause: err })
   }
 }
 

@@ -1,82 +1,120 @@
 /**
- * Main-thread side of the history writer: forwards each request's envelope and encoded records to the
- * history worker thread (buffers transferred, nothing decoded here), tracks its state for admission and
- * health, and flushes it on shutdown.
+ * Main-thread side of history: each request's envelope and encoded records go into the journal (journal.ts, group
+ * commit) before the request is answered; the history writer thread drains the journal into the store. This side
+ * tracks the writer's state for admission and health, restarts it when it dies (it replays the journal from the
+ * store's position, so nothing is lost or written twice), and flushes it on shutdown.
  */
 import { Worker } from 'node:worker_threads'
 import { kWorkerShim, workerEntry } from '../worker-entry.ts'
 import type { Logger } from 'pino'
 import type { StoreOptions } from '../config.ts'
 import type { SpareBuffers } from '../bytes/byte-sink.ts'
-import type { HistoryEnvelope, HistorySink } from './types.ts'
+import { Journal, type Durability } from './journal.ts'
+import type { HistoryEnvelope, HistorySink, HistoryState } from './types.ts'
 
 const kRestartDelayMs = 1_000
+/** Part buffers at least this large go back to the scoring threads once journalled (a bulk chunk's part). */
+const kSpareMinBytes = 64 * 1024
 
 /** Settings of the history writer. */
 export interface HistoryClientOptions {
   store: StoreOptions
   spoolDir: string
-  spoolLimit: number
+  journalDir: string
+  /** Journal bytes not yet in the store at which new requests are refused (503). */
+  journalLimit: number
+  journalSegmentBytes: number
+  durability: Durability
+  asyncWindowMs: number
+  asyncWindowBytes: number
+  /** Longest a request waits for its history to be synced before it is answered 503, in ms. */
+  commitTimeoutMs: number
   batch: number
   flushMs: number
   retentionDays: number
-  /** Records waiting for the writer at which new requests are refused (503), so memory stays bounded. */
+  /** Records journalled and not yet in the store at which new requests are refused (503). */
   maxBacklog: number
   logger: Logger
-  /** Where the writer's stored part buffers go, for the scoring threads' next parts (ScoringPool's historySpares). */
+  /** Where journalled part buffers go, for the scoring threads' next parts (ScoringPool's historySpares). */
   spares?: SpareBuffers
 }
 
-interface WorkerStatus { written: number, pending: number, spoolBytes: number, reason: string | null }
-interface StatusMessage extends WorkerStatus { received: number }
-/** What the writer sends: its status, readiness, replies to flush and close, and stored part buffers ('spare'). */
-type WriterMessage = { type: string, id?: number, buffers?: ArrayBuffer[] } & StatusMessage
+interface StatusMessage { written: number, committed: number, spoolBytes: number, reason: string | null }
+/** What the writer sends: its status, readiness, and replies to flush and close. */
+type WriterMessage = { type: string, id?: number } & StatusMessage
 
-/** Starts the history worker and resolves once it has opened its store (or started spooling). */
+/** Thrown when a request's history could not be made durable in time; answered 503 OVERLOADED. */
+export class HistoryCommitError extends Error {
+  readonly code = 'HISTORY_COMMIT_FAILED'
+}
+
+/** Opens the journal, starts the history worker and resolves once it runs. */
 export async function startHistory (options: HistoryClientOptions): Promise<HistoryClient> {
-  const client = new HistoryClient(options)
-  await client.started
+  const journal = await Journal.open({
+    dir: options.journalDir,
+    limit: options.journalLimit,
+    segmentBytes: options.journalSegmentBytes,
+    durability: options.durability,
+    asyncWindowMs: options.asyncWindowMs,
+    asyncWindowBytes: options.asyncWindowBytes
+  })
+  const client = new HistoryClient(options, journal)
+  try {
+    await client.started
+  } catch (err) {
+    await journal.close()
+    throw err
+  }
   return client
 }
 
-/** The history writer as the request path sees it. */
+/** History as the request path sees it. */
 export class HistoryClient implements HistorySink {
-  readonly started: Promise<void>
+  started: Promise<void>
   private worker!: Worker
   private readonly options: HistoryClientOptions
-  private status: WorkerStatus = { written: 0, pending: 0, spoolBytes: 0, reason: null }
-  /** Records posted to the current worker but not yet received by it (queued in its port). */
-  private inTransit = 0
-  /** Records posted to the current worker since it started. */
-  private submitted = 0
+  private readonly journal: Journal
+  private status: StatusMessage = { written: 0, committed: 0, spoolBytes: 0, reason: null }
   private alive = false
   private closing: Promise<void> | null = null
   private nextId = 1
   private readonly waiters = new Map<number, () => void>()
   private writtenBefore = 0
+  /** Times the writer thread was restarted after dying. */
+  restarts = 0
 
-  constructor (options: HistoryClientOptions) {
+  constructor (options: HistoryClientOptions, journal: Journal) {
     this.options = options
+    this.journal = journal
+    journal.onDurable = (end) => { if (this.alive) this.worker.postMessage({ type: 'durable', end }) }
     this.started = this.spawn()
   }
 
   private async spawn (): Promise<void> {
     const { store, spoolDir, batch, flushMs, retentionDays } = this.options
-    const worker = new Worker(kWorkerShim, { workerData: { entry: workerEntry('history'), store, spoolDir, batch, flushMs, retentionDays } })
+    const worker = new Worker(kWorkerShim, {
+      workerData: {
+        entry: workerEntry('history'),
+        store,
+        spoolDir,
+        journalDir: this.journal.dir,
+        journalId: this.journal.id,
+        durable: this.journal.durable,
+        batch,
+        flushMs,
+        retentionDays
+      }
+    })
     this.worker = worker
-    this.submitted = 0
-    this.inTransit = 0
     await new Promise<void>((resolve, reject) => {
       worker.on('message', (msg: WriterMessage) => {
         if (msg.type === 'status') {
-          this.status = { written: this.writtenBefore + msg.written, pending: msg.pending, spoolBytes: msg.spoolBytes, reason: msg.reason }
-          // Not 0: records posted after the worker sent this status are still queued for it, and while the worker
-          // is busy (a slow or locked store) that queue is the backlog the health check must show.
-          this.inTransit = this.submitted - msg.received
-        } else if (msg.type === 'spare') {
-          for (const b of msg.buffers ?? []) this.options.spares?.give(b)
+          this.status = { ...msg, written: this.writtenBefore + msg.written }
+          this.journal.committed(msg.committed)
         } else if (msg.type === 'ready') {
           this.alive = true
+          // Groups synced while it started: it read the durable end from its workerData, maybe before them.
+          worker.postMessage({ type: 'durable', end: this.journal.durable })
           resolve()
         } else if ((msg.type === 'flushed' || msg.type === 'closed') && msg.id !== undefined) {
           this.waiters.get(msg.id)?.()
@@ -93,41 +131,61 @@ export class HistoryClient implements HistorySink {
         for (const w of this.waiters.values()) w()
         this.waiters.clear()
         if (this.closing === null && wasAlive) {
-          // Records already in its spool are safe on disk; a new worker replays them.
+          // Records are in the journal: a new worker writes what the store does not have yet.
           this.options.logger.error({ code }, 'history worker exited; restarting')
           this.writtenBefore = this.status.written
           setTimeout(() => {
             if (this.closing !== null) return // closed meanwhile: a new worker would outlive close()
-            this.spawn().catch((err: unknown) => this.options.logger.error({ err }, 'history worker restart failed'))
+            this.restarts++
+            this.started = this.spawn()
+            this.started.catch((err: unknown) => this.options.logger.error({ err }, 'history worker restart failed'))
           }, kRestartDelayMs).unref()
         }
       })
     })
   }
 
-  submit (envelope: HistoryEnvelope, parts: Uint8Array[]): void {
-    if (!this.alive) throw new Error('history writer is not running')
-    this.inTransit += envelope.count
-    this.submitted += envelope.count
-    this.worker.postMessage({ type: 'records', envelope, parts }, parts.map((p) => p.buffer as ArrayBuffer))
+  /**
+   * Journals one request's history; resolves once it is durable (or, in async mode, queued within the window).
+   * The parts' buffers are not kept: once written, large ones go back to the scoring threads.
+   */
+  async submit (envelope: HistoryEnvelope, parts: Uint8Array[]): Promise<void> {
+    const spares = this.options.spares
+    const done = (): void => {
+      if (spares === undefined) return
+      for (const p of parts) if (p.buffer instanceof ArrayBuffer && p.buffer.byteLength >= kSpareMinBytes) spares.give(p.buffer)
+    }
+    let timer: NodeJS.Timeout | undefined
+    const timeout = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => reject(new HistoryCommitError('history journal write took too long')), this.options.commitTimeoutMs)
+    })
+    try {
+      await Promise.race([this.journal.append(envelope, parts, done), timeout])
+    } finally {
+      clearTimeout(timer)
+    }
   }
 
   refusal (): string | null {
     if (this.closing !== null) return 'service is shutting down'
-    if (!this.alive) return 'history writer is restarting'
-    if (this.status.spoolBytes >= this.options.spoolLimit) return 'history spool is full; retry later'
-    if (this.status.pending + this.inTransit >= this.options.maxBacklog) return 'history writer is behind; retry shortly'
+    const j = this.journal.refusal()
+    if (j !== null) return j
+    if (this.journal.pendingRecords >= this.options.maxBacklog) return 'history writer is behind; retry shortly'
     return null
   }
 
-  state (): ReturnType<HistorySink['state']> {
-    const status = !this.alive ? 'down' : this.status.spoolBytes > 0 ? 'spooling' : 'ok'
+  state (): HistoryState {
+    const journalBytes = this.journal.bytes
+    const status = !this.alive ? 'down' : this.status.reason !== null ? 'spooling' : 'ok'
     return {
       status,
-      reason: status === 'down' ? 'history writer is not running' : this.status.reason,
-      pending: this.status.pending + this.inTransit,
+      reason: status === 'down' ? 'history writer is not running (records wait in the journal)' : this.status.reason,
+      pending: this.journal.pendingRecords,
       written: this.status.written,
-      spoolBytes: this.status.spoolBytes
+      spoolBytes: this.status.spoolBytes,
+      journalBytes,
+      journalLimit: this.options.journalLimit,
+      restarts: this.restarts
     }
   }
 
@@ -140,12 +198,23 @@ export class HistoryClient implements HistorySink {
     })
   }
 
+  /** Waits until everything journalled so far is in the store (or the store failed on it). */
   async flush (): Promise<void> {
+    await this.journal.settle()
+    if (this.alive) this.worker.postMessage({ type: 'durable', end: this.journal.durable })
     await this.request('flush')
+  }
+
+  /** The writer thread, for tests that kill it. */
+  get thread (): Worker {
+    return this.worker
   }
 
   async close (): Promise<void> {
     this.closing ??= (async () => {
+      // Queued groups (async mode) are synced first; then the writer writes what it can, the rest stays journalled.
+      await this.journal.close()
+      if (this.alive) this.worker.postMessage({ type: 'durable', end: this.journal.durable })
       await this.request('close')
       await this.worker.terminate()
     })()

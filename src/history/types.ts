@@ -10,14 +10,32 @@ export type HistoryEnvelope = Omit<HistoryRecord, ItemKey> & {
   count: number
 }
 
+/** History's state for the health check. */
+export interface HistoryState {
+  /** spooling: the store fails and records wait on disk (the journal); down: the writer thread is restarting. */
+  status: 'ok' | 'spooling' | 'down'
+  reason: string | null
+  /** Records journalled and not yet in the store. */
+  pending: number
+  /** Records written to the store since start. */
+  written: number
+  /** Bytes of a spool left by an earlier version, not yet replayed. */
+  spoolBytes: number
+  /** Journal bytes not yet in the store (live), and the limit at which requests are refused. */
+  journalBytes: number
+  journalLimit: number
+  /** Times the writer thread died and was replaced. */
+  restarts: number
+}
+
 /** Where requests send their history. */
 export interface HistorySink {
-  /** Queues one request's records; the buffers are transferred. */
-  submit: (envelope: HistoryEnvelope, parts: Uint8Array[]) => void
-  /** null while new requests may be admitted, else why not (spool limit reached, writer down). */
+  /** Makes one request's records durable (journal); resolves before the request may be answered. */
+  submit: (envelope: HistoryEnvelope, parts: Uint8Array[]) => Promise<void>
+  /** null while new requests may be admitted, else why not (journal full, shutting down). */
   refusal: () => string | null
   /** Current state for the health check. */
-  state: () => { status: 'ok' | 'spooling' | 'down', reason: string | null, pending: number, written: number, spoolBytes: number }
+  state: () => HistoryState
   /** Writes everything pending. */
   flush: () => Promise<void>
   /** Flushes, then stops the writer; idempotent. */

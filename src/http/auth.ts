@@ -6,7 +6,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { LRUCache } from 'lru-cache'
-import { AddressNotAllowedError, CsrfError, InvalidApiKeyError, KeyInQueryError, MissingApiKeyError, PermissionDeniedError, SessionExpiredError } from '../errors.ts'
+import { AddressNotAllowedError, CsrfError, InvalidApiKeyError, MissingApiKeyError, PermissionDeniedError, SessionExpiredError } from '../errors.ts'
 import { kSessionCookie, sessionPrincipal, type SessionAuth } from './session.ts'
 import { addressAllowed, expired, type ApiKeyRecord, type Store } from '../store/index.ts'
 
@@ -66,14 +66,6 @@ function tokensEqual (a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y)
 }
 
-const kQueryKeyNames = /[?&](api_?key|key|x-api-key|apikey|token)=/i
-
-/** True when the URL's query string carries something named like an API key. */
-export function hasQueryKey (url: string): boolean {
-  const q = url.indexOf('?')
-  return q !== -1 && kQueryKeyNames.test(url.slice(q))
-}
-
 /** `admin` holds every permission. */
 export function hasPermission (key: ApiKeyRecord, permission: string): boolean {
   return key.permissions.includes(permission) || key.permissions.includes('admin')
@@ -100,12 +92,8 @@ export function requireKey (verifier: KeyVerifier, permission: string | null, se
       req.apiKey = principal
       return
     }
-    if (typeof presented !== 'string' || presented.trim() === '') {
-      // A key in the URL ends up in proxy and browser logs: refuse it with a pointer to the header, even when a
-      // header key is missing, so the caller learns why.
-      if (hasQueryKey(req.url)) throw new KeyInQueryError()
-      throw new MissingApiKeyError()
-    }
+    // (A key in the query string was refused before this, by http/edges.ts guardUrl.)
+    if (typeof presented !== 'string' || presented.trim() === '') throw new MissingApiKeyError()
     const key = await verifier.verify(presented.trim())
     if (key === null) throw new InvalidApiKeyError()
     if (key.allowedCidrs !== null && !addressAllowed(req.ip, key.allowedCidrs)) throw new AddressNotAllowedError()

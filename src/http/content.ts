@@ -26,7 +26,8 @@ export function assertNoForbiddenKeys (value: unknown, forbidden = kForbiddenKey
   }
   if (value instanceof Uint8Array) return
   for (const key of Object.keys(value)) {
-    if (forbidden.has(key)) throw new InvalidRequestError(`forbidden key "${key}" in body`)
+    // msgpackr hands "__proto__" over renamed to "__proto_": name the key the client sent.
+    if (forbidden.has(key)) throw new InvalidRequestError(`forbidden key "${key === '__proto_' ? '__proto__' : key}" in body`)
     const v = (value as Record<string, unknown>)[key]
     if (v !== null && typeof v === 'object') assertNoForbiddenKeys(v, forbidden, depth + 1)
   }

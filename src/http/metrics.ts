@@ -50,7 +50,8 @@ export class Metrics implements VerdictObserver {
     gauge('iocv_pool_queue_depth', 'Scoring tasks queued or running across shards', () => sources.intel.pending)
     gauge('iocv_history_backlog_records', 'History records accepted and not yet committed to the store', () => sources.history.state().pending)
     gauge('iocv_history_written_records', 'History records committed since start', () => sources.history.state().written)
-    gauge('iocv_history_spool_bytes', 'Bytes of history spooled to disk while the store is unavailable', () => sources.history.state().spoolBytes)
+    gauge('iocv_history_journal_bytes', 'History journal bytes not yet in the store (at IOC_JOURNAL_LIMIT, 503 OVERLOADED)', () => sources.history.state().journalBytes)
+    gauge('iocv_history_spool_bytes', 'Bytes of a history spool left by an earlier version, replayed at start', () => sources.history.state().spoolBytes)
     gauge('iocv_history_up', '1 while the history writer accepts records, 0 when it is down', () => sources.history.state().status === 'down' ? 0 : 1)
     gauge('iocv_intel_snapshot_age_seconds', 'Seconds since the intel snapshot in use was compiled', () => (Date.now() - Date.parse(sources.intel.snapshot.dataTimestamp)) / 1000)
   }

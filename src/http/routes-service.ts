@@ -58,11 +58,12 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
       reasons.push('quota counter unreachable')
     }
     if (h.status === 'down') {
-      status = 'unavailable'
+      // Requests are still answered (their history is journalled); a new writer thread is starting.
+      if (status === 'ok') status = 'degraded'
       reasons.push(h.reason ?? 'history writer down')
     } else if (h.status === 'spooling' && status === 'ok') {
       status = 'degraded'
-      reasons.push(h.reason ?? 'history is spooling to disk')
+      reasons.push(h.reason ?? 'history store unavailable; records wait in the journal')
     }
     reply.code(status === 'unavailable' ? 503 : 200)
     return {
@@ -71,7 +72,15 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
       checks: {
         store,
         quota,
-        history: { status: h.status, pending: h.pending, written: h.written, spool_bytes: h.spoolBytes },
+        history: {
+          status: h.status,
+          pending: h.pending,
+          written: h.written,
+          spool_bytes: h.spoolBytes,
+          journal_bytes: h.journalBytes,
+          journal_limit: h.journalLimit,
+          writer_restarts: h.restarts
+        },
         intel: { version: snap.version, data_timestamp: snap.dataTimestamp },
         pool: { workers: deps.intel.size }
       }

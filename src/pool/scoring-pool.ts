@@ -83,8 +83,8 @@ export class ScoringPool {
     const spare = this.spares[shard]?.pop()
     const historySpare = this.historySpares?.pop()
     if (this.inline !== null) return scoreBulkChunk(items, params, this.inline, spare, historySpare)
-    const encoded = copy(threadPackr.pack(items))
-    const transferList: ArrayBuffer[] = [encoded.buffer]
+    const encoded = encodeItems(items)
+    const transferList: ArrayBuffer[] = encoded instanceof Uint8Array ? [encoded.buffer] : []
     if (spare !== undefined) transferList.push(spare)
     if (historySpare !== undefined) transferList.push(historySpare)
     return await (this.pools[shard] as Piscina).run({ items: encoded, params, spare, historySpare }, { transferList }) as BulkChunkOutput
@@ -104,9 +104,9 @@ export class ScoringPool {
   async runSingle (item: ChunkItem, params: ChunkParams): Promise<SingleChunkOutput> {
     if (this.closed) throw new PoolClosedError()
     if (this.inline !== null) return scoreSingle(item, params, this.inline)
-    const encoded = copy(threadPackr.pack([item]))
+    const encoded = encodeItems([item])
     const shard = shardOf(item[1], this.shards)
-    return await (this.pools[shard] as Piscina).run({ items: encoded, params }, { transferList: [encoded.buffer] }) as SingleChunkOutput
+    return await (this.pools[shard] as Piscina).run({ items: encoded, params }, { transferList: encoded instanceof Uint8Array ? [encoded.buffer] : [] }) as SingleChunkOutput
   }
 
   /** Tasks queued or running across shards. */
@@ -130,6 +130,23 @@ export class ScoringPool {
     this.spares.length = 0
     await Promise.all(this.pools.map(async (p) => await p.destroy()))
   }
+}
+
+/** Whether a string holds a lone UTF-16 surrogate (String.prototype.isWellFormed, Node 20). */
+function illFormed (s: unknown): boolean {
+  return typeof s === 'string' && !(s as unknown as { isWellFormed: () => boolean }).isWellFormed()
+}
+
+/**
+ * Items as a scoring thread receives them: msgpack (compact, transferred), except a chunk holding a string with a lone
+ * surrogate, which goes as it is (structured clone): msgpack writes a lone surrogate as three bytes that decode to three
+ * U+FFFD, and the answer must echo the value as sent (JSON escapes it as \udXXX).
+ */
+function encodeItems (items: readonly ChunkItem[]): Uint8Array<ArrayBuffer> | ChunkItem[] {
+  for (const it of items) {
+    if (illFormed(it[0]) || illFormed(it[1]) || illFormed(it[2]) || illFormed(it[3])) return items as ChunkItem[]
+  }
+  return copy(threadPackr.pack(items))
 }
 
 /** msgpackr's pack() returns a view into its scratch buffer: copy into an owned buffer before transferring. */

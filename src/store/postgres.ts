@@ -18,7 +18,7 @@ import { safeCause, scrub, secretsOf } from './redact.ts'
 import { StoreError } from '../errors.ts'
 import { assertUtcDay } from '../history/utc-day.ts'
 import type {
-  ApiKeyRecord, CreatedKey, CreateKeyOptions, HistoryRecord, SearchFilters, SearchPage, Store, UsageReport
+  ApiKeyRecord, CreatedKey, CreateKeyOptions, HistoryRecord, JournalMark, SearchFilters, SearchPage, Store, UsageReport
 } from './types.ts'
 
 /** Options of PostgresStore. */
@@ -121,7 +121,14 @@ function migrations (s: string): string[] {
     ALTER TABLE ${s}.api_keys ADD COLUMN last_used_at timestamptz;
     `,
     // 3: dashboard users and sessions (accounts.ts).
-    accountsSchema(`${s}.users`, `${s}.sessions`)
+    accountsSchema(`${s}.users`, `${s}.sessions`),
+    // 4: how far each history journal (one per data directory) is written, updated in the batch's transaction.
+    `
+    CREATE TABLE ${s}.history_journal (
+      journal text PRIMARY KEY,
+      position bigint NOT NULL
+    );
+    `
   ]
 }
 
@@ -421,8 +428,14 @@ export class PostgresStore implements Store {
   }
 
   /** Expands encoded parts into rows (this store keeps a row per item) and writes them as writeHistoryRows does. */
-  async writeHistoryParts (parts: readonly HistoryPart[]): Promise<void> {
-    await this.writeHistoryRows(partRows(parts))
+  async writeHistoryParts (parts: readonly HistoryPart[], mark?: JournalMark): Promise<void> {
+    await this.#writeRows(partRows(parts), mark)
+  }
+
+  /** How far a history journal is written into this store. */
+  async journalPosition (journal: string): Promise<number> {
+    const { rows } = await this.#query<{ position: string }>(`SELECT position FROM ${this.#s}.history_journal WHERE journal = $1`, [journal])
+    return rows[0] === undefined ? 0 : Number(rows[0].position)
   }
 
   /**
@@ -436,12 +449,22 @@ export class PostgresStore implements Store {
    * item ids, which the search order and item ranges rely on. It also makes commit order follow id order.
    */
   async writeHistoryRows (rows: readonly HistoryRow[]): Promise<void> {
+    await this.#writeRows(rows, undefined)
+  }
+
+  /** writeHistoryRows, saving a journal mark in the same transaction when given. */
+  async #writeRows (rows: readonly HistoryRow[], mark: JournalMark | undefined): Promise<void> {
     this.#check()
-    if (rows.length === 0) return
+    if (rows.length === 0 && mark === undefined) return
     const deltas = usageDeltas(rows)
     const runs = requestRuns(rows)
     const s = this.#s
     await this.#transaction(async (c) => {
+      if (mark !== undefined) {
+        await c.query(`INSERT INTO ${s}.history_journal (journal, position) VALUES ($1, $2) ` +
+          'ON CONFLICT (journal) DO UPDATE SET position = excluded.position', [mark.journal, mark.position])
+      }
+      if (rows.length === 0) return
       await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`ioc-verdict:history:${this.#schema}`])
       const uids = runs.flatMap((run) => run.uid === null ? [] : [run.uid])
       const { rows: found } = await c.query<{ id: string, uid: string, last_item: string }>(

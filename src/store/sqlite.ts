@@ -20,7 +20,7 @@ import {
 import { StoreError } from '../errors.ts'
 import { assertUtcDay } from '../history/utc-day.ts'
 import type {
-  ApiKeyRecord, CreatedKey, CreateKeyOptions, HistoryRecord, SearchFilters, SearchPage, Store, UsageReport
+  ApiKeyRecord, CreatedKey, CreateKeyOptions, HistoryRecord, JournalMark, SearchFilters, SearchPage, Store, UsageReport
 } from './types.ts'
 
 /** Options of SqliteStore. */
@@ -142,7 +142,14 @@ const kMigrations: ReadonlyArray<string | ((db: Database.Database) => void)> = [
   ALTER TABLE api_keys ADD COLUMN last_used_at TEXT;       -- ISO 8601 UTC
   `,
   // 5: dashboard users and sessions (accounts.ts).
-  accountsSchema('users', 'sessions')
+  accountsSchema('users', 'sessions'),
+  // 6: how far each history journal (one per data directory) is written, updated in the batch's transaction.
+  `
+  CREATE TABLE history_journal (
+    journal TEXT PRIMARY KEY,
+    position INTEGER NOT NULL
+  ) STRICT;
+  `
 ]
 
 interface KeyRow {
@@ -172,6 +179,8 @@ interface Statements extends BlockStatements, BlockWriterStatements {
   extendRequest: Database.Statement
   insertRequest: Database.Statement
   upsertUsage: Database.Statement
+  setJournal: Database.Statement
+  journalPosition: Database.Statement
   usageTenant: Database.Statement
   usageTenantKey: Database.Statement
   usageForKey: Database.Statement
@@ -318,6 +327,9 @@ export class SqliteStore implements Store {
         requestById: db.prepare(kBlockStatementSql.requestById),
         blockParts: db.prepare(kBlockStatementSql.blockParts),
         partAt: db.prepare(kBlockStatementSql.partAt),
+        setJournal: db.prepare('INSERT INTO history_journal (journal, position) VALUES (?, ?) ' +
+          'ON CONFLICT (journal) DO UPDATE SET position = excluded.position'),
+        journalPosition: db.prepare('SELECT position FROM history_journal WHERE journal = ?').pluck(),
         usageTenant: db.prepare('SELECT key_id, count FROM usage WHERE tenant = ? AND day = ? ORDER BY key_id'),
         usageTenantKey: db.prepare('SELECT key_id, count FROM usage WHERE tenant = ? AND day = ? AND key_id = ?'),
         usageForKey: db.prepare('SELECT coalesce(sum(count), 0) FROM usage WHERE key_id = ? AND day = ?').pluck(),
@@ -374,13 +386,15 @@ export class SqliteStore implements Store {
    * consecutive item ids in order and join their tenant's open block; each run of parts with one uid becomes (or
    * extends) one request row.
    */
-  writeHistoryPartsSync (parts: readonly HistoryPart[]): void {
+  writeHistoryPartsSync (parts: readonly HistoryPart[], mark?: JournalMark): void {
     const s = this.#statements()
     const todo = parts.filter((p) => p.count > 0)
-    if (todo.length === 0) return
+    if (todo.length === 0 && mark === undefined) return
     const deltas = usageDeltas(todo)
     try {
       this.#db.transaction(() => {
+        if (mark !== undefined) s.setJournal.run(mark.journal, mark.position)
+        if (todo.length === 0) return
         // The write lock is held: no other connection can take ids until the commit.
         let next = s.nextItemId.get() as number
         const blocks = new BlockWriter(s)
@@ -523,8 +537,17 @@ export class SqliteStore implements Store {
   }
 
   /** Inserts encoded parts with their usage counters, in one transaction. */
-  async writeHistoryParts (parts: readonly HistoryPart[]): Promise<void> {
-    this.writeHistoryPartsSync(parts)
+  async writeHistoryParts (parts: readonly HistoryPart[], mark?: JournalMark): Promise<void> {
+    this.writeHistoryPartsSync(parts, mark)
+  }
+
+  /** How far a history journal is written into this store. */
+  async journalPosition (journal: string): Promise<number> {
+    try {
+      return (this.#statements().journalPosition.get(journal) as number | undefined) ?? 0
+    } catch (err) {
+      throw wrap(err)
+    }
   }
 
   #prepared (sql: string): Database.Statement {

@@ -70,6 +70,14 @@ import type { Accounts } from './accounts.ts'
 
 export type { HistoryIndicator, HistoryRecord, HistorySource, SearchFilters, SearchPage } from '../history/types.ts'
 
+/** A history journal's position after a batch: saved with the batch, in its transaction. */
+export interface JournalMark {
+  /** The journal's id (one per data directory). */
+  journal: string
+  /** Journal byte position (monotonic across its files) just after the batch's last record. */
+  position: number
+}
+
 /** Persistence of keys, history and usage counters. */
 export interface Store {
   /** Dashboard users and sessions. */
@@ -99,7 +107,13 @@ export interface Store {
    * The same for items as the scoring workers encoded them (history/block.ts): the history writer's hot path. SQLite
    * stores the parts as they are; PostgreSQL expands them into its rows.
    */
-  writeHistoryParts (parts: readonly HistoryPart[]): Promise<void>
+  writeHistoryParts (parts: readonly HistoryPart[], mark?: JournalMark): Promise<void>
+  /**
+   * How far the history journal named `journal` is written into this store (JournalMark.position), 0 when never.
+   * writeHistoryParts with a mark stores it in the same transaction as the parts, so a replay after a crash writes
+   * each journalled record exactly once.
+   */
+  journalPosition (journal: string): Promise<number>
   /**
    * One page of a tenant's history, newest first by (date, id); throws INVALID_REQUEST for a bad cursor, date or
    * limit. Only rows of `tenant` are read, whatever the filters or cursor. `indicator_value` matches the value

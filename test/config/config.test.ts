@@ -43,11 +43,20 @@ test('with no IOC_* names the configuration is the documented defaults, frozen',
     historyBatch: 20_000,
     historyFlushMs: 100,
     historyMaxBacklog: 500_000,
-    spoolLimit: 1024 * 1024 * 1024,
+    journalLimit: 1024 * 1024 * 1024,
+    journalSegmentBytes: 64 * 1024 * 1024,
+    historyDurability: 'sync',
+    historyAsyncWindowMs: 50,
+    historyAsyncWindowBytes: 16 * 1024 * 1024,
+    historyCommitTimeoutMs: 10_000,
     retentionDays: 90,
     asnDir: null,
     countryDir: null,
-    shutdownTimeoutMs: 30_000
+    shutdownTimeoutMs: 30_000,
+    headersTimeoutMs: 10_000,
+    requestTimeoutMs: 30_000,
+    keepAliveTimeoutMs: 65_000,
+    maxConnections: 4096
   } satisfies Config)
   assert.deepEqual({ ...c }, { ...defaults() })
   assert.ok(Object.isFrozen(c))
@@ -77,7 +86,13 @@ const kEvery: Array<[string, string, keyof Config, unknown]> = [
   ['IOC_HISTORY_BATCH', '1000000', 'historyBatch', 1_000_000],
   ['IOC_HISTORY_FLUSH_MS', '600000', 'historyFlushMs', 600_000],
   ['IOC_HISTORY_MAX_BACKLOG', '7', 'historyMaxBacklog', 7],
-  ['IOC_SPOOL_LIMIT', '2048', 'spoolLimit', 2048],
+  ['IOC_JOURNAL_LIMIT', '2048', 'journalLimit', 2048],
+  ['IOC_SPOOL_LIMIT', '4096', 'journalLimit', 4096],
+  ['IOC_JOURNAL_SEGMENT_BYTES', '8192', 'journalSegmentBytes', 8192],
+  ['IOC_HISTORY_DURABILITY', 'async', 'historyDurability', 'async'],
+  ['IOC_HISTORY_ASYNC_WINDOW_MS', '20', 'historyAsyncWindowMs', 20],
+  ['IOC_HISTORY_ASYNC_WINDOW_BYTES', '65536', 'historyAsyncWindowBytes', 65536],
+  ['IOC_HISTORY_COMMIT_TIMEOUT_MS', '5000', 'historyCommitTimeoutMs', 5000],
   ['IOC_RETENTION_DAYS', '0', 'retentionDays', 0],
   ['IOC_ASN_DIR', '/opt/asn', 'asnDir', '/opt/asn'],
   ['IOC_COUNTRY_DIR', '/opt/country', 'countryDir', '/opt/country'],
@@ -210,6 +225,6 @@ test('the docs table (npm run docs:config) has one row per setting, in schema or
   assert.equal(shown.get('IOC_BOOTSTRAP_KEY'), '1')
   assert.equal(shown.get('IOC_DATABASE_URL'), '-')
   assert.equal(shown.get('IOC_POOL_SIZE'), 'CPU count')
-  assert.equal(shown.get('IOC_SPOOL_LIMIT'), String(defaults().spoolLimit))
+  assert.equal(shown.get('IOC_JOURNAL_LIMIT'), String(defaults().journalLimit))
   for (const r of rows) assert.ok((r[2] as string).length > 3, `${r[0]} has a meaning`)
 })

@@ -4,19 +4,12 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { historyParts, HistoryItems } from '../../src/history/codec.ts'
-import { partRows, type HistoryPart } from '../../src/history/block.ts'
+import { HistoryItems } from '../../src/history/codec.ts'
 import { itemTail, kInvalidVerdictMembers } from '../../src/history/record.ts'
 import { itemFragment } from '../fixtures/history-record.ts'
+import { historyRows } from '../fixtures/history-rows.ts'
 import type { HistoryEnvelope } from '../../src/history/types.ts'
 import { recordJson, type HistoryRow } from '../../src/history/rows.ts'
-
-/** One request's envelope and encoded parts as store rows: the writer's parts, expanded as the row stores do. */
-function historyRows (envelope: HistoryEnvelope, parts: Uint8Array[], out: HistoryRow[]): void {
-  const p: HistoryPart[] = []
-  historyParts(envelope, parts, p)
-  partRows(p, out)
-}
 
 const kEnvelope: HistoryEnvelope = {
   date: '2026-11-21T10:00:00.000Z',

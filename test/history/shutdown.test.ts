@@ -3,9 +3,8 @@
  * over HTTP, gets SIGTERM mid-stream and must exit 0 with the history of every acknowledged (200) bulk in the store.
  * The writer is configured to hold records in memory for a while, so the shutdown itself has to flush them.
  *
- * A SIGKILL loses what the writer still holds in memory: acknowledged records are durable once the writer's next
- * flush (IOC_HISTORY_FLUSH_MS) has written them (docs/OPERATIONS.md, "Durability of history"); the last test checks
- * that documented window from the safe side.
+ * A SIGKILL loses nothing acknowledged (the journal, test/e2e/durability.test.ts); the last test checks that an
+ * acknowledged bulk reaches the store itself within the writer's flush interval (IOC_HISTORY_FLUSH_MS).
  */
 import assert from 'node:assert/strict'
 import { spawn, type ChildProcess } from 'node:child_process'

@@ -1,7 +1,7 @@
 /**
- * History is off the request path and never lost (ARCHITECTURE.md): while the store refuses writes, verdicts are
- * still answered, health reports the spooling, and after recovery every record is written once, in order.
- * Past the spool limit new verdict requests get 503 OVERLOADED instead of records being dropped.
+ * History never waits for the store and is never lost: while the store refuses writes, verdicts are still answered
+ * (their history is in the journal), health reports the backlog live, and after recovery every record is written
+ * once, in order. Past the journal limit new verdict requests get 503 OVERLOADED instead of records being dropped.
  *
  * The fault is real: the test holds SQLite's write lock on the service's database file from another connection.
  * The history writer then waits out the store's busy timeout (5 s, src/store/sqlite.ts) before each failed
@@ -16,7 +16,7 @@ import { dbPathOf, readHistory, today, waitFor } from '../fixtures/read-history.
 interface Health {
   status: string
   reasons: string[]
-  checks: { history: { status: string, pending: number, written: number, spool_bytes: number } }
+  checks: { history: { status: string, pending: number, written: number, spool_bytes: number, journal_bytes: number, journal_limit: number } }
 }
 
 async function health (b: Built): Promise<Health> {
@@ -50,7 +50,7 @@ async function send (b: Built, requestId: string, i: number): Promise<{ status: 
 async function drained (b: Built): Promise<Health> {
   return await waitFor('the spool to drain', async () => {
     const h = await health(b)
-    return h.status === 'ok' && h.checks.history.spool_bytes === 0 && h.checks.history.pending === 0 ? h : undefined
+    return h.status === 'ok' && h.checks.history.journal_bytes === 0 && h.checks.history.pending === 0 ? h : undefined
   })
 }
 
@@ -80,12 +80,14 @@ test('while the store refuses writes, verdicts are answered, health is degraded,
     return h.status === 'degraded' ? h : undefined
   })
   assert.equal(degraded.checks.history.status, 'spooling')
-  assert.ok(degraded.checks.history.spool_bytes > 0)
+  assert.ok(degraded.checks.history.journal_bytes > 0)
+  assert.equal(degraded.checks.history.spool_bytes, 0, 'nothing goes to the old spool')
   assert.ok(degraded.reasons.length > 0 && degraded.reasons.every((r) => r.length > 0), 'degraded names its reason')
   assert.equal((await b.app.inject({ method: 'GET', url: '/api/v2/ioc/health' })).statusCode, 200, 'degraded is still 200')
 
-  // Requests arriving while records are spooled queue behind them.
+  // Requests arriving while records wait queue behind them, and the journal's size in health grows with them.
   for (let k = 0; k < 9; k++) await sendOk()
+  assert.ok((await health(b)).checks.history.journal_bytes > degraded.checks.history.journal_bytes, 'journal_bytes is live')
 
   release()
   const ok = await drained(b)
@@ -101,13 +103,13 @@ test('while the store refuses writes, verdicts are answered, health is degraded,
   assertWrittenOnceInOrder(b, sent)
 })
 
-test('past the spool limit new verdict requests get 503 OVERLOADED with Retry-After, and nothing acknowledged is lost', async (t) => {
-  const b = await build(t, { IOC_SPOOL_LIMIT: '1024' })
+test('past the journal limit new verdict requests get 503 OVERLOADED with Retry-After, and nothing acknowledged is lost', async (t) => {
+  const b = await build(t, { IOC_JOURNAL_LIMIT: '1024' })
   const release = lockStore(t, b)
   const acknowledged: Sent[] = []
   const refused: string[] = []
   let i = 0
-  const refusal = await waitFor('a request refused for the full spool', async () => {
+  const refusal = await waitFor('a request refused for the full journal', async () => {
     const requestId = `req-${String(i).padStart(4, '0')}`
     const r = await send(b, requestId, i++)
     if (r.status === 200) {
@@ -120,10 +122,13 @@ test('past the spool limit new verdict requests get 503 OVERLOADED with Retry-Af
   assert.equal(refusal.status, 503)
   assert.equal(refusal.code, 'OVERLOADED')
   assert.ok(Number(refusal.retryAfter) > 0, 'Retry-After in seconds')
-  const h = await health(b)
-  assert.equal(h.status, 'degraded')
-  assert.ok(h.checks.history.spool_bytes >= 1024)
-  // Both endpoints refuse while the spool is over its limit, and a refusal is not recorded.
+  const h = await waitFor('health to report the store failure', async () => {
+    const x = await health(b)
+    return x.status === 'degraded' ? x : undefined
+  })
+  assert.ok(h.checks.history.journal_bytes >= 1024)
+  assert.equal(h.checks.history.journal_limit, 1024)
+  // Both endpoints refuse while the journal is over its limit, and a refusal is not recorded.
   for (let k = 0; k < 3; k++) {
     const requestId = `refused-${k}`
     const r = await send(b, requestId, k)
@@ -140,7 +145,7 @@ test('past the spool limit new verdict requests get 503 OVERLOADED with Retry-Af
   assert.equal(readHistory(b.config.dataDir).filter((r) => refused.includes(r.record.request_id)).length, 0)
   assert.equal((await b.store.usage('t1', null, today())).total, rows)
 
-  // With the spool drained, requests are admitted again.
+  // With the journal drained, requests are admitted again.
   const again = await send(b, 'after', 0)
   assert.equal(again.status, 200)
 })

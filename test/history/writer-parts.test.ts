@@ -13,6 +13,9 @@ import { SpareBuffers } from '../../src/bytes/byte-sink.ts'
 import { startHistory, type HistoryClient } from '../../src/history/client.ts'
 import { HistoryItems } from '../../src/history/codec.ts'
 import { kInvalidVerdictMembers } from '../../src/history/record.ts'
+import type { HistoryRow } from '../../src/history/rows.ts'
+import { Spool } from '../../src/history/spool.ts'
+import { historyRows } from '../fixtures/history-rows.ts'
 import type { HistoryEnvelope } from '../../src/history/types.ts'
 import { dbPathOf, readHistory } from '../fixtures/read-history.ts'
 import { historyEnvelope, itemFragment } from '../fixtures/history-record.ts'
@@ -31,8 +34,8 @@ function part (value: string, format?: number): Uint8Array {
 }
 
 /** A history writer on a SQLite store in a fresh directory (removed after the test). */
-async function startWriter (t: TestContext, batch: number, spares?: SpareBuffers): Promise<{ dir: string, writer: HistoryClient }> {
-  const dir = mkdtempSync(join(tmpdir(), 'iocv-writer-parts-'))
+async function startWriter (t: TestContext, batch: number, spares?: SpareBuffers, existing?: string): Promise<{ dir: string, writer: HistoryClient }> {
+  const dir = existing ?? mkdtempSync(join(tmpdir(), 'iocv-writer-parts-'))
   const open: { writer?: HistoryClient } = {}
   // Closed here too (close() is idempotent), so a failed assertion does not leave the writer thread holding the run.
   t.after(async () => {
@@ -42,7 +45,13 @@ async function startWriter (t: TestContext, batch: number, spares?: SpareBuffers
   const writer = open.writer = await startHistory({
     store: { kind: 'sqlite', path: dbPathOf(dir) },
     spoolDir: join(dir, 'spool'),
-    spoolLimit: 1024 * 1024,
+    journalDir: join(dir, 'journal'),
+    journalLimit: 64 * 1024 * 1024,
+    journalSegmentBytes: 1024 * 1024,
+    durability: 'sync',
+    asyncWindowMs: 50,
+    asyncWindowBytes: 1024 * 1024,
+    commitTimeoutMs: 10_000,
     batch,
     flushMs: 1000,
     retentionDays: 0,
@@ -55,9 +64,9 @@ async function startWriter (t: TestContext, batch: number, spares?: SpareBuffers
 
 test('a part of an unknown format is set aside on arrival; the requests before and after it in its batch are written', async (t) => {
   const { dir, writer } = await startWriter(t, 100)
-  writer.submit(envelope('r1'), [part('one.example')])
-  writer.submit(envelope('r2'), [part('bad.example', 7)])
-  writer.submit(envelope('r3'), [part('three.example')])
+  await writer.submit(envelope('r1'), [part('one.example')])
+  await writer.submit(envelope('r2'), [part('bad.example', 7)])
+  await writer.submit(envelope('r3'), [part('three.example')])
   await writer.flush()
   assert.deepEqual(readHistory(dir).map((r) => r.record.request_id), ['r1', 'r3'])
   const state = writer.state()
@@ -80,8 +89,8 @@ test('once stored, a bulk part\'s buffer goes back to the main thread\'s spares;
   const big = items.encode()
   assert.ok(big.byteLength >= 64 * 1024, `${big.byteLength} bytes`)
   const length = big.buffer.byteLength
-  writer.submit(historyEnvelope({ tenant: 't1', request_id: 'bulk-1', count: 600 }), [big])
-  writer.submit(envelope('single-1'), [part('one.spares.example')])
+  await writer.submit(historyEnvelope({ tenant: 't1', request_id: 'bulk-1', count: 600 }), [big])
+  await writer.submit(envelope('single-1'), [part('one.spares.example')])
   await writer.flush()
   // The status the flush waits for follows the hand-back on the same port.
   assert.equal(spares.size, 1)
@@ -91,4 +100,21 @@ test('once stored, a bulk part\'s buffer goes back to the main thread\'s spares;
   assert.equal(rows.length, 601)
   assert.equal(rows.filter((r) => r.record.request_id === 'bulk-1').length, 600)
   await writer.close()
+})
+
+test('a spool left by a version before the journal is replayed once at start, before journalled records', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'iocv-writer-legacy-'))
+  const rows: HistoryRow[] = []
+  historyRows(envelope('spooled-1'), [part('one.legacy.example')], rows)
+  historyRows(envelope('spooled-2'), [part('two.legacy.example')], rows)
+  const spool = new Spool(join(dir, 'spool'))
+  spool.append(rows)
+  spool.close()
+  const { writer } = await startWriter(t, 100, undefined, dir)
+  await writer.submit(envelope('journalled'), [part('three.legacy.example')])
+  await writer.flush()
+  assert.deepEqual(readHistory(dir).map((r) => r.record.request_id), ['spooled-1', 'spooled-2', 'journalled'])
+  assert.equal(writer.state().spoolBytes, 0)
+  await writer.close()
+  assert.ok(!existsSync(join(dir, 'spool', 'history.spool')) || statSync(join(dir, 'spool', 'history.spool')).size === 0)
 })

@@ -30,7 +30,7 @@ const cases: Case[] = [
     [errors.TooManyIndicatorsError, 400], [errors.PayloadTooLargeError, 413], [errors.UnsupportedMediaTypeError, 415],
     [errors.NotAcceptableError, 406], [errors.NotFoundError, 404], [errors.MissingApiKeyError, 401],
     [errors.InvalidApiKeyError, 401], [errors.PermissionDeniedError, 403], [errors.QuotaExceededError, 429],
-    [errors.OverloadedError, 503], [errors.ScoringFailedError, 503], [errors.KeyInQueryError, 401], [errors.AddressNotAllowedError, 403],
+    [errors.OverloadedError, 503], [errors.ScoringFailedError, 503], [errors.AddressNotAllowedError, 403],
     [errors.RateLimitedError, 429], [errors.SessionExpiredError, 401], [errors.InvalidCredentialsError, 401], [errors.CsrfError, 403]
   ] as const).map(([E, status]): Case => {
     const e = new E('m')

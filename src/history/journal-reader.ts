@@ -1,0 +1,109 @@
+/**
+ * Reads the history journal (journal.ts) for the history writer thread: whole frames from a position up to the
+ * durable end the main thread reported, across segment files. Synchronous I/O: it blocks only the writer's thread.
+ */
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs'
+import { join } from 'node:path'
+import { crc32 } from 'node:zlib'
+import { decodeFrame, kFrameHead, listSegments, segmentName } from './journal.ts'
+import type { HistoryEnvelope } from './types.ts'
+
+/** One journalled request. */
+export interface JournalFrame { envelope: HistoryEnvelope, parts: Uint8Array[] }
+
+/** What read() found. */
+export interface JournalRead {
+  frames: JournalFrame[]
+  /** Position after the last frame read (where the next read starts). */
+  next: number
+  records: number
+  /** Bytes skipped as unreadable (a damaged frame: the rest of its segment is skipped). */
+  skipped: number
+}
+
+/** Sequential reader of one journal directory. */
+export class JournalReader {
+  private readonly dir: string
+  private fd: number | null = null
+  private segStart = -1
+
+  constructor (dir: string) {
+    this.dir = dir
+  }
+
+  /** The segment holding `pos`: its start and the next segment's start (Infinity for the last). */
+  private locate (pos: number): { start: number, end: number } | null {
+    const starts = listSegments(this.dir)
+    let start: number | undefined
+    let end = Number.POSITIVE_INFINITY
+    for (const s of starts) {
+      if (s <= pos) start = s
+      else { end = s; break }
+    }
+    if (start === undefined) {
+      // Everything before the oldest file is in the store already (its files were deleted).
+      const first = starts[0]
+      return first === undefined ? null : { start: first, end: starts[1] ?? Number.POSITIVE_INFINITY }
+    }
+    return { start, end }
+  }
+
+  private file (start: number): number {
+    if (this.segStart !== start || this.fd === null) {
+      this.close()
+      this.fd = openSync(join(this.dir, segmentName(start)), 'r')
+      this.segStart = start
+    }
+    return this.fd
+  }
+
+  /** Frames from `from` up to `until`, stopping after `maxRecords` records or `maxBytes` bytes (whole frames). */
+  read (from: number, until: number, maxRecords: number, maxBytes: number): JournalRead {
+    const out: JournalRead = { frames: [], next: from, records: 0, skipped: 0 }
+    const head = Buffer.alloc(kFrameHead)
+    let bytes = 0
+    while (out.next < until && out.records < maxRecords && bytes < maxBytes) {
+      const seg = this.locate(out.next)
+      if (seg === null) break
+      if (out.next < seg.start) out.next = seg.start
+      if (out.next >= seg.end) continue
+      const fd = this.file(seg.start)
+      const off = out.next - seg.start
+      const size = fstatSync(fd).size
+      if (off + kFrameHead > size) {
+        // The end of an older segment (or of the active one, not written yet): go on with the next, if any.
+        if (seg.end === Number.POSITIVE_INFINITY) break
+        out.skipped += Math.max(0, seg.end - out.next)
+        out.next = seg.end
+        continue
+      }
+      readSync(fd, head, 0, kFrameHead, off)
+      const len = head.readUInt32LE(0)
+      const payload = off + kFrameHead + len <= size ? Buffer.allocUnsafe(len) : null
+      if (payload !== null) readSync(fd, payload, 0, len, off + kFrameHead)
+      if (payload === null || crc32(payload) !== head.readUInt32LE(4)) {
+        // Damaged on disk after it was synced (it was whole when written): the rest of this segment cannot be framed.
+        if (seg.end === Number.POSITIVE_INFINITY) {
+          out.skipped += until - out.next
+          out.next = until
+          break
+        }
+        out.skipped += seg.end - out.next
+        out.next = seg.end
+        continue
+      }
+      const frame = decodeFrame(payload)
+      out.frames.push(frame)
+      out.records += frame.envelope.count
+      out.next += kFrameHead + len
+      bytes += kFrameHead + len
+    }
+    return out
+  }
+
+  close (): void {
+    if (this.fd !== null) closeSync(this.fd)
+    this.fd = null
+    this.segStart = -1
+  }
+}

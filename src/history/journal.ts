@@ -1,0 +1,402 @@
+/**
+ * The history journal: an append-only log of each request's history (its envelope and the scoring threads' encoded
+ * parts, as they are) in the data directory, written on the main thread with group commit. Requests that finish
+ * scoring while a write is in progress queue their frames; the next write appends them all with one writev and one
+ * fdatasync (both on libuv's thread pool, so the event loop keeps serving), then releases every waiting answer.
+ *
+ * Positions are byte offsets that only grow, across files: the journal is a sequence of segment files named by the
+ * position of their first byte. The history writer thread reads frames from the files (journal-reader.ts), writes
+ * them to the store with the position after them in the same transaction, and reports that position; files wholly
+ * below it are deleted here. On start, a torn last frame (a crash mid-write: never acknowledged) is cut off and a new
+ * segment begins, so the writer replays exactly what is not in the store yet.
+ *
+ * Frame: [u32 LE payload length][u32 LE crc32(payload)][payload]; payload: [u32 envelope length][envelope JSON]
+ * [u32 part count] then per part [u32 length][bytes].
+ */
+import { randomUUID } from 'node:crypto'
+import { closeSync, existsSync, fstatSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, writeFileSync } from 'node:fs'
+import { open, unlink, type FileHandle } from 'node:fs/promises'
+import { join } from 'node:path'
+import { crc32 } from 'node:zlib'
+import type { HistoryEnvelope } from './types.ts'
+
+/** How the answer waits for its history (IOC_HISTORY_DURABILITY). */
+export type Durability = 'sync' | 'async'
+
+/** Settings of the journal. */
+export interface JournalOptions {
+  dir: string
+  /** Bytes not yet in the store at which appends are refused (the request path answers 503 before scoring). */
+  limit: number
+  /** A segment file is closed and a new one begun past this size. */
+  segmentBytes: number
+  durability: Durability
+  /** async: longest time a frame waits before its group is written and synced, in ms. */
+  asyncWindowMs: number
+  /** async: bytes waiting for a write beyond which new appends wait for the write, as in sync mode. */
+  asyncWindowBytes: number
+}
+
+/** Frame header bytes. */
+export const kFrameHead = 8
+const kSegmentSuffix = '.journal'
+const kIdFile = 'journal.id'
+
+/** A segment file's name for its first position. */
+export function segmentName (start: number): string {
+  return `${start.toString(16).padStart(16, '0')}${kSegmentSuffix}`
+}
+
+/** Segment start positions found in a journal directory, ascending. */
+export function listSegments (dir: string): number[] {
+  const starts: number[] = []
+  for (const name of readdirSync(dir)) {
+    if (!name.endsWith(kSegmentSuffix)) continue
+    const start = Number.parseInt(name.slice(0, -kSegmentSuffix.length), 16)
+    if (Number.isSafeInteger(start) && segmentName(start) === name) starts.push(start)
+  }
+  return starts.sort((a, b) => a - b)
+}
+
+/** The journal directory's id (created once): the store keeps its position under it. */
+export function journalId (dir: string): string {
+  mkdirSync(dir, { recursive: true })
+  const file = join(dir, kIdFile)
+  if (existsSync(file)) {
+    const id = readFileSync(file, 'utf8').trim()
+    if (/^[0-9a-f-]{36}$/.test(id)) return id
+  }
+  const id = randomUUID()
+  writeFileSync(`${file}.tmp`, id)
+  renameSync(`${file}.tmp`, file)
+  syncDir(dir)
+  return id
+}
+
+function syncDir (dir: string): void {
+  const fd = openSync(dir, 'r')
+  try {
+    fsyncSync(fd)
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/** Length of the valid frames at the start of a file (the rest is a torn write, never acknowledged). */
+export function validLength (fd: number, size: number): number {
+  const head = Buffer.alloc(kFrameHead)
+  let pos = 0
+  while (pos + kFrameHead <= size) {
+    readSync(fd, head, 0, kFrameHead, pos)
+    const len = head.readUInt32LE(0)
+    if (pos + kFrameHead + len > size) break
+    const body = Buffer.allocUnsafe(len)
+    readSync(fd, body, 0, len, pos + kFrameHead)
+    if (crc32(body) !== head.readUInt32LE(4)) break
+    pos += kFrameHead + len
+  }
+  return pos
+}
+
+/** One request's history as a frame's buffers (header first). */
+export function encodeFrame (envelope: HistoryEnvelope, parts: readonly Uint8Array[]): { buffers: Uint8Array[], bytes: number } {
+  const env = Buffer.from(JSON.stringify(envelope))
+  const meta = Buffer.allocUnsafe(8 + env.length + 4 * parts.length)
+  meta.writeUInt32LE(env.length, 0)
+  env.copy(meta, 4)
+  meta.writeUInt32LE(parts.length, 4 + env.length)
+  let at = 8 + env.length
+  // Part lengths are interleaved with the parts: their headers are slices of meta, so no extra allocation per part.
+  const buffers: Uint8Array[] = [meta.subarray(0, 8 + env.length)]
+  let len = 8 + env.length
+  let crc = crc32(buffers[0] as Uint8Array)
+  for (const p of parts) {
+    const h = meta.subarray(at, at + 4)
+    h.writeUInt32LE(p.byteLength, 0)
+    at += 4
+    crc = crc32(p, crc32(h, crc))
+    buffers.push(h, p)
+    len += 4 + p.byteLength
+  }
+  const head = Buffer.allocUnsafe(kFrameHead)
+  head.writeUInt32LE(len, 0)
+  head.writeUInt32LE(crc, 4)
+  return { buffers: [head, ...buffers], bytes: kFrameHead + len }
+}
+
+/** A frame's payload decoded: the envelope and views of its parts (into `payload`). */
+export function decodeFrame (payload: Buffer): { envelope: HistoryEnvelope, parts: Uint8Array[] } {
+  const envLen = payload.readUInt32LE(0)
+  const envelope = JSON.parse(payload.toString('utf8', 4, 4 + envLen)) as HistoryEnvelope
+  const n = payload.readUInt32LE(4 + envLen)
+  const parts: Uint8Array[] = []
+  let at = 8 + envLen
+  for (let i = 0; i < n; i++) {
+    const len = payload.readUInt32LE(at)
+    parts.push(payload.subarray(at + 4, at + 4 + len))
+    at += 4 + len
+  }
+  return { envelope, parts }
+}
+
+/** Appends waiting for the next group write. */
+interface Group {
+  buffers: Uint8Array[]
+  bytes: number
+  records: number
+  waiters: Array<{ resolve: () => void, reject: (err: Error) => void }>
+  /** Called once the group is on disk (or failed), whatever the mode: hands buffers back. */
+  done: Array<() => void>
+}
+
+function emptyGroup (): Group {
+  return { buffers: [], bytes: 0, records: 0, waiters: [], done: [] }
+}
+
+/** Thrown when an append cannot be taken (journal full or failing); the request path answers 503 OVERLOADED. */
+export class JournalRefusedError extends Error {
+  readonly code = 'JOURNAL_REFUSED'
+}
+
+/** The main thread's journal. */
+export class Journal {
+  readonly id: string
+  readonly dir: string
+  private readonly options: JournalOptions
+  private fh: FileHandle | null = null
+  /** Start of the segment being appended to, and the segments before it (ascending). */
+  private active: number
+  private readonly older: number[]
+  /** Position after the last synced frame: the writer may read up to here. */
+  private durableEnd: number
+  /** Position after the last queued frame. */
+  private queuedEnd: number
+  /** How far the store has it (the writer's last report). */
+  private committedAt = 0
+  private group: Group = emptyGroup()
+  private writing: Promise<void> | null = null
+  private timer: NodeJS.Timeout | null = null
+  private failure: Error | null = null
+  private closed = false
+  /** Groups synced but not yet in the store: their end positions and record counts, oldest first. */
+  private readonly unstored: Array<{ end: number, records: number }> = []
+  private unstoredRecords = 0
+  /** Called with the new durable end after every group write. */
+  onDurable: (end: number) => void = () => {}
+
+  private constructor (options: JournalOptions, id: string, older: number[], start: number) {
+    this.options = options
+    this.dir = options.dir
+    this.id = id
+    this.older = older
+    this.active = start
+    this.durableEnd = start
+    this.queuedEnd = start
+  }
+
+  /**
+   * Opens the journal of a directory: cuts a torn frame off the last segment, then begins a new segment after it.
+   * It runs once at startup, before the service listens (the scan is synchronous).
+   */
+  static async open (options: JournalOptions): Promise<Journal> {
+    const id = journalId(options.dir)
+    const starts = listSegments(options.dir)
+    let next = 0
+    const last = starts.at(-1)
+    if (last !== undefined) {
+      const fd = openSync(join(options.dir, segmentName(last)), 'r+')
+      try {
+        const size = fstatSync(fd).size
+        const valid = validLength(fd, size)
+        if (valid < size) {
+          ftruncateSync(fd, valid)
+          fsyncSync(fd)
+        }
+        next = last + valid
+      } finally {
+        closeSync(fd)
+      }
+    }
+    // An empty last segment (nothing valid in it) is where the new one begins: it keeps its name.
+    const journal = new Journal(options, id, last !== undefined && last === next ? starts.slice(0, -1) : starts, next)
+    await journal.openSegment(next)
+    return journal
+  }
+
+  private async openSegment (start: number): Promise<void> {
+    const fh = await open(join(this.dir, segmentName(start)), 'a')
+    syncDir(this.dir)
+    this.fh = fh
+    this.active = start
+  }
+
+  /** Where the writer may read up to. */
+  get durable (): number {
+    return this.durableEnd
+  }
+
+  /** Bytes journalled (or queued) and not yet in the store. */
+  get bytes (): number {
+    return this.queuedEnd - Math.max(this.committedAt, this.older[0] ?? this.active)
+  }
+
+  /** Records synced and not yet in the store, of this run (a replay of an earlier run's journal is not counted). */
+  get pendingRecords (): number {
+    return this.unstoredRecords + this.group.records
+  }
+
+  /** Why appends are refused now, or null. */
+  refusal (): string | null {
+    if (this.closed) return 'service is shutting down'
+    if (this.failure !== null) return 'history journal cannot be written; retry later'
+    if (this.bytes >= this.options.limit) return 'history journal is full; retry later'
+    return null
+  }
+
+  /**
+   * Queues one request's history. Resolves once it is synced to disk (sync), or at once (async, unless the window's
+   * bytes are full). `done` runs once the bytes are written or failed: the parts' buffers may be reused from then.
+   */
+  async append (envelope: HistoryEnvelope, parts: readonly Uint8Array[], done: () => void): Promise<void> {
+    if (this.closed) throw new JournalRefusedError('service is shutting down')
+    if (this.failure !== null) throw new JournalRefusedError('history journal cannot be written', { cause: this.failure })
+    const frame = encodeFrame(envelope, parts)
+    const g = this.group
+    for (const b of frame.buffers) g.buffers.push(b)
+    g.bytes += frame.bytes
+    g.records += envelope.count
+    g.done.push(done)
+    this.queuedEnd += frame.bytes
+    const wait = this.options.durability === 'sync' || g.bytes >= this.options.asyncWindowBytes
+    const durable = wait ? new Promise<void>((resolve, reject) => { g.waiters.push({ resolve, reject }) }) : null
+    this.schedule(wait)
+    if (durable !== null) await durable
+  }
+
+  /** Starts a group write now (sync) or within the window (async). */
+  private schedule (now: boolean): void {
+    if (this.writing !== null) return // the running write starts the next group when it ends
+    if (now) {
+      if (this.timer !== null) clearTimeout(this.timer)
+      this.timer = null
+      this.writing = this.writeGroups()
+    } else if (this.timer === null) {
+      this.timer = setTimeout(() => {
+        this.timer = null
+        if (this.writing === null) this.writing = this.writeGroups()
+      }, this.options.asyncWindowMs)
+    }
+  }
+
+  /** Writes queued groups one after another until none is left. */
+  private async writeGroups (): Promise<void> {
+    // One turn of the event loop first, so answers finishing together share the write.
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    try {
+      while (this.group.bytes > 0) {
+        const g = this.group
+        this.group = emptyGroup()
+        await this.writeGroup(g)
+      }
+    } finally {
+      this.writing = null
+    }
+  }
+
+  private async writeGroup (g: Group): Promise<void> {
+    const fh = this.fh as FileHandle
+    const before = this.durableEnd - this.active
+    try {
+      if (this.failure !== null) throw this.failure
+      let written = 0
+      while (written < g.bytes) {
+        const { bytesWritten } = await fh.writev(written === 0 ? g.buffers : remaining(g.buffers, written))
+        written += bytesWritten
+      }
+      await fh.datasync()
+    } catch (err) {
+      // A partial group would break every later frame: take it back; if even that fails, refuse appends from now on.
+      try {
+        await fh.truncate(before)
+      } catch (e) {
+        this.failure = e as Error
+      }
+      this.queuedEnd -= g.bytes + this.group.bytes
+      const pending = this.group
+      this.group = emptyGroup()
+      for (const x of [g, pending]) {
+        for (const w of x.waiters) w.reject(new JournalRefusedError('history journal write failed', { cause: err }))
+        for (const d of x.done) d()
+      }
+      return
+    }
+    this.durableEnd += g.bytes
+    this.unstored.push({ end: this.durableEnd, records: g.records })
+    this.unstoredRecords += g.records
+    for (const w of g.waiters) w.resolve()
+    for (const d of g.done) d()
+    this.onDurable(this.durableEnd)
+    if (this.durableEnd - this.active >= this.options.segmentBytes && this.group.bytes === 0) await this.rotate()
+  }
+
+  /** Begins a new segment after the current one. */
+  private async rotate (): Promise<void> {
+    const fh = this.fh as FileHandle
+    await fh.close()
+    this.older.push(this.active)
+    await this.openSegment(this.durableEnd)
+    this.collect()
+  }
+
+  /** The writer has stored everything before `position`: segments wholly before it go. */
+  committed (position: number): void {
+    if (position <= this.committedAt) return
+    this.committedAt = position
+    while (this.unstored.length > 0 && (this.unstored[0] as { end: number }).end <= position) {
+      this.unstoredRecords -= (this.unstored.shift() as { records: number }).records
+    }
+    this.collect()
+  }
+
+  private collect (): void {
+    while (this.older.length > 0) {
+      const start = this.older[0] as number
+      const end = this.older[1] ?? this.active
+      if (end > this.committedAt) return
+      this.older.shift()
+      unlink(join(this.dir, segmentName(start))).catch(() => {})
+    }
+  }
+
+  /** Resolves once everything queued so far is synced (or failed). */
+  async settle (): Promise<void> {
+    if (this.group.bytes > 0 && this.writing === null) {
+      if (this.timer !== null) clearTimeout(this.timer)
+      this.timer = null
+      this.writing = this.writeGroups()
+    }
+    while (this.writing !== null) await this.writing
+  }
+
+  /** Writes what is queued (async mode's window), then closes the file; idempotent. */
+  async close (): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    await this.settle()
+    await this.fh?.close()
+  }
+}
+
+/** The buffers after the first `skip` bytes (a short writev). */
+function remaining (buffers: readonly Uint8Array[], skip: number): Uint8Array[] {
+  const out: Uint8Array[] = []
+  for (const b of buffers) {
+    if (skip >= b.byteLength) {
+      skip -= b.byteLength
+      continue
+    }
+    out.push(skip > 0 ? b.subarray(skip) : b)
+    skip = 0
+  }
+  return out
+}

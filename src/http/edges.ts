@@ -1,0 +1,123 @@
+/**
+ * The edges of HTTP that Fastify's routes never see: errors Node's HTTP parser raises before a request exists
+ * (headers too large, URL too long, a client too slow, malformed requests) get the documented JSON error body;
+ * keys sent in the query string are refused; URLs are redacted before they reach a log line.
+ */
+import { STATUS_CODES } from 'node:http'
+import type { Socket } from 'node:net'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { IncomingMessage } from 'node:http'
+import { ApiKeyInQueryError, UriTooLongError } from '../errors.ts'
+
+/** Query parameter names that carry a key in other services' APIs. */
+const kKeyParams = new Set(['api_key', 'apikey', 'api-key', 'key', 'x-api-key', 'x_api_key', 'access_token', 'token'])
+/** Longest URL accepted (request line target), in bytes; routes take no more than a few hundred. */
+export const kMaxUrlLength = 8192
+
+/** A URL as logs may show it: the path, and no query string (it may carry secrets). */
+export function redactUrl (url: string | undefined): string | undefined {
+  if (url === undefined) return undefined
+  const q = url.indexOf('?')
+  return q === -1 ? url : `${url.slice(0, q)}?[redacted]`
+}
+
+/** onRequest: refuses URLs over kMaxUrlLength and any key in the query string (before anything else runs). */
+export async function guardUrl (req: FastifyRequest, _reply: FastifyReply): Promise<void> {
+  const url = req.raw.url ?? ''
+  if (url.length > kMaxUrlLength) throw new UriTooLongError(`the URL is longer than ${kMaxUrlLength} bytes`)
+  const q = url.indexOf('?')
+  if (q === -1) return
+  for (const pair of url.slice(q + 1).split('&')) {
+    const eq = pair.indexOf('=')
+    let name = eq === -1 ? pair : pair.slice(0, eq)
+    try {
+      name = decodeURIComponent(name.replace(/\+/g, ' '))
+    } catch {
+      // Undecodable: compared as sent.
+    }
+    if (kKeyParams.has(name.trim().toLowerCase())) throw new ApiKeyInQueryError()
+  }
+}
+
+/** The status, code and message of a parser-level client error. */
+/** What clientError hands over: the parser's error, sometimes with the bytes it was parsing. */
+export type ParserError = Error & { code?: string, rawPacket?: unknown }
+
+function describe (err: ParserError): { status: number, code: string, message: string } {
+  switch (err.code) {
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return { status: 408, code: 'REQUEST_TIMEOUT', message: 'the request was not received in time' }
+    case 'HPE_HEADER_OVERFLOW': {
+      // The limit covers the request line too: a request line longer than kMaxUrlLength (or one with no end in
+      // sight) is a URL too long.
+      const raw = err.rawPacket
+      const eol = Buffer.isBuffer(raw) ? raw.indexOf('\n') : 0
+      if (eol === -1 || eol > kMaxUrlLength) {
+        return { status: 414, code: 'URI_TOO_LONG', message: 'the URL is too long' }
+      }
+      return { status: 431, code: 'HEADERS_TOO_LARGE', message: 'the request headers are too large' }
+    }
+    default:
+      return { status: 400, code: 'INVALID_REQUEST', message: 'the request is not valid HTTP' }
+  }
+}
+
+/**
+ * Fastify's clientErrorHandler: writes the documented error body (status, code, error, message) with
+ * `Connection: close`, then closes the socket once the answer is flushed.
+ */
+export function clientErrorHandler (err: ParserError, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return
+  if (!socket.writable) {
+    socket.destroy()
+    return
+  }
+  const { status, code, message } = describe(err)
+  const body = JSON.stringify({ statusCode: status, code, error: STATUS_CODES[status] ?? 'Error', message })
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
+  // A client still sending would otherwise hold the socket: it is closed once the answer is out, or after a bound.
+  setTimeout(() => socket.destroy(), 5_000).unref()
+}
+
+/** Longest a connection is kept reading (and dropping) the rest of a refused request's body, in ms. */
+const kLingerMs = 10_000
+/** Most bytes of a refused request's body read and dropped before the connection is closed anyway. */
+const kLingerBytes = 64 * 1024 * 1024
+
+/**
+ * Lingering close for answers sent before the request's body was read (413, 415, 400, 401...): Node closes such a
+ * connection once the answer is written, and a close with unread bytes resets it, so a client still writing its
+ * body sees EPIPE or ECONNRESET instead of the answer. Here the answer is followed by a half-close (FIN), and the rest
+ * of the body is read and dropped until the client has sent it all, kLingerBytes were dropped, or kLingerMs passed;
+ * then the connection closes. The client finishes writing and reads the answer.
+ */
+export function lingerIfUnread (req: IncomingMessage): void {
+  if (req.complete) return
+  const socket = req.socket as Socket & { destroySoon?: () => void }
+  if (socket === null || socket.destroyed) return
+  let dropped = 0
+  let timer: NodeJS.Timeout | null = null
+  const close = (): void => {
+    if (timer !== null) clearTimeout(timer)
+    socket.destroy()
+  }
+  req.on('data', (chunk: Buffer) => {
+    dropped += chunk.length
+    if (dropped > kLingerBytes) close()
+  })
+  req.on('error', () => {})
+  req.resume()
+  socket.destroySoon = function lingeringClose (): void {
+    if (req.complete) {
+      socket.end()
+      socket.once('finish', () => socket.destroy())
+      return
+    }
+    socket.end() // the answer, then FIN; reading goes on
+    timer = setTimeout(close, kLingerMs)
+    timer.unref()
+    req.once('end', () => { setTimeout(close, 1_000).unref() })
+    socket.once('close', () => { if (timer !== null) clearTimeout(timer) })
+  }
+}

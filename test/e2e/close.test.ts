@@ -1,0 +1,52 @@
+/**
+ * Graceful close with keep-alive clients: requests that arrive while the service closes get 503 OVERLOADED with
+ * `Connection: close`, or are served; none is reset (a request sent on a connection the server closed under it).
+ */
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { Agent, request } from 'undici'
+import { build } from '../helper.ts'
+
+test('keep-alive clients sending while the service closes get answers (200 or 503 with Connection: close), never a reset', async (t) => {
+  const b = await build(t)
+  const base = await b.app.listen({ host: '127.0.0.1', port: 0 })
+  const agent = new Agent({ connections: 4, keepAliveTimeout: 60_000 })
+  t.after(async () => await agent.destroy().catch(() => {}))
+  const statuses = new Map<string, number>()
+  const failures: string[] = []
+  let served = 0
+  let closing: Promise<void> | null = null
+  const loop = async (k: number): Promise<void> => {
+    for (let i = 0; ; i++) {
+      let res
+      try {
+        res = await request(`${base}/api/v2/ioc/verdict`, {
+          method: 'POST',
+          dispatcher: agent,
+          headers: { 'content-type': 'application/json', 'x-api-key': b.key },
+          body: JSON.stringify({ indicator: { value: `192.0.2.${(k * 50 + i) % 256}` } })
+        })
+      } catch (err) {
+        const code = (err as { code?: string }).code ?? 'error'
+        // Once the server stopped listening, a new connection is refused: that is not a reset of a request.
+        if (code !== 'ECONNREFUSED') failures.push(code)
+        return
+      }
+      const body = await res.body.json() as { code?: string }
+      statuses.set(String(res.statusCode), (statuses.get(String(res.statusCode)) ?? 0) + 1)
+      if (res.statusCode === 200) {
+        served++
+        if (served === 40) closing = b.app.close()
+        continue
+      }
+      assert.equal(res.statusCode, 503)
+      assert.equal(body.code, 'OVERLOADED')
+      assert.equal(res.headers.connection, 'close')
+      return
+    }
+  }
+  await Promise.all([0, 1, 2, 3].map(loop))
+  await closing
+  assert.deepEqual(failures, [], `statuses ${JSON.stringify([...statuses])}`)
+  assert.ok((statuses.get('503') ?? 0) > 0, 'requests during the close were told to go away')
+})

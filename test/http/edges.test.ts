@@ -1,0 +1,184 @@
+/**
+ * The edges of HTTP, over a real socket on 127.0.0.1: parser-level errors (431, 414, 408) carry the documented
+ * error body; stalled clients are cut by the request timeout and do not keep health from answering; connections
+ * beyond the bound are closed; keys in the query string are refused and never logged; a lone surrogate is echoed
+ * escaped; a msgpack `__proto__` key is named as sent.
+ */
+import assert from 'node:assert/strict'
+import { connect, type Socket } from 'node:net'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Writable } from 'node:stream'
+import { test, type TestContext } from 'node:test'
+import { request } from 'undici'
+import { loadConfig } from '../../src/config.ts'
+import { createLogger, startService } from '../../src/service.ts'
+import { build, kTestIntelCache } from '../helper.ts'
+
+interface Raw { status: number, headers: string, body: string, closed: boolean }
+
+/** Opens a socket to the server. */
+async function open (port: number): Promise<Socket> {
+  const s = connect({ host: '127.0.0.1', port })
+  await new Promise<void>((resolve, reject) => { s.once('connect', resolve); s.once('error', reject) })
+  return s
+}
+
+/** Sends raw bytes and reads everything until the server closes the connection. */
+async function rawExchange (port: number, data: string | Buffer, then?: (s: Socket) => void): Promise<Raw> {
+  const s = await open(port)
+  const chunks: Buffer[] = []
+  s.on('data', (d: Buffer) => chunks.push(d))
+  const closed = new Promise<void>((resolve) => { s.once('close', () => resolve()) })
+  s.on('error', () => {})
+  s.write(data)
+  then?.(s)
+  await closed
+  const text = Buffer.concat(chunks).toString('utf8')
+  const [head = '', body = ''] = text.split('\r\n\r\n')
+  return { status: Number(/^HTTP\/1\.1 (\d+)/.exec(head)?.[1]), headers: head, body, closed: true }
+}
+
+/** A listening service with the given settings; closed after the test. */
+async function listening (t: TestContext, env: Record<string, string> = {}): Promise<{ port: number, base: string, key: string }> {
+  const b = await build(t, env)
+  const base = await b.app.listen({ host: '127.0.0.1', port: 0 })
+  return { port: Number(new URL(base).port), base, key: b.key }
+}
+
+test('headers larger than the limit get 431 with the documented body and code HEADERS_TOO_LARGE', async (t) => {
+  const { port } = await listening(t)
+  const r = await rawExchange(port, `GET /api/v2/ioc/health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(40_000)}\r\n\r\n`)
+  assert.equal(r.status, 431)
+  const body = JSON.parse(r.body) as Record<string, unknown>
+  assert.deepEqual(Object.keys(body).sort(), ['code', 'error', 'message', 'statusCode'])
+  assert.equal(body.code, 'HEADERS_TOO_LARGE')
+  assert.equal(body.statusCode, 431)
+  assert.match(r.headers, /connection: close/i)
+})
+
+test('a URL longer than the header limit gets 414 URI_TOO_LONG; one within it but past 8 KiB too', async (t) => {
+  const { port, base } = await listening(t)
+  const huge = await rawExchange(port, `GET /api/v2/ioc/health?x=${'a'.repeat(40_000)} HTTP/1.1\r\nHost: x\r\n\r\n`)
+  assert.equal(huge.status, 414)
+  assert.equal((JSON.parse(huge.body) as { code: string }).code, 'URI_TOO_LONG')
+  const res = await request(`${base}/api/v2/ioc/health?x=${'a'.repeat(9_000)}`)
+  assert.equal(res.statusCode, 414)
+  assert.equal((await res.body.json() as { code: string }).code, 'URI_TOO_LONG')
+})
+
+test('malformed HTTP gets 400 INVALID_REQUEST with the documented body', async (t) => {
+  const { port } = await listening(t)
+  const r = await rawExchange(port, 'NOT HTTP AT ALL\r\n\r\n')
+  assert.equal(r.status, 400)
+  assert.equal((JSON.parse(r.body) as { code: string }).code, 'INVALID_REQUEST')
+})
+
+test('a body that stalls is cut with 408 REQUEST_TIMEOUT after the request timeout, and the connection closes', async (t) => {
+  const { port, key } = await listening(t, { IOC_REQUEST_TIMEOUT_MS: '1000', IOC_HEADERS_TIMEOUT_MS: '500' })
+  const r = await rawExchange(port, 'POST /api/v2/ioc/verdict/bulk HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+    `X-API-Key: ${key}\r\nContent-Length: 1000\r\n\r\n{"indicators":[`)
+  assert.equal(r.status, 408)
+  assert.equal((JSON.parse(r.body) as { code: string }).code, 'REQUEST_TIMEOUT')
+})
+
+test('headers that never end are cut by the headers timeout', async (t) => {
+  const { port } = await listening(t, { IOC_REQUEST_TIMEOUT_MS: '2000', IOC_HEADERS_TIMEOUT_MS: '500' })
+  const r = await rawExchange(port, 'GET /api/v2/ioc/health HTTP/1.1\r\nHost: x\r\n')
+  assert.equal(r.status, 408)
+  assert.equal((JSON.parse(r.body) as { code: string }).code, 'REQUEST_TIMEOUT')
+})
+
+test('health answers 200 while many connections stall mid-request, and the stalled ones are closed by the timeout', async (t) => {
+  const { port, base, key } = await listening(t, { IOC_REQUEST_TIMEOUT_MS: '1500', IOC_HEADERS_TIMEOUT_MS: '1000' })
+  const stalled: Array<Promise<void>> = []
+  const sockets: Socket[] = []
+  for (let i = 0; i < 200; i++) {
+    const s = await open(port)
+    s.on('error', () => {})
+    s.resume() // reads (and drops) the 408 the server sends before it closes
+    sockets.push(s)
+    stalled.push(new Promise((resolve) => { s.once('close', () => resolve()) }))
+    s.write(i % 2 === 0
+      ? 'GET /api/v2/ioc/health HTTP/1.1\r\nHost: x\r\n' // headers that never end
+      : `POST /api/v2/ioc/verdict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-API-Key: ${key}\r\nContent-Length: 100\r\n\r\n{`)
+  }
+  t.after(() => { for (const s of sockets) s.destroy() })
+  const res = await request(`${base}/api/v2/ioc/health`)
+  assert.equal(res.statusCode, 200)
+  assert.equal((await res.body.json() as { status: string }).status, 'ok')
+  await Promise.all(stalled) // each closed by the server (the test would time out otherwise)
+})
+
+test('connections beyond IOC_MAX_CONNECTIONS are closed as they arrive; the ones within are served', async (t) => {
+  const { port, base } = await listening(t, { IOC_MAX_CONNECTIONS: '5' })
+  const held: Socket[] = []
+  for (let i = 0; i < 5; i++) {
+    const s = await open(port)
+    s.on('error', () => {})
+    held.push(s)
+  }
+  t.after(() => { for (const s of held) s.destroy() })
+  const extra = await rawExchange(port, 'GET /api/v2/ioc/health HTTP/1.1\r\nHost: x\r\n\r\n')
+  assert.ok(Number.isNaN(extra.status), 'closed without an answer')
+  for (const s of held) s.destroy()
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  const res = await request(`${base}/api/v2/ioc/health`)
+  assert.equal(res.statusCode, 200)
+  await res.body.dump()
+})
+
+test('an API key in the query string is refused with 401 API_KEY_IN_QUERY and never reaches a log line', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'iocv-edges-'))
+  const lines: string[] = []
+  const sink = new Writable({ write (chunk: Buffer, _enc, cb) { lines.push(chunk.toString()); cb() } })
+  const config = loadConfig({ IOC_DATA_DIR: dir, IOC_LOG_LEVEL: 'info', IOC_POOL_SIZE: '0', IOC_BOOTSTRAP_KEY: '0', IOC_INTEL_CACHE_DIR: kTestIntelCache })
+  const svc = await startService(config, { logger: createLogger(config, sink) })
+  t.after(async () => { await svc.app.close(); rmSync(dir, { recursive: true, force: true }) })
+  const key = (await svc.store.createKey({ tenant: 't1', permissions: ['verdict'] })).key
+  for (const param of ['api_key', 'key', 'apikey', 'API_KEY']) {
+    const res = await svc.app.inject({ method: 'POST', url: `/api/v2/ioc/verdict?${param}=${encodeURIComponent(key)}`, payload: { indicator: { value: '8.8.8.8' } } })
+    assert.equal(res.statusCode, 401, param)
+    const body = res.json() as { code: string, message: string }
+    assert.equal(body.code, 'API_KEY_IN_QUERY')
+    assert.match(body.message, /X-API-Key header/)
+  }
+  // Even with a valid header, a key in the URL is refused (it has leaked into URLs already).
+  const both = await svc.app.inject({ method: 'GET', url: `/api/v2/ioc/health?key=${key}`, headers: { 'x-api-key': key } })
+  assert.equal(both.statusCode, 401)
+  const ok = await svc.app.inject({ method: 'GET', url: '/api/v2/ioc/health?verbose=1' })
+  assert.equal(ok.statusCode, 200)
+  assert.ok(lines.length > 0, 'requests were logged')
+  const secret = key.split('_').at(-1) as string
+  for (const line of lines) {
+    assert.ok(!line.includes(secret), `a log line holds the key: ${line}`)
+    assert.ok(!line.includes('verbose=1'), `a log line holds a query string: ${line}`)
+  }
+  assert.ok(lines.some((l) => l.includes('?[redacted]')), 'URLs are logged without their query string')
+})
+
+test('a lone surrogate in a bulk value is echoed escaped (\\ud800), not as replacement characters, on a scoring thread', async (t) => {
+  const b = await build(t, { IOC_POOL_SIZE: '1' })
+  const res = await b.app.inject({
+    method: 'POST',
+    url: '/api/v2/ioc/verdict/bulk',
+    headers: { 'x-api-key': b.key, 'content-type': 'application/json' },
+    payload: '{"indicators":[{"value":"a\\ud800b.example"},{"value":"8.8.8.8"}]}'
+  })
+  assert.equal(res.statusCode, 200)
+  assert.ok(res.body.includes('"value":"a\\ud800b.example"'), res.body.slice(0, 600))
+  assert.ok(!res.body.includes('\ufffd'))
+  const parsed = res.json() as { results: Array<{ indicator: { value: string } }> }
+  assert.equal(parsed.results[0]?.indicator.value, 'a\ud800b.example')
+})
+
+test('a msgpack body with a __proto__ key is refused with a message naming __proto__', async (t) => {
+  const b = await build(t)
+  const body = Buffer.concat([Buffer.from([0x81, 0xa9]), Buffer.from('__proto__'), Buffer.from([0x80])])
+  const res = await b.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict/bulk', headers: { 'x-api-key': b.key, 'content-type': 'application/msgpack' }, payload: body })
+  assert.equal(res.statusCode, 400)
+  const err = res.json() as { code: string, message: string }
+  assert.equal(err.code, 'INVALID_REQUEST')
+  assert.match(err.message, /"__proto__"/)
+})
