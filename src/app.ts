@@ -15,6 +15,7 @@ import { serviceRoutes } from './http/routes-service.ts'
 import { verdictRoutes } from './http/routes-verdict.ts'
 import type { HistorySink } from './history/types.ts'
 import type { IntelService } from './pool/intel-service.ts'
+import type { FeedRefresher } from './intel/index.ts'
 import type { QuotaCounter, Store } from './store/index.ts'
 
 /** Everything the app uses; main.ts (or a test) creates and owns these. */
@@ -23,6 +24,8 @@ export interface AppDeps {
   quota: QuotaCounter
   intel: IntelService
   history: HistorySink
+  /** Status of fetched feeds. */
+  feeds: Pick<FeedRefresher, 'rows'>
   logger: Logger
 }
 
@@ -76,7 +79,7 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   const verifier = new KeyVerifier(deps.store)
   const admission = new Admission(config.maxInflight, deps.quota, () => closing ? 'service is shutting down' : deps.history.refusal())
   verdictRoutes(app, { intel: deps.intel, history: deps.history, admission, verifier, bodyLimit: config.bodyLimit })
-  serviceRoutes(app, { store: deps.store, quota: deps.quota, history: deps.history, intel: deps.intel, closing: () => closing })
-  mgmtRoutes(app, { store: deps.store, quota: deps.quota, intel: deps.intel, verifier })
+  serviceRoutes(app, { store: deps.store, quota: deps.quota, history: deps.history, intel: deps.intel, feeds: deps.feeds, closing: () => closing })
+  mgmtRoutes(app, { store: deps.store, quota: deps.quota, intel: deps.intel, feeds: deps.feeds, verifier })
   return app
 }

@@ -54,6 +54,10 @@ export interface Config {
   countryDir: string | null
   /** Longest graceful shutdown before remaining work is abandoned, in ms. */
   shutdownTimeoutMs: number
+  /** A fetched feed body with more than this percentage of rejected lines is refused. */
+  feedMaxRejectedPercent: number
+  /** A fetched feed body with fewer entries than this percentage of its last good copy's is refused (0 = never). */
+  feedMinShrinkPercent: number
 }
 
 type Kind = 'string' | 'port' | 'int' | 'bool' | 'path' | 'nullable-path' | 'url'
@@ -84,7 +88,9 @@ const kFields: Record<string, Field> = {
   IOC_RETENTION_DAYS: { key: 'retentionDays', kind: 'int', min: 0, max: 100_000 },
   IOC_ASN_DIR: { key: 'asnDir', kind: 'nullable-path' },
   IOC_COUNTRY_DIR: { key: 'countryDir', kind: 'nullable-path' },
-  IOC_SHUTDOWN_TIMEOUT_MS: { key: 'shutdownTimeoutMs', kind: 'int', min: 100, max: 3_600_000 }
+  IOC_SHUTDOWN_TIMEOUT_MS: { key: 'shutdownTimeoutMs', kind: 'int', min: 100, max: 3_600_000 },
+  IOC_FEED_MAX_REJECTED_PERCENT: { key: 'feedMaxRejectedPercent', kind: 'int', min: 0, max: 100 },
+  IOC_FEED_MIN_SHRINK_PERCENT: { key: 'feedMinShrinkPercent', kind: 'int', min: 0, max: 100 }
 }
 
 /** Which store to open (the history writer's thread opens its own connection with the same options). */
@@ -128,7 +134,9 @@ export function defaults (): Config {
     retentionDays: 90, // days
     asnDir: null,
     countryDir: null,
-    shutdownTimeoutMs: 30_000 // ms
+    shutdownTimeoutMs: 30_000, // ms
+    feedMaxRejectedPercent: 50,
+    feedMinShrinkPercent: 50
   }
 }
 

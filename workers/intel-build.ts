@@ -8,6 +8,7 @@ import { loadManifest, loadSnapshot } from '../src/intel/index.ts'
 /** Input of a build. */
 export interface IntelBuildRequest {
   manifest: string
+  feedsDir?: string
   cacheDir: string | null
   asnDir: string | null
   countryDir: string | null
@@ -16,7 +17,7 @@ export interface IntelBuildRequest {
 
 const req = workerData as IntelBuildRequest
 try {
-  const feeds = await loadManifest(req.manifest)
+  const feeds = await loadManifest(req.manifest, { feedsDir: req.feedsDir ?? null })
   const result = await loadSnapshot({
     feeds,
     cacheDir: req.cacheDir,

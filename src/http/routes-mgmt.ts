@@ -4,6 +4,7 @@
  */
 import type { FastifyInstance } from 'fastify'
 import { InvalidRequestError } from '../errors.ts'
+import type { FeedRefresher } from '../intel/index.ts'
 import type { IntelService } from '../pool/intel-service.ts'
 import { StoreError, utcDayOf, type QuotaCounter, type SearchFilters, type Store } from '../store/index.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
@@ -17,6 +18,7 @@ export interface MgmtRouteDeps {
   /** Real-time counters (the store's usage lags by the history flush interval). */
   quota: Pick<QuotaCounter, 'used'>
   intel: IntelService
+  feeds: Pick<FeedRefresher, 'rows'>
   verifier: KeyVerifier
 }
 
@@ -94,5 +96,20 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
     const result = await deps.intel.reload()
     req.log.info({ intel: result }, 'intel snapshot reloaded')
     return result
+  })
+
+  // Fetched feeds and the snapshot in use. URLs are shown redacted (no credentials, no query values).
+  app.get('/api/v2/mgmt/intel/sources', {
+    onRequest: requireKey(verifier, 'admin')
+  }, async () => {
+    const snap = deps.intel.snapshot
+    return {
+      sources: deps.feeds.rows(),
+      snapshot: {
+        version: snap.version,
+        data_timestamp: snap.dataTimestamp,
+        sources: snap.sources.map((s) => ({ name: s.name, kind: s.kind, indexed: s.indexed, rejected: s.rejected }))
+      }
+    }
   })
 }

@@ -8,6 +8,8 @@ import { kWorkerShim, workerEntry } from '../worker-entry.ts'
 /** Where snapshots come from. */
 export interface IntelSourceOptions {
   manifest: string
+  /** Last good copies of fetched feeds (<dataDir>/feeds). */
+  feedsDir?: string
   cacheDir: string | null
   asnDir: string | null
   countryDir: string | null
