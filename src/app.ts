@@ -25,7 +25,7 @@ export interface AppDeps {
   intel: IntelService
   history: HistorySink
   /** Status of fetched feeds. */
-  feeds: Pick<FeedRefresher, 'rows'>
+  feeds: Pick<FeedRefresher, 'rows' | 'refreshAll'>
   logger: Logger
 }
 

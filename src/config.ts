@@ -58,6 +58,10 @@ export interface Config {
   feedMaxRejectedPercent: number
   /** A fetched feed body with fewer entries than this percentage of its last good copy's is refused (0 = never). */
   feedMinShrinkPercent: number
+  /** Attempts per feed download (1 = no retry). */
+  feedAttempts: number
+  /** First retry wait in ms (doubled per retry, full jitter, at most 30 s). */
+  feedRetryBaseMs: number
 }
 
 type Kind = 'string' | 'port' | 'int' | 'bool' | 'path' | 'nullable-path' | 'url'
@@ -90,7 +94,9 @@ const kFields: Record<string, Field> = {
   IOC_COUNTRY_DIR: { key: 'countryDir', kind: 'nullable-path' },
   IOC_SHUTDOWN_TIMEOUT_MS: { key: 'shutdownTimeoutMs', kind: 'int', min: 100, max: 3_600_000 },
   IOC_FEED_MAX_REJECTED_PERCENT: { key: 'feedMaxRejectedPercent', kind: 'int', min: 0, max: 100 },
-  IOC_FEED_MIN_SHRINK_PERCENT: { key: 'feedMinShrinkPercent', kind: 'int', min: 0, max: 100 }
+  IOC_FEED_MIN_SHRINK_PERCENT: { key: 'feedMinShrinkPercent', kind: 'int', min: 0, max: 100 },
+  IOC_FEED_ATTEMPTS: { key: 'feedAttempts', kind: 'int', min: 1, max: 10 },
+  IOC_FEED_RETRY_BASE_MS: { key: 'feedRetryBaseMs', kind: 'int', min: 1, max: 600_000 }
 }
 
 /** Which store to open (the history writer's thread opens its own connection with the same options). */
@@ -136,7 +142,9 @@ export function defaults (): Config {
     countryDir: null,
     shutdownTimeoutMs: 30_000, // ms
     feedMaxRejectedPercent: 50,
-    feedMinShrinkPercent: 50
+    feedMinShrinkPercent: 50,
+    feedAttempts: 3,
+    feedRetryBaseMs: 1000
   }
 }
 

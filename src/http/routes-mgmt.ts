@@ -18,7 +18,7 @@ export interface MgmtRouteDeps {
   /** Real-time counters (the store's usage lags by the history flush interval). */
   quota: Pick<QuotaCounter, 'used'>
   intel: IntelService
-  feeds: Pick<FeedRefresher, 'rows'>
+  feeds: Pick<FeedRefresher, 'rows' | 'refreshAll'>
   verifier: KeyVerifier
 }
 
@@ -99,9 +99,7 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
   })
 
   // Fetched feeds and the snapshot in use. URLs are shown redacted (no credentials, no query values).
-  app.get('/api/v2/mgmt/intel/sources', {
-    onRequest: requireKey(verifier, 'admin')
-  }, async () => {
+  const sources = (): object => {
     const snap = deps.intel.snapshot
     return {
       sources: deps.feeds.rows(),
@@ -111,5 +109,12 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
         sources: snap.sources.map((s) => ({ name: s.name, kind: s.kind, indexed: s.indexed, rejected: s.rejected }))
       }
     }
+  }
+  app.get('/api/v2/mgmt/intel/sources', { onRequest: requireKey(verifier, 'admin') }, async () => sources())
+
+  // Fetches every feed now (instead of waiting for its timer); answers once done and any rebuild swapped in.
+  app.post('/api/v2/mgmt/intel/sources/refresh', { onRequest: requireKey(verifier, 'admin') }, async () => {
+    await deps.feeds.refreshAll()
+    return sources()
   })
 }

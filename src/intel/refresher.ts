@@ -141,7 +141,7 @@ export class FeedRefresher {
   private readonly remote: FeedSpec[]
   private readonly states = new Map<string, SourceState>()
   private readonly timers = new Map<string, NodeJS.Timeout>()
-  private readonly inflight = new Set<Promise<void>>()
+  private readonly inflight = new Map<string, Promise<void>>()
   private readonly abort = new AbortController()
   private changeChain: Promise<void> = Promise.resolve()
   private changePending = false
@@ -195,7 +195,7 @@ export class FeedRefresher {
     return [...this.states.values()].map((s) => sourceRow(s, now))
   }
 
-  /** Fetches every feed now (tests, operators); resolves when done and any resulting rebuild finished. */
+  /** Fetches every feed now; resolves when done and any resulting rebuild finished. */
   async refreshAll (): Promise<void> {
     await Promise.all(this.remote.map(async (spec) => { await this.run(spec) }))
     await this.changeChain
@@ -215,17 +215,17 @@ export class FeedRefresher {
     this.timers.set(spec.name, timer)
   }
 
+  /** Refreshes one feed; a refresh already running for it is joined, not doubled. */
   private async run (spec: FeedSpec): Promise<void> {
     if (this.closing !== null) return
-    const p = this.refresh(spec).catch((err: unknown) => {
-      this.options.logger.warn({ feed: spec.name, error: (err as Error).message }, 'feed refresh failed')
-    })
-    this.inflight.add(p)
-    try {
-      await p
-    } finally {
-      this.inflight.delete(p)
+    let p = this.inflight.get(spec.name)
+    if (p === undefined) {
+      p = this.refresh(spec).catch((err: unknown) => {
+        this.options.logger.warn({ feed: spec.name, error: (err as Error).message }, 'feed refresh failed')
+      }).finally(() => { this.inflight.delete(spec.name) })
+      this.inflight.set(spec.name, p)
     }
+    await p
   }
 
   /** One refresh of one feed. */
@@ -336,7 +336,7 @@ export class FeedRefresher {
     this.closing ??= (async () => {
       for (const t of this.timers.values()) clearTimeout(t)
       this.timers.clear()
-      await Promise.all([...this.inflight])
+      await Promise.all([...this.inflight.values()])
       await this.changeChain
     })()
     await this.closing
