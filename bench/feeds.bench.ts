@@ -20,7 +20,7 @@ async function writeList (path: string, n: number): Promise<number> {
     bytes += line.length
     if (!out.write(line)) await new Promise((resolve) => out.once('drain', resolve))
   }
-  await new Promise((resolve) => out.end(resolve))
+  await new Promise<void>((resolve) => { out.end(() => { resolve() }) })
   return bytes
 }
 
