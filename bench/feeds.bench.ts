@@ -18,7 +18,7 @@ async function writeList (path: string, n: number): Promise<number> {
   for (let i = 0; i < n; i++) {
     const line = `host${i.toString(36)}.example${i % 997}.com\n`
     bytes += line.length
-    if (!out.write(line)) await new Promise((resolve) => out.once('drain', resolve))
+    if (!out.write(line)) await new Promise<void>((resolve) => { out.once('drain', () => { resolve() }) })
   }
   await new Promise<void>((resolve) => { out.end(() => { resolve() }) })
   return bytes
