@@ -25,6 +25,7 @@ import { SessionAuth } from './http/session.ts'
 import { dashboardRoutes } from './dashboard/routes.ts'
 import type { HistorySink } from './history/types.ts'
 import type { IntelService } from './pool/intel-service.ts'
+import type { FeedRefresher } from './intel/index.ts'
 import type { QuotaCounter, Store } from './store/index.ts'
 
 /** Everything the app uses; main.ts (or a test) creates and owns these. */
@@ -33,6 +34,8 @@ export interface AppDeps {
   quota: QuotaCounter
   intel: IntelService
   history: HistorySink
+  /** Status of fetched feeds. */
+  feeds: Pick<FeedRefresher, 'rows' | 'refreshAll'>
   logger: Logger
 }
 
@@ -129,8 +132,8 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   const verdicts = verdictDeps({ intel: deps.intel, history: deps.history, admission, observer: metrics })
   const sessions = new SessionAuth(deps.store.accounts, { idleMs: config.sessionIdleMs, absoluteMs: config.sessionMaxMs })
   verdictRoutes(app, { verdicts, verifier, bodyLimit: config.bodyLimit })
-  serviceRoutes(app, { store: deps.store, quota: deps.quota, history: deps.history, intel: deps.intel, closing: () => closing })
-  mgmtRoutes(app, { store: deps.store, quota: deps.quota, intel: deps.intel, verifier, sessions })
+  serviceRoutes(app, { store: deps.store, quota: deps.quota, history: deps.history, intel: deps.intel, feeds: deps.feeds, closing: () => closing })
+  mgmtRoutes(app, { store: deps.store, quota: deps.quota, intel: deps.intel, feeds: deps.feeds, verifier, sessions })
   await dashboardRoutes(app, { verdicts, sessions, verifier, capacityReport: join(kProjectRoot, 'bench', 'results', 'capacity.html') })
   keyRoutes(app, { store: deps.store, verifier })
   return app

@@ -78,6 +78,14 @@ export interface Config {
   keepAliveTimeoutMs: number
   /** Open connections at most; connections beyond it are closed at once, so file descriptors stay bounded. */
   maxConnections: number
+  /** A fetched feed body with more than this percentage of rejected lines is refused. */
+  feedMaxRejectedPercent: number
+  /** A fetched feed body with fewer entries than this percentage of its last good copy's is refused (0 = never). */
+  feedMinShrinkPercent: number
+  /** Attempts per feed download (1 = no retry). */
+  feedAttempts: number
+  /** First retry wait in ms (doubled per retry, full jitter, at most 30 s). */
+  feedRetryBaseMs: number
 }
 
 type Kind = 'string' | 'port' | 'int' | 'bool' | 'path' | 'nullable-path' | 'url'
@@ -145,7 +153,11 @@ const kFields: Record<string, Field> = {
   // Longer than the idle timeout of a reverse proxy in front (60 s for nginx and most load balancers), so the proxy,
   // not this service, closes idle connections and never sends a request on a connection being closed.
   IOC_KEEP_ALIVE_TIMEOUT_MS: { key: 'keepAliveTimeoutMs', kind: 'int', min: 100, max: 3_600_000, default: 65_000, doc: 'idle keep-alive connections are closed after this, ms' },
-  IOC_MAX_CONNECTIONS: { key: 'maxConnections', kind: 'int', min: 1, max: 10_000_000, default: 4096, doc: 'open connections at most; more are closed as they arrive' }
+  IOC_MAX_CONNECTIONS: { key: 'maxConnections', kind: 'int', min: 1, max: 10_000_000, default: 4096, doc: 'open connections at most; more are closed as they arrive' },
+  IOC_FEED_MAX_REJECTED_PERCENT: { key: 'feedMaxRejectedPercent', kind: 'int', min: 0, max: 100, default: 50, doc: 'a fetched feed with more rejected lines than this percentage is refused (the last good copy stays)' },
+  IOC_FEED_MIN_SHRINK_PERCENT: { key: 'feedMinShrinkPercent', kind: 'int', min: 0, max: 100, default: 50, doc: 'a fetched feed with fewer entries than this percentage of its last good copy is refused; 0 = never' },
+  IOC_FEED_ATTEMPTS: { key: 'feedAttempts', kind: 'int', min: 1, max: 10, default: 3, doc: 'attempts per feed download (1 = no retry)' },
+  IOC_FEED_RETRY_BASE_MS: { key: 'feedRetryBaseMs', kind: 'int', min: 1, max: 600_000, default: 1000, doc: 'first retry wait, ms (doubled per retry, full jitter, at most 30 s)' }
 }
 
 /** The settings as a Markdown table (setting, default, meaning), from the schema: `npm run docs:config`. */

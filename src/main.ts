@@ -25,6 +25,8 @@ const kUsage = `usage: ioc-verdict <command>
   keys revoke ID                         revoke a key
   intel check                            compile every source, report counts and rejected lines
   intel build [--force]                  compile (or load) the snapshot and write the disk cache
+  intel status [--json]                  fetched feeds' status, read from the running service's
+                                         <IOC_DATA_DIR>/feeds/status.json (exit 1 if one is stale/failed)
   score [--type T] [--scoring-version V] VALUE...
                                          score indicators with the engine, print verdicts as JSON lines
   score FILE | -  [--input lines|csv|ndjson] [--format ndjson|csv] [--signals none|top|all]
@@ -232,9 +234,34 @@ async function users (config: Readonly<Config>, args: string[]): Promise<number>
   }
 }
 
+/** `intel status`: the table GET /api/v2/mgmt/intel/sources answers, from the status file the service writes. */
+async function intelStatus (config: Readonly<Config>, json: boolean): Promise<number> {
+  const [{ intelSource }, { readStatusFile }] = await Promise.all([import('./service.ts'), import('./intel/index.ts')])
+  const dir = intelSource(config).feedsDir
+  let status
+  try {
+    status = await readStatusFile(dir)
+  } catch {
+    err(`no feed status in ${dir}: the service has not run with this IOC_DATA_DIR, or its manifest fetches no feed`)
+    return 1
+  }
+  if (json) {
+    out(JSON.stringify({ written_at: status.writtenAt, sources: status.sources, snapshot: status.snapshot }, null, 2))
+  } else {
+    const rows = [['NAME', 'STATUS', 'RECORDS', 'LAST SUCCESS', 'LAST ATTEMPT', 'ERROR']]
+    for (const s of status.sources) rows.push([s.name, s.status, String(s.records), s.last_success_at ?? '-', s.last_attempt_at ?? '-', s.error ?? ''])
+    const widths = rows[0]!.map((_c, i) => Math.max(...rows.map((r) => (r[i] as string).length)))
+    for (const r of rows) out(r.map((c, i) => i === r.length - 1 ? c : c.padEnd(widths[i] as number)).join('  ').trimEnd())
+    const snap = status.snapshot as { version?: string, data_timestamp?: string } | null
+    if (snap !== null) out(`snapshot ${snap.version ?? '?'} built ${snap.data_timestamp ?? '?'} (status written ${status.writtenAt})`)
+  }
+  return status.sources.some((s) => s.status === 'stale' || s.status === 'failed') ? 1 : 0
+}
+
 async function intel (config: Readonly<Config>, args: string[]): Promise<number> {
   const [sub, ...rest] = args
-  const { values } = parseArgs({ args: rest, options: { force: { type: 'boolean' } }, strict: true })
+  const { values } = parseArgs({ args: rest, options: { force: { type: 'boolean' }, json: { type: 'boolean' } }, strict: true })
+  if (sub === 'status') return await intelStatus(config, values.json === true)
   const [{ intelSource }, { compileInputs, intelBuild, intelCheck }] = await Promise.all([import('./service.ts'), import('./intel/index.ts')])
   const src = intelSource(config)
   const opts = await compileInputs(src)
@@ -248,7 +275,7 @@ async function intel (config: Readonly<Config>, args: string[]): Promise<number>
     out(JSON.stringify(r, null, 2))
     return 0
   }
-  err('unknown intel command (check, build)')
+  err('unknown intel command (check, build, status)')
   return 2
 }
 

@@ -11,7 +11,7 @@ import { buildApp } from './app.ts'
 import { redactUrl } from './http/edges.ts'
 import { storeOptions, type Config } from './config.ts'
 import { startHistory, type HistoryClient } from './history/client.ts'
-import { buildSnapshot, type IntelSourceOptions } from './intel/index.ts'
+import { buildSnapshot, FeedRefresher, loadManifest, type IntelSourceOptions } from './intel/index.ts'
 import { IntelService } from './pool/intel-service.ts'
 import { SpareBuffers } from './bytes/byte-sink.ts'
 import { openQuota, openStore, type QuotaCounter, type Store } from './store/index.ts'
@@ -29,14 +29,16 @@ export interface Service {
   quota: QuotaCounter
   intel: IntelService
   history: HistoryClient
+  /** Fetched feeds (inactive when the manifest has none). */
+  feeds: FeedRefresher
   logger: Logger
   /** Key printed on a first start, or null. */
   bootstrapKey: string | null
 }
 
 /** Where the intel snapshot comes from. */
-export function intelSource (config: Readonly<Config>): IntelSourceOptions {
-  return { manifest: config.feeds, cacheDir: config.intelCacheDir ?? join(config.dataDir, 'intel'), asnDir: config.asnDir, countryDir: config.countryDir }
+export function intelSource (config: Readonly<Config>): IntelSourceOptions & { feedsDir: string } {
+  return { manifest: config.feeds, feedsDir: join(config.dataDir, 'feeds'), cacheDir: config.intelCacheDir ?? join(config.dataDir, 'intel'), asnDir: config.asnDir, countryDir: config.countryDir }
 }
 
 /** A request as its log lines show it: never its query string or headers (keys, cookies). */
@@ -75,6 +77,8 @@ export async function startService (config: Readonly<Config>, options: { logger?
     }
 
     const source = intelSource(config)
+    // The manifest is validated here first, so a bad one is a startup error on the main thread.
+    const specs = await loadManifest(source.manifest, { feedsDir: source.feedsDir })
     const built = await buildSnapshot(source)
     logger.info({ intel: { version: built.data.header.version, warm: built.warm, ms: Math.round(built.ms), bytes: built.data.buffer.byteLength } }, 'intel snapshot loaded')
     // scoringEntry swaps the scoring worker module (tests start fixtures that crash); it is not configuration.
@@ -84,6 +88,23 @@ export async function startService (config: Readonly<Config>, options: { logger?
     const intel = new IntelService(built.data, poolOptions, source)
     closers.push(async () => await intel.close())
     await intel.ready()
+
+    // Fetched feeds: a changed last good copy rebuilds the snapshot on a worker and swaps it in (leases keep
+    // requests in flight on the snapshot they started with).
+    const feeds = new FeedRefresher({
+      specs,
+      dir: source.feedsDir,
+      logger: logger.child({ component: 'feeds' }),
+      retry: { attempts: config.feedAttempts, baseMs: config.feedRetryBaseMs, maxMs: Math.max(config.feedRetryBaseMs, 30_000) },
+      validation: { maxRejectedRatio: config.feedMaxRejectedPercent / 100, minShrinkRatio: config.feedMinShrinkPercent / 100 },
+      onChange: async () => {
+        const r = await intel.reload()
+        logger.info({ intel: r }, 'intel snapshot reloaded after a feed change')
+      },
+      snapshot: () => ({ version: intel.snapshot.version, data_timestamp: intel.snapshot.dataTimestamp })
+    })
+    closers.push(async () => await feeds.close())
+    await feeds.start()
 
     const history = await startHistory({
       store: sopts,
@@ -104,16 +125,18 @@ export async function startService (config: Readonly<Config>, options: { logger?
     })
     closers.push(async () => await history.close())
 
-    const app = await buildApp(config, { store, quota, intel, history, logger })
+    const app = await buildApp(config, { store, quota, intel, history, feeds, logger })
     app.addHook('onClose', async () => {
-      // Order matters: requests are done, so drain scoring, then flush history, then close the stores.
+      // Order matters: stop fetching (a rebuild in flight finishes), requests are done, so drain scoring, then
+      // flush history, then close the stores.
+      await feeds.close()
       await intel.close()
       await history.close()
       await quota.close()
       await store.close()
     })
     await app.ready()
-    return { app, store, quota, intel, history, logger, bootstrapKey }
+    return { app, store, quota, intel, history, feeds, logger, bootstrapKey }
   } catch (err) {
     for (const close of closers.reverse()) await close().catch(() => {})
     throw err

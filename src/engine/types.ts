@@ -93,6 +93,18 @@ export interface FeedSpec {
   confidence: number
   /** Evidence halves in weight every this many days since last seen; 0 = no decay. */
   halfLifeDays: number
+  /** Set for a feed fetched over HTTP(S): `path` is then its last good copy in the data directory. */
+  remote?: RemoteFeed
+}
+
+/** How a fetched feed is downloaded and refreshed (manifest keys url, refresh_seconds, headers, max_bytes, timeout_seconds). */
+export interface RemoteFeed {
+  url: string
+  refreshSeconds: number
+  /** Header templates: `${NAME}` is replaced by the environment variable NAME at fetch time. */
+  headers: Record<string, string>
+  maxBytes: number
+  timeoutSeconds: number
 }
 
 /** Signal detail levels (spec 2.2). */

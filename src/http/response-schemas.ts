@@ -232,6 +232,31 @@ export const reloadSchema = {
   properties: { version: { type: 'string' }, data_timestamp: { type: 'string', format: 'date-time' }, warm: { type: 'boolean' }, build_ms: { type: 'integer' } }
 } as const
 
+/** GET /api/v2/mgmt/intel/sources (docs/FEEDS.md). */
+export const sourcesSchema = {
+  type: 'object',
+  required: ['sources', 'snapshot'],
+  properties: {
+    sources: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['name', 'status', 'records', 'last_attempt_at', 'last_success_at', 'error'],
+        properties: {
+          name: { type: 'string' },
+          url: { type: 'string', description: 'Redacted: no credentials, no query values' },
+          status: { type: 'string', enum: ['ok', 'stale', 'failed', 'pending'] },
+          records: { type: 'integer' },
+          last_attempt_at: { type: ['string', 'null'], format: 'date-time' },
+          last_success_at: { type: ['string', 'null'], format: 'date-time' },
+          error: { type: ['string', 'null'] }
+        }
+      }
+    },
+    snapshot: { type: 'object', properties: { version: { type: 'string' }, data_timestamp: { type: 'string' }, sources: { type: 'array', items: { type: 'object' } } } }
+  }
+} as const
+
 /** Error answers a route documents, by status. */
 export function errorsOf (...statuses: number[]): Record<number, typeof errorSchema> {
   return Object.fromEntries(statuses.map((s) => [s, errorSchema]))

@@ -4,12 +4,13 @@
  */
 import type { FastifyInstance } from 'fastify'
 import { InvalidRequestError } from '../errors.ts'
+import type { FeedRefresher } from '../intel/index.ts'
 import type { IntelService } from '../pool/intel-service.ts'
 import { INDICATOR_TYPES } from '../engine/types.ts'
 import { DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, StoreError, utcDayOf, type QuotaCounter, type SearchFilters, type Store } from '../store/index.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
 import type { SessionAuth } from './session.ts'
-import { errorsOf, reloadSchema, searchPageSchema, usageSchema } from './response-schemas.ts'
+import { errorsOf, reloadSchema, searchPageSchema, sourcesSchema, usageSchema } from './response-schemas.ts'
 
 /** What the management routes need. */
 export interface MgmtRouteDeps {
@@ -17,6 +18,7 @@ export interface MgmtRouteDeps {
   /** Real-time counters (the store's usage lags by the history flush interval). */
   quota: Pick<QuotaCounter, 'used'>
   intel: IntelService
+  feeds: Pick<FeedRefresher, 'rows' | 'refreshAll'>
   verifier: KeyVerifier
   /** Dashboard sessions, accepted in place of a key. */
   sessions: SessionAuth
@@ -114,5 +116,41 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
     const result = await deps.intel.reload()
     req.log.info({ intel: result }, 'intel snapshot reloaded')
     return result
+  })
+
+  // Fetched feeds and the snapshot in use. URLs are shown redacted (no credentials, no query values).
+  const sources = (): object => {
+    const snap = deps.intel.snapshot
+    return {
+      sources: deps.feeds.rows(),
+      snapshot: {
+        version: snap.version,
+        data_timestamp: snap.dataTimestamp,
+        sources: snap.sources.map((s) => ({ name: s.name, kind: s.kind, indexed: s.indexed, rejected: s.rejected }))
+      }
+    }
+  }
+  app.get('/api/v2/mgmt/intel/sources', {
+    schema: {
+      tags: ['management'],
+      summary: 'Status of each fetched feed (ok, stale, failed, pending) and the snapshot in use (admin)',
+      security: [{ apiKey: [] }],
+      response: { 200: sourcesSchema, ...errorsOf(401, 403) }
+    },
+    onRequest: requireKey(verifier, 'admin', deps.sessions)
+  }, async () => sources())
+
+  // Fetches every feed now (instead of waiting for its timer); answers once done and any rebuild swapped in.
+  app.post('/api/v2/mgmt/intel/sources/refresh', {
+    schema: {
+      tags: ['management'],
+      summary: 'Fetch every feed now; answers like GET /api/v2/mgmt/intel/sources once done (admin)',
+      security: [{ apiKey: [] }],
+      response: { 200: sourcesSchema, ...errorsOf(401, 403, 503) }
+    },
+    onRequest: requireKey(verifier, 'admin', deps.sessions)
+  }, async () => {
+    await deps.feeds.refreshAll()
+    return sources()
   })
 }

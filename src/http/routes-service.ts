@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify'
 import { NotFoundError } from '../errors.ts'
 import { errorsOf, healthSchema, probeSchema } from './response-schemas.ts'
 import type { HistorySink } from '../history/types.ts'
+import type { FeedRefresher } from '../intel/index.ts'
 import type { IntelService } from '../pool/intel-service.ts'
 import type { QuotaCounter, Store } from '../store/index.ts'
 
@@ -18,6 +19,7 @@ export interface ServiceRouteDeps {
   quota: Pick<QuotaCounter, 'ping'>
   history: HistorySink
   intel: IntelService
+  feeds: Pick<FeedRefresher, 'rows'>
   closing: () => boolean
 }
 
@@ -65,6 +67,14 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
       status = 'degraded'
       reasons.push(h.reason ?? 'history store unavailable; records wait in the journal')
     }
+    // A fetched feed that is stale or refused keeps its last good copy in use: verdicts work, on older data.
+    const feeds = deps.feeds.rows()
+    const feedCounts = { ok: 0, stale: 0, failed: 0, pending: 0 }
+    for (const f of feeds) {
+      feedCounts[f.status]++
+      if ((f.status === 'stale' || f.status === 'failed')) reasons.push(`feed ${f.name} is ${f.status}`)
+    }
+    if ((feedCounts.stale > 0 || feedCounts.failed > 0) && status === 'ok') status = 'degraded'
     reply.code(status === 'unavailable' ? 503 : 200)
     return {
       status,
@@ -81,7 +91,7 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
           journal_limit: h.journalLimit,
           writer_restarts: h.restarts
         },
-        intel: { version: snap.version, data_timestamp: snap.dataTimestamp },
+        intel: { version: snap.version, data_timestamp: snap.dataTimestamp, feeds: feedCounts },
         pool: { workers: deps.intel.size }
       }
     }

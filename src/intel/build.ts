@@ -10,6 +10,8 @@ import { loadManifest } from './manifest.ts'
 /** Where snapshots come from. */
 export interface IntelSourceOptions {
   manifest: string
+  /** Last good copies of fetched feeds (<dataDir>/feeds). */
+  feedsDir?: string
   cacheDir: string | null
   asnDir: string | null
   countryDir: string | null
@@ -18,7 +20,7 @@ export interface IntelSourceOptions {
 /** What a compile of this source reads: its manifest's feeds, and the registry folders where they are set. */
 export async function compileInputs (source: IntelSourceOptions): Promise<CompileOptions> {
   return {
-    feeds: await loadManifest(source.manifest),
+    feeds: await loadManifest(source.manifest, { feedsDir: source.feedsDir ?? null }),
     ...(source.asnDir === null ? {} : { asnDir: source.asnDir }),
     ...(source.countryDir === null ? {} : { countryDir: source.countryDir })
   }

@@ -39,7 +39,12 @@ export async function inputKey (options: Pick<CompileOptions, 'feeds' | 'asnDir'
   }
   for (const spec of options.feeds as FeedSpec[]) {
     h.update(JSON.stringify(spec))
-    h.update(await readFile(spec.path))
+    try {
+      h.update(await readFile(spec.path))
+    } catch (err) {
+      if (spec.remote === undefined || (err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+      h.update('\0absent')
+    }
   }
   return h.digest('hex')
 }

@@ -49,7 +49,7 @@ function markNet4 (bitmaps: Uint8Array, address: number, prefix: number): void {
 /** Reads one operator feed into the compiler's source shape. */
 export async function feedSource (spec: FeedSpec): Promise<SourceInput> {
   const parsed = await readFeed(spec)
-  const { format: _format, path: _path, ...traits } = spec
+  const { format: _format, path: _path, remote: _remote, ...traits } = spec
   return { ...traits, kind: 'feed', entries: parsed.entries, rejected: parsed.rejected, lines: parsed.lines }
 }
 

@@ -10,8 +10,8 @@
  * @see ../../../data/feeds/README.md
  */
 import { readFile, stat } from 'node:fs/promises'
-import { dirname, resolve } from 'node:path'
-import { FEED_FORMATS, type FeedParseResult, type FeedSpec } from '../engine/types.ts'
+import { dirname, join, resolve } from 'node:path'
+import { FEED_FORMATS, type FeedParseResult, type FeedSpec, type RemoteFeed } from '../engine/types.ts'
 import { isFeedFormat, parseFeed } from './feeds/index.ts'
 
 /** Keys that would reach Object.prototype if some consumer copied a feed object with spread or assign. */
@@ -20,7 +20,16 @@ const kTopLevelKeys = new Set(['feeds'])
 const kFeedKeys = [
   'name', 'format', 'path', 'direction', 'group', 'subgroup', 'category', 'confidence', 'half_life_days'
 ] as const
-const kFeedKeySet = new Set<string>(kFeedKeys)
+/** Keys of a fetched feed (with `url` in place of `path`). */
+const kRemoteKeys = ['url', 'refresh_seconds', 'headers', 'max_bytes', 'timeout_seconds'] as const
+const kFeedKeySet = new Set<string>([...kFeedKeys, ...kRemoteKeys])
+export const kDefaultRefreshSeconds = 3600
+export const kDefaultMaxBytes = 64 * 1024 * 1024
+export const kDefaultTimeoutSeconds = 60
+/** An HTTP header name (RFC 9110 token). */
+const kHeaderName = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$/
+/** `${NAME}`: an environment variable named in a header value. */
+export const kEnvReference = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g
 /** Feed names appear in signal ids and evidence; keep them to a character set every consumer can carry. */
 const kName = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/
 /** group / subgroup / category become keys of the verdict's `scores` objects: snake_case identifiers. */
@@ -34,15 +43,22 @@ function isObject (value: unknown): value is Json {
 }
 
 /** The feed's problems (empty when valid) and, when valid, its spec with the path resolved against `baseDir`. */
-function checkFeed (feed: Json, baseDir: string): { problems: string[], spec?: FeedSpec } {
+function checkFeed (feed: Json, baseDir: string, feedsDir: string | null): { problems: string[], spec?: FeedSpec } {
   const problems: string[] = []
   for (const key of Object.keys(feed)) {
     if (kForbiddenKeys.has(key)) problems.push(`forbidden key "${key}"`)
     else if (!kFeedKeySet.has(key)) problems.push(`unknown key "${key}" (allowed: ${kFeedKeys.join(', ')})`)
   }
+  const isRemote = Object.hasOwn(feed, 'url')
+  if (isRemote && Object.hasOwn(feed, 'path')) problems.push('give either "path" or "url", not both')
   for (const key of kFeedKeys) {
-    if (!Object.hasOwn(feed, key)) problems.push(`missing "${key}"`)
+    if (key === 'path' && isRemote) continue
+    if (!Object.hasOwn(feed, key)) problems.push(key === 'path' ? 'missing "path" (or "url")' : `missing "${key}"`)
   }
+  if (!isRemote) {
+    for (const key of kRemoteKeys) if (Object.hasOwn(feed, key)) problems.push(`"${key}" applies only to a feed with a "url"`)
+  }
+  const remote = isRemote ? checkRemote(feed, problems) : undefined
   const { name, format, path, direction, group, subgroup, category, confidence } = feed
   const halfLife = feed.half_life_days
   if (Object.hasOwn(feed, 'name') && (typeof name !== 'string' || !kName.test(name))) {
@@ -71,20 +87,67 @@ function checkFeed (feed: Json, baseDir: string): { problems: string[], spec?: F
     problems.push('"half_life_days" must be a number >= 0 (0 = no decay)')
   }
   if (problems.length > 0) return { problems }
-  return {
-    problems,
-    spec: {
-      name: name as string,
-      format: format as FeedSpec['format'],
-      path: resolve(baseDir, path as string),
-      direction: direction as FeedSpec['direction'],
-      group: group as string,
-      subgroup: subgroup as string,
-      category: category as string,
-      confidence: confidence as number,
-      halfLifeDays: halfLife as number
+  if (remote !== undefined && feedsDir === null) return { problems: ['a feed with a "url" needs a data directory for its last good copy'] }
+  const spec: FeedSpec = {
+    name: name as string,
+    format: format as FeedSpec['format'],
+    path: remote === undefined ? resolve(baseDir, path as string) : join(feedsDir as string, `${name as string}.feed`),
+    direction: direction as FeedSpec['direction'],
+    group: group as string,
+    subgroup: subgroup as string,
+    category: category as string,
+    confidence: confidence as number,
+    halfLifeDays: halfLife as number
+  }
+  if (remote !== undefined) spec.remote = remote
+  return { problems, spec }
+}
+
+/** Whether `value` is an integer from `min` to `max`. */
+function isIntegerIn (value: unknown, min: number, max: number): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= min && value <= max
+}
+
+/** Checks the keys of a fetched feed; pushes problems and returns the settings (meaningful only without problems). */
+function checkRemote (feed: Json, problems: string[]): RemoteFeed {
+  const { url, headers } = feed
+  const refresh = feed.refresh_seconds ?? kDefaultRefreshSeconds
+  const maxBytes = feed.max_bytes ?? kDefaultMaxBytes
+  const timeout = feed.timeout_seconds ?? kDefaultTimeoutSeconds
+  let parsed: URL | null = null
+  if (typeof url === 'string') {
+    try {
+      parsed = new URL(url)
+    } catch {
+      parsed = null
     }
   }
+  // The message never repeats the URL: it may carry credentials.
+  if (parsed === null || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')) problems.push('"url" must be an absolute http:// or https:// URL')
+  if (!isIntegerIn(refresh, 1, 31_536_000)) problems.push('"refresh_seconds" must be an integer from 1 to 31536000 (default 3600)')
+  if (!isIntegerIn(maxBytes, 1, 2 ** 32)) problems.push('"max_bytes" must be an integer from 1 to 4294967296 (default 64 MiB)')
+  if (!isIntegerIn(timeout, 1, 3600)) problems.push('"timeout_seconds" must be an integer from 1 to 3600 (default 60)')
+  const headerMap: Record<string, string> = Object.create(null) as Record<string, string>
+  if (headers !== undefined) {
+    if (!isObject(headers)) {
+      problems.push('"headers" must be an object of header names to string values')
+    } else {
+      for (const [k, v] of Object.entries(headers)) {
+        if (kForbiddenKeys.has(k)) problems.push(`"headers": forbidden key "${k}"`)
+        else if (!kHeaderName.test(k)) problems.push(`"headers": "${k.slice(0, 64)}" is not a header name`)
+        else if (typeof v !== 'string' || /[\r\n\0]/.test(v)) problems.push(`"headers.${k}" must be a string without line breaks`)
+        else headerMap[k.toLowerCase()] = v
+      }
+    }
+  }
+  return { url: typeof url === 'string' ? url : '', refreshSeconds: refresh as number, headers: headerMap, maxBytes: maxBytes as number, timeoutSeconds: timeout as number }
+}
+
+/** The environment variables a feed's headers name (`${NAME}`). */
+export function headerVariables (remote: RemoteFeed): string[] {
+  const names = new Set<string>()
+  for (const v of Object.values(remote.headers)) for (const m of v.matchAll(kEnvReference)) names.add(m[1] as string)
+  return [...names]
 }
 
 /** How a feed is named in messages: its name when it has a usable one, else its index. */
@@ -93,8 +156,12 @@ function feedLabel (feed: unknown, index: number): string {
   return typeof name === 'string' && name !== '' ? `feeds[${index}] "${name.slice(0, 64)}"` : `feeds[${index}]`
 }
 
-/** Reads and validates a feed manifest; relative feed paths resolve against the manifest's folder. Throws on any problem. */
-export async function loadManifest (path: string): Promise<FeedSpec[]> {
+/**
+ * Reads and validates a feed manifest; relative feed paths resolve against the manifest's folder. Throws on any problem.
+ * `feedsDir` holds the last good copies of fetched (`url`) feeds; a manifest with one needs it.
+ */
+export async function loadManifest (path: string, options: { feedsDir?: string | null } = {}): Promise<FeedSpec[]> {
+  const feedsDir = options.feedsDir ?? null
   const manifestPath = resolve(path)
   const fail = (problems: string[], cause?: unknown): never => {
     const message = `invalid feed manifest ${manifestPath}:\n  - ${problems.join('\n  - ')}`
@@ -128,7 +195,7 @@ export async function loadManifest (path: string): Promise<FeedSpec[]> {
       problems.push(`${label}: must be an object`)
       return
     }
-    const checked = checkFeed(feed, baseDir)
+    const checked = checkFeed(feed, baseDir, feedsDir)
     for (const problem of checked.problems) problems.push(`${label}: ${problem}`)
     if (typeof feed.name === 'string') {
       const first = seen.get(feed.name)
@@ -139,6 +206,8 @@ export async function loadManifest (path: string): Promise<FeedSpec[]> {
   })
   // Existence is checked only for otherwise valid feeds, all at once: a missing feed file is a startup error.
   const missing = await Promise.all(specs.map(async (spec) => {
+    // A fetched feed has no file until its first good download.
+    if (spec.remote !== undefined) return null
     try {
       return (await stat(spec.path)).isFile() ? null : `feed "${spec.name}": ${spec.path} is not a file`
     } catch {
@@ -156,6 +225,8 @@ export async function readFeed (spec: FeedSpec): Promise<FeedParseResult> {
   try {
     text = await readFile(spec.path, 'utf8')
   } catch (err) {
+    // A fetched feed not yet downloaded contributes nothing until its first good copy arrives.
+    if (spec.remote !== undefined && (err as NodeJS.ErrnoException).code === 'ENOENT') return { entries: [], rejected: [], lines: 0 }
     throw new Error(`feed "${spec.name}": cannot read ${spec.path}: ${(err as Error).message}`, { cause: err })
   }
   return parseFeed(spec.format, text)

@@ -56,7 +56,11 @@ test('with no IOC_* names the configuration is the documented defaults, frozen',
     headersTimeoutMs: 10_000,
     requestTimeoutMs: 30_000,
     keepAliveTimeoutMs: 65_000,
-    maxConnections: 4096
+    maxConnections: 4096,
+    feedMaxRejectedPercent: 50,
+    feedMinShrinkPercent: 50,
+    feedAttempts: 3,
+    feedRetryBaseMs: 1000
   } satisfies Config)
   assert.deepEqual({ ...c }, { ...defaults() })
   assert.ok(Object.isFrozen(c))
@@ -96,7 +100,15 @@ const kEvery: Array<[string, string, keyof Config, unknown]> = [
   ['IOC_RETENTION_DAYS', '0', 'retentionDays', 0],
   ['IOC_ASN_DIR', '/opt/asn', 'asnDir', '/opt/asn'],
   ['IOC_COUNTRY_DIR', '/opt/country', 'countryDir', '/opt/country'],
-  ['IOC_SHUTDOWN_TIMEOUT_MS', '100', 'shutdownTimeoutMs', 100]
+  ['IOC_SHUTDOWN_TIMEOUT_MS', '100', 'shutdownTimeoutMs', 100],
+  ['IOC_HEADERS_TIMEOUT_MS', '2000', 'headersTimeoutMs', 2000],
+  ['IOC_REQUEST_TIMEOUT_MS', '5000', 'requestTimeoutMs', 5000],
+  ['IOC_KEEP_ALIVE_TIMEOUT_MS', '1000', 'keepAliveTimeoutMs', 1000],
+  ['IOC_MAX_CONNECTIONS', '10', 'maxConnections', 10],
+  ['IOC_FEED_MAX_REJECTED_PERCENT', '10', 'feedMaxRejectedPercent', 10],
+  ['IOC_FEED_MIN_SHRINK_PERCENT', '0', 'feedMinShrinkPercent', 0],
+  ['IOC_FEED_ATTEMPTS', '1', 'feedAttempts', 1],
+  ['IOC_FEED_RETRY_BASE_MS', '10', 'feedRetryBaseMs', 10]
 ]
 
 test('every IOC_* setting is read from the environment into its key, and only that key changes', () => {

@@ -1,0 +1,289 @@
+/**
+ * Downloads one fetched feed: a conditional GET (If-None-Match / If-Modified-Since) so an unchanged feed costs a 304,
+ * gzip bodies (Content-Encoding or a .gz URL / gzip magic) decoded while streaming, the size cap enforced on the
+ * decoded bytes as they arrive, a timeout per attempt, and retries with exponential backoff and full jitter for
+ * transient failures (network errors, timeouts, 408 / 429 / 5xx).
+ *
+ * Nothing this module returns or throws carries a secret: header values, URL credentials and query values are
+ * replaced by `***` (redactUrl, FeedSecrets.scrub).
+ */
+import { createGunzip } from 'node:zlib'
+import { Agent, interceptors, request, type Dispatcher } from 'undici'
+import type { RemoteFeed } from '../engine/types.ts'
+import { kEnvReference } from './manifest.ts'
+
+/** A URL as it may be shown: no userinfo, every query value replaced by ***. */
+export function redactUrl (url: string): string {
+  let u: URL
+  try {
+    u = new URL(url)
+  } catch {
+    return '[invalid url]'
+  }
+  if (u.username !== '' || u.password !== '') {
+    u.username = '***'
+    u.password = ''
+  }
+  const keys = [...u.searchParams.keys()]
+  if (keys.length > 0) u.search = keys.map((k) => `${encodeURIComponent(k)}=***`).join('&')
+  return u.toString()
+}
+
+/** Raised when a header names an environment variable that is not set. */
+export class MissingVariableError extends Error {
+  readonly variable: string
+  constructor (variable: string) {
+    super(`environment variable ${variable} (named in the feed's headers) is not set`)
+    this.variable = variable
+  }
+}
+
+/** The secrets of one feed (resolved header values, URL credentials and query values) and their removal from text. */
+export class FeedSecrets {
+  private readonly secrets: string[]
+
+  constructor (url: string, headers: Record<string, string>) {
+    const list: string[] = [url]
+    try {
+      const u = new URL(url)
+      for (const s of [u.username, u.password, decodeURIComponent(u.username), decodeURIComponent(u.password), u.search.slice(1)]) list.push(s)
+      for (const v of u.searchParams.values()) list.push(v, encodeURIComponent(v))
+    } catch {
+      // Validated by the manifest; an invalid URL leaves only the whole string listed.
+    }
+    for (const v of Object.values(headers)) list.push(v)
+    // Longest first, so a value inside a longer one does not leave the rest behind; very short values would mangle text.
+    this.secrets = [...new Set(list)].filter((s) => s.length >= 3).sort((a, b) => b.length - a.length)
+  }
+
+  /** `text` with every secret replaced by ***. */
+  scrub (text: string): string {
+    let out = text
+    for (const s of this.secrets) out = out.replaceAll(s, '***')
+    return out
+  }
+}
+
+/** Header templates with `${NAME}` replaced from `env`; throws MissingVariableError naming the first unset variable. */
+export function resolveHeaders (templates: Record<string, string>, env: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const [name, template] of Object.entries(templates)) {
+    out[name] = template.replace(kEnvReference, (_m, variable: string) => {
+      const value = env[variable]
+      if (value === undefined || value === '') throw new MissingVariableError(variable)
+      return value
+    })
+  }
+  return out
+}
+
+/** Validators of the last good copy, sent back so the server can answer 304. */
+export interface Validators {
+  etag: string | null
+  lastModified: string | null
+}
+
+/** What one fetch produced. */
+type AttemptOutcome =
+  | { kind: 'unchanged', status: 304 }
+  | { kind: 'body', body: Buffer, etag: string | null, lastModified: string | null, contentType: string | null }
+export type FetchOutcome = AttemptOutcome & { attempts: number }
+
+/** A fetch that failed for good (after retries); `message` is short and already scrubbed. */
+export class FeedFetchError extends Error {
+  readonly reason: string
+  constructor (reason: string, message: string) {
+    super(message)
+    this.reason = reason
+  }
+}
+
+/** Retry policy: attempts in all, and the first backoff (doubled each time, with full jitter, capped). */
+export interface RetryPolicy {
+  attempts: number
+  baseMs: number
+  maxMs: number
+}
+
+export const kDefaultRetry: RetryPolicy = { attempts: 3, baseMs: 1000, maxMs: 30_000 }
+
+/** A failure of one attempt, and whether another attempt may help. */
+class AttemptError extends Error {
+  readonly reason: string
+  readonly retry: boolean
+  constructor (reason: string, message: string, retry: boolean) {
+    super(message)
+    this.reason = reason
+    this.retry = retry
+  }
+}
+
+const kGzipMagic = [0x1f, 0x8b]
+
+let shared: Dispatcher | null = null
+/** One agent for every feed, following up to 5 redirects. */
+function defaultDispatcher (): Dispatcher {
+  shared ??= new Agent().compose(interceptors.redirect({ maxRedirections: 5 }))
+  return shared
+}
+
+/** Delay before attempt `n` (1-based retry number): full jitter over an exponential ceiling. */
+export function backoffMs (n: number, policy: RetryPolicy, random: () => number = Math.random): number {
+  return Math.floor(random() * Math.min(policy.maxMs, policy.baseMs * 2 ** (n - 1)))
+}
+
+/** Reads a response body, gunzipping when asked, and fails as soon as the decoded bytes pass `maxBytes`. */
+async function readCapped (body: Dispatcher.ResponseData['body'], gzip: boolean | 'sniff', maxBytes: number): Promise<Buffer> {
+  const chunks: Buffer[] = []
+  let total = 0
+  const push = (chunk: Buffer): void => {
+    total += chunk.length
+    if (total > maxBytes) throw new AttemptError('oversize', `body larger than max_bytes (${maxBytes})`, false)
+    chunks.push(chunk)
+  }
+  const raw = body as AsyncIterable<Buffer>
+  let gunzip: ReturnType<typeof createGunzip> | null = null
+  let first = true
+  try {
+    for await (const chunk of raw) {
+      if (first) {
+        first = false
+        const isGzip = gzip === true || (gzip === 'sniff' && chunk[0] === kGzipMagic[0] && chunk[1] === kGzipMagic[1])
+        if (isGzip) {
+          gunzip = createGunzip()
+          gunzip.on('data', (c: Buffer) => {
+            try {
+              push(c)
+            } catch (err) {
+              gunzip?.destroy(err as Error)
+            }
+          })
+        }
+      }
+      if (gunzip === null) {
+        push(chunk)
+      } else if (!gunzip.write(chunk)) {
+        await new Promise<void>((resolve, reject) => {
+          gunzip?.once('drain', resolve)
+          gunzip?.once('error', reject)
+        })
+      }
+    }
+    if (gunzip !== null) {
+      const g = gunzip
+      await new Promise<void>((resolve, reject) => {
+        g.once('end', resolve)
+        g.once('error', reject)
+        g.end()
+      })
+    }
+  } catch (err) {
+    body.destroy()
+    gunzip?.destroy()
+    if (err instanceof AttemptError) throw err
+    const code = (err as NodeJS.ErrnoException).code ?? ''
+    if (code.startsWith('Z_')) throw new AttemptError('bad_gzip', 'body is not valid gzip', false)
+    throw err
+  }
+  return Buffer.concat(chunks, total)
+}
+
+/** One attempt. */
+async function attempt (feed: RemoteFeed, headers: Record<string, string>, validators: Validators, dispatcher: Dispatcher | undefined): Promise<AttemptOutcome> {
+  const h: Record<string, string> = { 'accept-encoding': 'gzip', 'user-agent': 'ioc-verdict', ...headers }
+  if (validators.etag !== null) h['if-none-match'] = validators.etag
+  if (validators.lastModified !== null) h['if-modified-since'] = validators.lastModified
+  const timeout = feed.timeoutSeconds * 1000
+  const signal = AbortSignal.timeout(timeout)
+  let res: Dispatcher.ResponseData
+  try {
+    res = await request(feed.url, {
+      method: 'GET',
+      headers: h,
+      signal,
+      headersTimeout: timeout,
+      bodyTimeout: timeout,
+      dispatcher: dispatcher ?? defaultDispatcher()
+    })
+  } catch (err) {
+    throw transportError(err, signal)
+  }
+  try {
+    if (res.statusCode === 304) {
+      await res.body.dump()
+      return { kind: 'unchanged', status: 304 }
+    }
+    if (res.statusCode < 200 || res.statusCode > 299) {
+      await res.body.dump()
+      const retry = res.statusCode === 408 || res.statusCode === 429 || res.statusCode >= 500
+      throw new AttemptError('http_status', `HTTP ${res.statusCode}`, retry)
+    }
+    const header = (name: string): string | null => {
+      const v = res.headers[name]
+      return typeof v === 'string' ? v : Array.isArray(v) ? (v[0] ?? null) : null
+    }
+    const declared = Number(header('content-length'))
+    const encoding = (header('content-encoding') ?? '').toLowerCase().trim()
+    if (encoding !== '' && encoding !== 'identity' && encoding !== 'gzip' && encoding !== 'x-gzip') {
+      await res.body.dump()
+      throw new AttemptError('encoding', `unsupported content-encoding ${encoding.slice(0, 32)}`, false)
+    }
+    // A declared length over the cap is refused before reading; the cap on decoded bytes holds either way.
+    if (encoding === '' && Number.isFinite(declared) && declared > feed.maxBytes) {
+      res.body.destroy()
+      throw new AttemptError('oversize', `body larger than max_bytes (${feed.maxBytes})`, false)
+    }
+    const body = await readCapped(res.body, encoding === 'gzip' || encoding === 'x-gzip' ? true : 'sniff', feed.maxBytes)
+    return { kind: 'body', body, etag: header('etag'), lastModified: header('last-modified'), contentType: header('content-type') }
+  } catch (err) {
+    if (err instanceof AttemptError) throw err
+    throw transportError(err, signal)
+  }
+}
+
+/** A transport failure as an AttemptError without any text of the original (which may quote the URL). */
+function transportError (err: unknown, signal: AbortSignal): AttemptError {
+  const code = (err as { code?: string }).code ?? ''
+  if (signal.aborted || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') {
+    return new AttemptError('timeout', 'timed out', true)
+  }
+  const causeCode = (err as { cause?: { code?: string } }).cause?.code
+  const shown = /^[A-Z_]{2,40}$/.test(code) ? code : /^[A-Z_]{2,40}$/.test(causeCode ?? '') ? (causeCode as string) : 'network error'
+  return new AttemptError('network', `network error (${shown})`, true)
+}
+
+/** Fetch options beyond the feed's own settings. */
+export interface FetchOptions {
+  retry?: RetryPolicy
+  dispatcher?: Dispatcher
+  env?: NodeJS.ProcessEnv
+  /** Stops retry waits early (close()). */
+  signal?: AbortSignal
+}
+
+/** Fetches a feed with retries. Throws FeedFetchError (scrubbed) or MissingVariableError. */
+export async function fetchFeed (feed: RemoteFeed, validators: Validators, options: FetchOptions = {}): Promise<FetchOutcome> {
+  const policy = options.retry ?? kDefaultRetry
+  const headers = resolveHeaders(feed.headers, options.env)
+  const secrets = new FeedSecrets(feed.url, headers)
+  let last: AttemptError | null = null
+  for (let n = 1; n <= policy.attempts; n++) {
+    if (n > 1) {
+      const wait = backoffMs(n - 1, policy)
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, wait)
+        options.signal?.addEventListener('abort', () => { clearTimeout(timer); resolve() }, { once: true })
+      })
+      if (options.signal?.aborted === true) break
+    }
+    try {
+      const out = await attempt(feed, headers, validators, options.dispatcher)
+      return { ...out, attempts: n }
+    } catch (err) {
+      last = err instanceof AttemptError ? err : new AttemptError('network', 'network error', true)
+      if (!last.retry) break
+    }
+  }
+  const reason = last?.reason ?? 'aborted'
+  throw new FeedFetchError(reason, secrets.scrub(last?.message ?? 'fetch stopped'))
+}

@@ -1,0 +1,358 @@
+/**
+ * Keeps fetched feeds fresh: each one on its own timer (refresh_seconds), downloaded with fetchFeed, validated off
+ * the main thread, and only then written as the feed's last good copy (temp file + rename, with its ETag /
+ * Last-Modified in a metadata file beside it). A refused download leaves the last good copy in use. When any copy
+ * changed, `onChange` runs (the service rebuilds and swaps the snapshot). Status per source is kept in memory and
+ * written to <dir>/status.json for `ioc-verdict intel status`.
+ */
+import { createHash } from 'node:crypto'
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { Worker } from 'node:worker_threads'
+import type { FeedSpec } from '../engine/types.ts'
+import { kWorkerShim, workerEntry } from '../worker-entry.ts'
+import { FeedFetchError, fetchFeed, MissingVariableError, redactUrl, type RetryPolicy } from './fetcher.ts'
+import { headerVariables } from './manifest.ts'
+
+/** What is kept about one feed between runs (<name>.meta.json). */
+export interface FeedMeta {
+  etag: string | null
+  lastModified: string | null
+  /** Last successful fetch (200 accepted or 304). */
+  fetchedAt: string | null
+  /** When the last good copy last changed. */
+  changedAt: string | null
+  records: number
+  bytes: number
+  sha256: string | null
+}
+
+/** One source's row, as the status route and the CLI show it. */
+export interface SourceRow {
+  name: string
+  url: string
+  status: 'ok' | 'stale' | 'failed' | 'pending'
+  records: number
+  bytes: number
+  refresh_seconds: number
+  last_attempt_at: string | null
+  last_success_at: string | null
+  last_change_at: string | null
+  error: string | null
+}
+
+/** The raw state a row is computed from (status depends on the time it is read). */
+export interface SourceState {
+  name: string
+  url: string
+  refreshSeconds: number
+  meta: FeedMeta
+  lastAttemptAt: string | null
+  /** Whether the last attempt was refused (its reason in `error`). */
+  failed: boolean
+  error: string | null
+}
+
+/** Validation thresholds. */
+export interface ValidationPolicy {
+  /** Refuse a body when rejected / (entries + rejected) is above this (default 0.5). */
+  maxRejectedRatio: number
+  /** Refuse a body with fewer entries than this fraction of the last good copy's (default 0.5; 0 = never). */
+  minShrinkRatio: number
+}
+
+export const kDefaultValidation: ValidationPolicy = { maxRejectedRatio: 0.5, minShrinkRatio: 0.5 }
+
+/** Logger subset the refresher writes to. */
+export interface FeedLogger {
+  info: (obj: object, msg: string) => void
+  warn: (obj: object, msg: string) => void
+}
+
+export interface RefresherOptions {
+  specs: FeedSpec[]
+  /** Folder of last good copies, their metadata and status.json. */
+  dir: string
+  logger: FeedLogger
+  /** Called (not concurrently) after one or more last good copies changed. */
+  onChange: () => Promise<unknown>
+  validation?: ValidationPolicy
+  retry?: RetryPolicy
+  env?: NodeJS.ProcessEnv
+  /** Snapshot facts written into status.json beside the sources. */
+  snapshot?: () => Record<string, unknown>
+}
+
+const kEmptyMeta: FeedMeta = { etag: null, lastModified: null, fetchedAt: null, changedAt: null, records: 0, bytes: 0, sha256: null }
+
+/** The status of a source at `now`: stale once more than twice its refresh period passed since its last success. */
+export function sourceRow (s: SourceState, now: number): SourceRow {
+  let status: SourceRow['status']
+  if (s.failed) status = 'failed'
+  else if (s.meta.fetchedAt === null) status = 'pending'
+  else if (now - Date.parse(s.meta.fetchedAt) > 2 * s.refreshSeconds * 1000) status = 'stale'
+  else status = 'ok'
+  return {
+    name: s.name,
+    url: s.url,
+    status,
+    records: s.meta.records,
+    bytes: s.meta.bytes,
+    refresh_seconds: s.refreshSeconds,
+    last_attempt_at: s.lastAttemptAt,
+    last_success_at: s.meta.fetchedAt,
+    last_change_at: s.meta.changedAt,
+    error: s.error
+  }
+}
+
+/** Writes a file atomically: a temp file beside it, then rename. */
+async function writeAtomic (path: string, data: string | Uint8Array): Promise<void> {
+  const tmp = `${path}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`
+  try {
+    await writeFile(tmp, data)
+    await rename(tmp, path)
+  } catch (err) {
+    await rm(tmp, { force: true })
+    throw err
+  }
+}
+
+/** Parses a body on a worker thread; counts only. */
+async function validateOnWorker (spec: FeedSpec, path: string): Promise<{ lines: number, entries: number, rejected: number, firstReason: string | null }> {
+  return await new Promise((resolve, reject) => {
+    const worker = new Worker(kWorkerShim, { workerData: { entry: workerEntry('feed-validate'), format: spec.format, path } })
+    let settled = false
+    worker.once('message', (msg: { ok: true, lines: number, entries: number, rejected: number, firstReason: string | null } | { ok: false, message: string }) => {
+      settled = true
+      if (msg.ok) resolve(msg)
+      else reject(new Error('could not be parsed'))
+    })
+    worker.once('error', () => { settled = true; reject(new Error('could not be parsed')) })
+    worker.once('exit', () => { if (!settled) reject(new Error('could not be parsed')) })
+  })
+}
+
+const kHtml = /^\s*(?:<!doctype\s+html|<html[\s>]|<head[\s>]|<body[\s>]|<\?xml[^>]*>\s*<html)/i
+
+/** Fetches, validates and stores fetched feeds on their schedules. */
+export class FeedRefresher {
+  private readonly options: RefresherOptions
+  private readonly remote: FeedSpec[]
+  private readonly states = new Map<string, SourceState>()
+  private readonly timers = new Map<string, NodeJS.Timeout>()
+  private readonly inflight = new Map<string, Promise<void>>()
+  private readonly abort = new AbortController()
+  private changeChain: Promise<void> = Promise.resolve()
+  private changePending = false
+  private closing: Promise<void> | null = null
+  private started = false
+
+  constructor (options: RefresherOptions) {
+    this.options = options
+    this.remote = options.specs.filter((s) => s.remote !== undefined)
+    for (const spec of this.remote) {
+      const remote = spec.remote!
+      const missing = headerVariables(remote).filter((v) => (options.env ?? process.env)[v] === undefined || (options.env ?? process.env)[v] === '')
+      this.states.set(spec.name, {
+        name: spec.name,
+        url: redactUrl(remote.url),
+        refreshSeconds: remote.refreshSeconds,
+        meta: { ...kEmptyMeta },
+        lastAttemptAt: null,
+        failed: missing.length > 0,
+        error: missing.length > 0 ? `environment variable ${missing[0] as string} (named in the feed's headers) is not set` : null
+      })
+    }
+  }
+
+  /** Whether any feed is fetched. */
+  get active (): boolean {
+    return this.remote.length > 0
+  }
+
+  /** Reads the metadata of last good copies (so a restart with the host down serves them), then starts every timer. */
+  async start (): Promise<void> {
+    if (this.started) return
+    this.started = true
+    await mkdir(this.options.dir, { recursive: true })
+    for (const spec of this.remote) {
+      const state = this.states.get(spec.name)!
+      try {
+        const meta = JSON.parse(await readFile(this.metaPath(spec), 'utf8')) as Partial<FeedMeta>
+        state.meta = { ...kEmptyMeta, ...meta }
+      } catch {
+        // No last good copy yet.
+      }
+      if (state.failed) this.options.logger.warn({ feed: spec.name, error: state.error }, 'feed cannot be fetched')
+    }
+    await this.writeStatus()
+    for (const spec of this.remote) this.schedule(spec, 0)
+  }
+
+  /** Rows for every fetched feed. */
+  rows (now = Date.now()): SourceRow[] {
+    return [...this.states.values()].map((s) => sourceRow(s, now))
+  }
+
+  /** Fetches every feed now; resolves when done and any resulting rebuild finished. */
+  async refreshAll (): Promise<void> {
+    await Promise.all(this.remote.map(async (spec) => { await this.run(spec) }))
+    await this.changeChain
+  }
+
+  private metaPath (spec: FeedSpec): string {
+    return join(this.options.dir, `${spec.name}.meta.json`)
+  }
+
+  private schedule (spec: FeedSpec, delayMs: number): void {
+    if (this.closing !== null) return
+    const timer = setTimeout(() => {
+      this.timers.delete(spec.name)
+      void this.run(spec).finally(() => { this.schedule(spec, spec.remote!.refreshSeconds * 1000) })
+    }, delayMs)
+    timer.unref()
+    this.timers.set(spec.name, timer)
+  }
+
+  /** Refreshes one feed; a refresh already running for it is joined, not doubled. */
+  private async run (spec: FeedSpec): Promise<void> {
+    if (this.closing !== null) return
+    let p = this.inflight.get(spec.name)
+    if (p === undefined) {
+      p = this.refresh(spec).catch((err: unknown) => {
+        this.options.logger.warn({ feed: spec.name, error: (err as Error).message }, 'feed refresh failed')
+      }).finally(() => { this.inflight.delete(spec.name) })
+      this.inflight.set(spec.name, p)
+    }
+    await p
+  }
+
+  /** One refresh of one feed. */
+  private async refresh (spec: FeedSpec): Promise<void> {
+    const state = this.states.get(spec.name)!
+    const remote = spec.remote!
+    state.lastAttemptAt = new Date().toISOString()
+    const refuse = async (error: string): Promise<void> => {
+      state.failed = true
+      state.error = error
+      this.options.logger.warn({ feed: spec.name, url: state.url, error, last_good: state.meta.fetchedAt }, 'feed download refused; last good copy stays in use')
+      await this.writeStatus()
+    }
+    let outcome
+    try {
+      outcome = await fetchFeed(remote, { etag: state.meta.etag, lastModified: state.meta.lastModified }, {
+        signal: this.abort.signal,
+        ...(this.options.retry === undefined ? {} : { retry: this.options.retry }),
+        ...(this.options.env === undefined ? {} : { env: this.options.env })
+      })
+    } catch (err) {
+      if (err instanceof FeedFetchError || err instanceof MissingVariableError) return await refuse(err.message)
+      throw err
+    }
+    if (outcome.kind === 'unchanged') {
+      state.meta = { ...state.meta, fetchedAt: new Date().toISOString() }
+      state.failed = false
+      state.error = null
+      await writeAtomic(this.metaPath(spec), JSON.stringify(state.meta))
+      this.options.logger.info({ feed: spec.name, url: state.url, status: 304 }, 'feed unchanged')
+      await this.writeStatus()
+      return
+    }
+    const { body } = outcome
+    const head = body.subarray(0, 1024).toString('utf8')
+    if ((outcome.contentType ?? '').toLowerCase().includes('text/html') || kHtml.test(head)) return await refuse('body is an HTML page, not feed data')
+    const sha256 = createHash('sha256').update(body).digest('hex')
+    const candidate = `${spec.path}.candidate`
+    await writeFile(candidate, body)
+    let counts
+    try {
+      counts = await validateOnWorker(spec, candidate)
+    } catch {
+      await rm(candidate, { force: true })
+      return await refuse('body could not be parsed')
+    }
+    const policy = this.options.validation ?? kDefaultValidation
+    const seen = counts.entries + counts.rejected
+    let problem: string | null = null
+    if (counts.entries === 0) problem = 'body holds no usable entries'
+    else if (counts.rejected / seen > policy.maxRejectedRatio) problem = `${counts.rejected} of ${seen} lines rejected (limit ${Math.round(policy.maxRejectedRatio * 100)}%)`
+    else if (state.meta.records > 0 && counts.entries < state.meta.records * policy.minShrinkRatio) {
+      problem = `shrank from ${state.meta.records} to ${counts.entries} entries (limit ${Math.round(policy.minShrinkRatio * 100)}% of the last good copy)`
+    }
+    if (problem !== null) {
+      await rm(candidate, { force: true })
+      return await refuse(problem)
+    }
+    const changed = sha256 !== state.meta.sha256
+    const now = new Date().toISOString()
+    if (changed) await rename(candidate, spec.path)
+    else await rm(candidate, { force: true })
+    state.meta = {
+      etag: outcome.etag,
+      lastModified: outcome.lastModified,
+      fetchedAt: now,
+      changedAt: changed ? now : state.meta.changedAt,
+      records: counts.entries,
+      bytes: body.length,
+      sha256
+    }
+    state.failed = false
+    state.error = null
+    await writeAtomic(this.metaPath(spec), JSON.stringify(state.meta))
+    this.options.logger.info({ feed: spec.name, url: state.url, records: counts.entries, rejected: counts.rejected, changed }, 'feed fetched')
+    await this.writeStatus()
+    if (changed) await this.changed()
+  }
+
+  /** Runs onChange once for any number of changes that arrive while one rebuild is running. */
+  private async changed (): Promise<void> {
+    if (this.changePending) return await this.changeChain
+    this.changePending = true
+    this.changeChain = this.changeChain.then(async () => {
+      this.changePending = false
+      try {
+        await this.options.onChange()
+      } catch (err) {
+        this.options.logger.warn({ error: (err as Error).message }, 'snapshot rebuild after a feed change failed; the previous snapshot stays in use')
+      }
+      await this.writeStatus()
+    })
+    await this.changeChain
+  }
+
+  /** Writes status.json (for `intel status`); failures to write are only logged. */
+  async writeStatus (): Promise<void> {
+    try {
+      const doc = { written_at: new Date().toISOString(), sources: [...this.states.values()], snapshot: this.options.snapshot?.() ?? null }
+      await writeAtomic(join(this.options.dir, 'status.json'), JSON.stringify(doc))
+    } catch (err) {
+      this.options.logger.warn({ error: (err as NodeJS.ErrnoException).code ?? 'write failed' }, 'cannot write feed status file')
+    }
+  }
+
+  /** Graceful and idempotent: stops the timers and waits for a fetch and a rebuild in flight. */
+  async close (): Promise<void> {
+    this.closing ??= (async () => {
+      for (const t of this.timers.values()) clearTimeout(t)
+      this.timers.clear()
+      await Promise.all([...this.inflight.values()])
+      await this.changeChain
+    })()
+    await this.closing
+  }
+
+  /** Now: stops timers and cuts retry waits; a download in flight ends on its own timeout. */
+  async destroy (): Promise<void> {
+    this.abort.abort()
+    for (const t of this.timers.values()) clearTimeout(t)
+    this.timers.clear()
+    this.closing ??= Promise.resolve()
+  }
+}
+
+/** Reads status.json written by a running service; rows are computed at `now`. */
+export async function readStatusFile (dir: string, now = Date.now()): Promise<{ writtenAt: string, sources: SourceRow[], snapshot: Record<string, unknown> | null }> {
+  const doc = JSON.parse(await readFile(join(dir, 'status.json'), 'utf8')) as { written_at: string, sources: SourceState[], snapshot: Record<string, unknown> | null }
+  return { writtenAt: doc.written_at, sources: doc.sources.map((s) => sourceRow(s, now)), snapshot: doc.snapshot }
+}

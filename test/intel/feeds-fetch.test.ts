@@ -1,0 +1,374 @@
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Writable } from 'node:stream'
+import { test, type TestContext } from 'node:test'
+import { gzipSync } from 'node:zlib'
+import pino from 'pino'
+import { request } from 'undici'
+import { loadConfig } from '../../src/config.ts'
+import { startService, type Service } from '../../src/service.ts'
+import { kTestIntelCache } from '../helper.ts'
+
+const kRoot = join(import.meta.dirname, '..', '..')
+type Handler = (req: IncomingMessage, res: ServerResponse) => void
+
+/** A feed host on 127.0.0.1 whose answer the test sets; it counts and records requests. */
+interface FeedHost { url: string, set: (h: Handler) => void, requests: IncomingMessage[], server: Server }
+
+async function feedHost (t: TestContext): Promise<FeedHost> {
+  let handler: Handler = (_req, res) => { res.statusCode = 404; res.end() }
+  const requests: IncomingMessage[] = []
+  const server = createServer((req, res) => { requests.push(req); handler(req, res) })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(async () => {
+    server.closeAllConnections()
+    await new Promise((resolve) => server.close(resolve))
+  })
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, set: (h) => { handler = h }, requests, server }
+}
+
+/** n IPv4 lines of a netset, distinct per `seed`. */
+function netset (n: number, seed = 1): string {
+  const lines = ['# test feed']
+  for (let i = 0; i < n; i++) lines.push(`10.${seed}.${i >> 8}.${i & 255}`)
+  return lines.join('\n') + '\n'
+}
+
+function writeManifest (dir: string, feed: Record<string, unknown>): string {
+  const path = join(dir, 'manifest.json')
+  writeFileSync(path, JSON.stringify({
+    feeds: [{
+      name: 'remote_list',
+      format: 'netset',
+      direction: 'malicious',
+      group: 'threat_feed',
+      subgroup: 'attack_source',
+      category: 'abuse',
+      confidence: 0.8,
+      half_life_days: 0,
+      refresh_seconds: 3600,
+      timeout_seconds: 2,
+      ...feed
+    }]
+  }))
+  return path
+}
+
+interface Started extends Service { key: string, dataDir: string, logs: string[] }
+
+/** Starts a service on `dataDir` fetching the manifest's feeds; pino output is captured in `logs`. */
+async function start (t: TestContext, dataDir: string, manifest: string, env: Record<string, string> = {}): Promise<Started> {
+  const logs: string[] = []
+  const sink = new Writable({ write (chunk, _enc, cb) { logs.push(String(chunk)); cb() } })
+  const config = loadConfig({
+    IOC_DATA_DIR: dataDir,
+    IOC_FEEDS: manifest,
+    IOC_POOL_SIZE: '0',
+    IOC_BOOTSTRAP_KEY: '0',
+    IOC_INTEL_CACHE_DIR: kTestIntelCache,
+    IOC_HISTORY_FLUSH_MS: '20',
+    IOC_FEED_ATTEMPTS: '2',
+    IOC_FEED_RETRY_BASE_MS: '5',
+    IOC_LOG_LEVEL: 'info',
+    ...env
+  })
+  const svc = await startService(config, { logger: pino({ level: 'info' }, sink) })
+  let closed = false
+  t.after(async () => { if (!closed) await svc.app.close() })
+  const key = (await svc.store.createKey({ tenant: 't1', permissions: ['verdict', 'verdict_bulk', 'mgmt', 'admin'], quota: null })).key
+  const close = svc.app.close.bind(svc.app)
+  svc.app.close = (async () => { closed = true; await close() }) as typeof svc.app.close
+  return { ...svc, key, dataDir, logs }
+}
+
+function tempDir (t: TestContext): string {
+  const dir = mkdtempSync(join(tmpdir(), 'ioc-feeds-test-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+interface Row { name: string, status: string, records: number, error: string | null, last_success_at: string | null, url: string }
+
+async function refresh (svc: Started): Promise<{ sources: Row[], snapshot: { version: string } }> {
+  const res = await svc.app.inject({ method: 'POST', url: '/api/v2/mgmt/intel/sources/refresh', headers: { 'x-api-key': svc.key } })
+  assert.equal(res.statusCode, 200)
+  return res.json()
+}
+
+async function sources (svc: Started): Promise<{ sources: Row[], snapshot: { version: string } }> {
+  const res = await svc.app.inject({ method: 'GET', url: '/api/v2/mgmt/intel/sources', headers: { 'x-api-key': svc.key } })
+  assert.equal(res.statusCode, 200)
+  return res.json()
+}
+
+async function verdictSources (svc: Started, value: string): Promise<string[]> {
+  const res = await svc.app.inject({
+    method: 'POST',
+    url: '/api/v2/ioc/verdict',
+    headers: { 'x-api-key': svc.key, 'content-type': 'application/json' },
+    payload: { indicator: { value }, signal_details: 'all' }
+  })
+  assert.equal(res.statusCode, 200)
+  return JSON.stringify(res.json()).includes('remote_list') ? ['remote_list'] : []
+}
+
+async function health (svc: Started): Promise<{ status: string, reasons: string[] }> {
+  return (await svc.app.inject({ method: 'GET', url: '/api/v2/ioc/health' })).json()
+}
+
+test('a fetched feed is listed after its first download and refreshed with a 304 while unchanged', async (t) => {
+  const host = await feedHost(t)
+  const body = netset(50)
+  host.set((req, res) => {
+    if (req.headers['if-none-match'] === '"v1"') { res.statusCode = 304; res.end(); return }
+    res.setHeader('etag', '"v1"')
+    res.end(body)
+  })
+  const dir = tempDir(t)
+  const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/list.netset` }))
+  const first = await refresh(svc)
+  assert.equal(first.sources[0]?.status, 'ok')
+  assert.equal(first.sources[0]?.records, 50)
+  assert.deepEqual(await verdictSources(svc, '10.1.0.7'), ['remote_list'])
+  const version = first.snapshot.version
+  const second = await refresh(svc)
+  assert.equal(second.sources[0]?.status, 'ok')
+  assert.equal(second.snapshot.version, version, 'an unchanged feed does not rebuild the snapshot')
+  assert.equal(host.requests.at(-1)?.headers['if-none-match'], '"v1"')
+  assert.equal((await health(svc)).status, 'ok')
+})
+
+test('Last-Modified is sent back as If-Modified-Since', async (t) => {
+  const host = await feedHost(t)
+  const stamp = 'Wed, 21 Oct 2015 07:28:00 GMT'
+  host.set((req, res) => {
+    if (req.headers['if-modified-since'] === stamp) { res.statusCode = 304; res.end(); return }
+    res.setHeader('last-modified', stamp)
+    res.end(netset(10))
+  })
+  const dir = tempDir(t)
+  const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/x` }))
+  await refresh(svc)
+  await refresh(svc)
+  assert.equal(host.requests.at(-1)?.headers['if-modified-since'], stamp)
+  assert.equal((await sources(svc)).sources[0]?.status, 'ok')
+})
+
+test('a gzip body (content-encoding or a .gz file) is decoded', async (t) => {
+  const host = await feedHost(t)
+  host.set((req, res) => {
+    if (req.url === '/enc') { res.setHeader('content-encoding', 'gzip'); res.end(gzipSync(netset(20, 3))); return }
+    res.setHeader('content-type', 'application/gzip')
+    res.end(gzipSync(netset(20, 4)))
+  })
+  const dir = tempDir(t)
+  const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/enc` }))
+  assert.equal((await refresh(svc)).sources[0]?.records, 20)
+  assert.deepEqual(await verdictSources(svc, '10.3.0.1'), ['remote_list'])
+  const dir2 = tempDir(t)
+  const svc2 = await start(t, dir2, writeManifest(dir2, { url: `${host.url}/list.netset.gz` }))
+  assert.equal((await refresh(svc2)).sources[0]?.records, 20)
+  assert.deepEqual(await verdictSources(svc2, '10.4.0.1'), ['remote_list'])
+})
+
+test('500s, an HTML error page, garbage, a timeout, an oversize body and a shrunken list are refused and the last good copy stays in use', async (t) => {
+  const host = await feedHost(t)
+  let mode = 'good'
+  host.set((_req, res) => {
+    switch (mode) {
+      case 'good': res.end(netset(100)); break
+      case '500': res.statusCode = 500; res.end('oops'); break
+      case 'html': res.setHeader('content-type', 'text/html'); res.end('<!DOCTYPE html><html><body>Service Unavailable</body></html>'); break
+      case 'garbage': res.end(Array.from({ length: 100 }, (_v, i) => `not an address ${i}`).join('\n')); break
+      case 'slow': setTimeout(() => { if (!res.destroyed) res.end(netset(100)) }, 5000).unref(); break
+      case 'oversize': {
+        // Streams without a content-length: the cap holds while reading.
+        res.setHeader('transfer-encoding', 'chunked')
+        const chunk = Buffer.from(netset(1000))
+        let sent = 0
+        const pump = (): void => {
+          while (sent < 64 && !res.destroyed) { sent++; if (!res.write(chunk)) { res.once('drain', pump); return } }
+          res.end()
+        }
+        pump()
+        break
+      }
+      case 'shrunk': res.end(netset(10)); break
+    }
+  })
+  const dir = tempDir(t)
+  const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/feed`, max_bytes: 200_000, timeout_seconds: 1 }))
+  assert.equal((await refresh(svc)).sources[0]?.status, 'ok')
+  const version = (await sources(svc)).snapshot.version
+  for (const [m, pattern] of [['500', /HTTP 500/], ['html', /HTML/], ['garbage', /no usable entries|rejected/], ['slow', /timed out/], ['oversize', /max_bytes/], ['shrunk', /shrank/]] as const) {
+    mode = m
+    const r = await refresh(svc)
+    assert.equal(r.sources[0]?.status, 'failed', m)
+    assert.match(r.sources[0]?.error ?? '', pattern, m)
+    assert.equal(r.sources[0]?.records, 100, `${m}: the last good copy's records`)
+    assert.equal(r.snapshot.version, version, `${m}: the snapshot is unchanged`)
+    assert.deepEqual(await verdictSources(svc, '10.1.0.42'), ['remote_list'], `${m}: still listed`)
+    const h = await health(svc)
+    assert.equal(h.status, 'degraded', m)
+    assert.ok(h.reasons.includes('feed remote_list is failed'))
+  }
+  mode = 'good'
+  assert.equal((await refresh(svc)).sources[0]?.status, 'ok')
+  assert.equal((await health(svc)).status, 'ok')
+})
+
+test('a restart with the feed host down serves the last good copy', async (t) => {
+  const host = await feedHost(t)
+  host.set((_req, res) => { res.setHeader('etag', '"a"'); res.end(netset(30, 7)) })
+  const dir = tempDir(t)
+  const manifest = writeManifest(dir, { url: `${host.url}/feed` })
+  const first = await start(t, dir, manifest)
+  await refresh(first)
+  await first.app.close()
+  host.server.closeAllConnections()
+  await new Promise((resolve) => host.server.close(resolve))
+  const second = await start(t, dir, manifest)
+  assert.deepEqual(await verdictSources(second, '10.7.0.3'), ['remote_list'])
+  const r = await refresh(second)
+  assert.equal(r.sources[0]?.status, 'failed')
+  assert.match(r.sources[0]?.error ?? '', /network error/)
+  assert.equal(r.sources[0]?.records, 30)
+  assert.ok(r.sources[0]?.last_success_at !== null)
+})
+
+test('a feed never fetched is pending, and its auth header comes from the environment without ever being shown', async (t) => {
+  const host = await feedHost(t)
+  const secret = 'S3cr3t-auth-key-value-0123456789'
+  const querySecret = 'qkey-987654321'
+  host.set((req, res) => {
+    if (req.headers['auth-key'] !== secret) { res.statusCode = 401; res.end(`bad key ${String(req.headers['auth-key'])}`); return }
+    res.end(netset(10, 9))
+  })
+  const dir = tempDir(t)
+  const manifest = writeManifest(dir, { url: `http://user:pw-secret-1@127.0.0.1:${new URL(host.url).port}/feed?key=${querySecret}`, headers: { 'Auth-Key': '$' + '{IOC_TEST_FEED_KEY}' } })
+  process.env.IOC_TEST_FEED_KEY = secret
+  t.after(() => { delete process.env.IOC_TEST_FEED_KEY })
+  const svc = await start(t, dir, manifest)
+  const before = await sources(svc)
+  assert.ok(['pending', 'ok'].includes(before.sources[0]?.status ?? ''))
+  const r = await refresh(svc)
+  assert.equal(r.sources[0]?.status, 'ok')
+  assert.equal(r.sources[0]?.url, `http://***@127.0.0.1:${new URL(host.url).port}/feed?key=***`)
+  assert.equal(host.requests.at(-1)?.headers['auth-key'], secret)
+  // A wrong key now: the failure is reported without the value.
+  process.env.IOC_TEST_FEED_KEY = 'another-secret-value-42'
+  const failed = await refresh(svc)
+  assert.equal(failed.sources[0]?.status, 'failed')
+  const everything = svc.logs.join('') + JSON.stringify(failed) + JSON.stringify(await health(svc))
+  for (const s of [secret, 'another-secret-value-42', querySecret, 'pw-secret-1']) assert.ok(!everything.includes(s), `leaked ${s}`)
+  assert.match(svc.logs.join(''), /feed download refused/)
+})
+
+test('a header naming an unset variable makes the feed failed, naming the variable', async (t) => {
+  const host = await feedHost(t)
+  host.set((_req, res) => { res.end(netset(5)) })
+  const dir = tempDir(t)
+  const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/f`, headers: { 'Auth-Key': '$' + '{IOC_TEST_UNSET_VARIABLE}' } }))
+  const r = await sources(svc)
+  assert.equal(r.sources[0]?.status, 'failed')
+  assert.match(r.sources[0]?.error ?? '', /IOC_TEST_UNSET_VARIABLE/)
+  assert.equal((await health(svc)).status, 'degraded')
+})
+
+test('the sources route needs the admin permission', async (t) => {
+  const dir = tempDir(t)
+  const host = await feedHost(t)
+  const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/f` }))
+  const key = (await svc.store.createKey({ tenant: 't1', permissions: ['verdict', 'mgmt'], quota: null })).key
+  for (const [method, url] of [['GET', '/api/v2/mgmt/intel/sources'], ['POST', '/api/v2/mgmt/intel/sources/refresh']] as const) {
+    const res = await svc.app.inject({ method, url, headers: { 'x-api-key': key } })
+    assert.equal(res.statusCode, 403)
+    assert.equal(res.json().code, 'PERMISSION_DENIED')
+    assert.equal((await svc.app.inject({ method, url })).statusCode, 401)
+  }
+})
+
+test('a changed feed swaps in during a bulk load with zero failed requests', async (t) => {
+  const host = await feedHost(t)
+  let seed = 1
+  host.set((_req, res) => { res.end(netset(500, seed)) })
+  const dir = tempDir(t)
+  const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/f` }), { IOC_POOL_SIZE: '2' })
+  await refresh(svc)
+  await svc.app.listen({ host: '127.0.0.1', port: 0 })
+  const base = `http://127.0.0.1:${(svc.app.server.address() as AddressInfo).port}`
+  const indicators = Array.from({ length: 400 }, (_v, i) => ({ value: `10.${(i % 2) + 1}.${i >> 8}.${i & 255}` }))
+  const state = { stop: false }
+  const statuses: number[] = []
+  const client = async (): Promise<void> => {
+    while (!state.stop) {
+      const res = await request(`${base}/api/v2/ioc/verdict/bulk`, {
+        method: 'POST', headers: { 'x-api-key': svc.key, 'content-type': 'application/json' }, body: JSON.stringify({ indicators })
+      })
+      await res.body.dump()
+      statuses.push(res.statusCode)
+    }
+  }
+  const clients = [client(), client(), client()]
+  const before = (await sources(svc)).snapshot.version
+  const versions = new Set<string>([before])
+  for (const s of [2, 3, 4]) {
+    seed = s
+    versions.add((await refresh(svc)).snapshot.version)
+  }
+  state.stop = true
+  await Promise.all(clients)
+  assert.equal(versions.size, 4, 'three swaps happened')
+  assert.ok(statuses.length > 0)
+  assert.deepEqual(statuses.filter((s) => s !== 200), [])
+})
+
+test('intel status prints the table from the status file the service writes', async (t) => {
+  const host = await feedHost(t)
+  host.set((_req, res) => { res.statusCode = 503; res.end() })
+  const dir = tempDir(t)
+  const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/f?token=abcdefsecret` }))
+  await refresh(svc)
+  const run = (args: string[]): { status: number | null, stdout: string, stderr: string } => {
+    const r = spawnSync(process.execPath, ['--import', 'tsx', join(kRoot, 'src', 'main.ts'), 'intel', 'status', ...args], {
+      env: { ...process.env, IOC_DATA_DIR: dir, IOC_LOG_LEVEL: 'silent' }, encoding: 'utf8'
+    })
+    return { status: r.status, stdout: r.stdout, stderr: r.stderr }
+  }
+  const table = run([])
+  assert.equal(table.status, 1, table.stderr)
+  assert.match(table.stdout, /^NAME\s+STATUS\s+RECORDS/m)
+  assert.match(table.stdout, /remote_list\s+failed\s+0/)
+  assert.match(table.stdout, /HTTP 503/)
+  const json = JSON.parse(run(['--json']).stdout) as { sources: Row[] }
+  assert.equal(json.sources[0]?.status, 'failed')
+  assert.ok(!JSON.stringify(json).includes('abcdefsecret'))
+  const empty = spawnSync(process.execPath, ['--import', 'tsx', join(kRoot, 'src', 'main.ts'), 'intel', 'status'], {
+    env: { ...process.env, IOC_DATA_DIR: tempDir(t), IOC_LOG_LEVEL: 'silent' }, encoding: 'utf8'
+  })
+  assert.equal(empty.status, 1)
+  assert.match(empty.stderr, /no feed status/)
+})
+
+test('a manifest entry with both path and url, or bad refresh settings, is a startup error', async (t) => {
+  const dir = tempDir(t)
+  for (const [feed, pattern] of [
+    [{ url: 'http://127.0.0.1:1/x', path: 'x.txt' }, /either "path" or "url"/],
+    [{ url: 'ftp://127.0.0.1/x' }, /"url" must be an absolute http/],
+    [{ url: 'http://127.0.0.1:1/x', refresh_seconds: 0 }, /"refresh_seconds"/],
+    [{ url: 'http://127.0.0.1:1/x', refresh_seconds: 1.5 }, /"refresh_seconds"/],
+    [{ url: 'http://127.0.0.1:1/x', max_bytes: -1 }, /"max_bytes"/],
+    [{ url: 'http://127.0.0.1:1/x', headers: { 'Bad Header': 'x' } }, /not a header name/],
+    [{ url: 'http://127.0.0.1:1/x?key=hidden-value', timeout_seconds: 'x' }, /"timeout_seconds"/]
+  ] as const) {
+    const err = await start(t, dir, writeManifest(dir, feed)).then(() => null, (e: Error) => e)
+    assert.ok(err !== null)
+    assert.match(err.message, pattern)
+    assert.ok(!err.message.includes('hidden-value'))
+  }
+})
