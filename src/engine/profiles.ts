@@ -101,7 +101,7 @@ const kProfile202606: ScoringProfile = {
   saturation: [1, 15, 30, 50, 75],
   strength: [10, 25, 40],
   categoryPrecedence: kPrecedence,
-  lexical: { dgaThreshold: 0.953, dgaStrong: 0.98 },
+  lexical: { dgaThreshold: 0.948, dgaStrong: 0.98 },
   actions: kActions
 }
 

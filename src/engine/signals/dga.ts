@@ -21,7 +21,7 @@ export function dgaSymbol (c: number): number {
 }
 
 /** Names of the features, in the order of the regression weights. */
-export const kDgaFeatures = ['markov', 'length', 'digit_ratio', 'vowel_ratio', 'consonant_run', 'hyphens', 'entropy'] as const
+export const kDgaFeatures = ['markov', 'markov_total', 'length', 'digit_ratio', 'vowel_ratio', 'consonant_run', 'hyphens', 'entropy'] as const
 
 /** Character counts (scratch space only: the functions stay pure). */
 const kCounts = new Int32Array(kDgaAlphabet)
@@ -71,12 +71,13 @@ export function dgaFeatures (label: string, out: Float64Array, logProb: ArrayLik
     h -= p * Math.log2(p)
   }
   out[0] = lp / (n + 1)
-  out[1] = n
-  out[2] = n === 0 ? 0 : digits / n
-  out[3] = letters === 0 ? 0 : vowels / letters
-  out[4] = maxRun
-  out[5] = hyphens
-  out[6] = h
+  out[1] = lp
+  out[2] = n
+  out[3] = n === 0 ? 0 : digits / n
+  out[4] = letters === 0 ? 0 : vowels / letters
+  out[5] = maxRun
+  out[6] = hyphens
+  out[7] = h
 }
 
 /** Logistic regression over standardised features: a probability-like confidence in [0, 1]. */
@@ -107,6 +108,7 @@ export interface DgaEvidence {
   model_threshold: number
   model_version: string
   markov_logprob: number
+  markov_total: number
   length: number
   digit_ratio: number
   vowel_ratio: number
@@ -127,11 +129,12 @@ export function dgaSignal (label: string, threshold: number): DgaEvidence | null
     model_threshold: threshold,
     model_version: kDgaModel.version,
     markov_logprob: round3(kX[0] as number),
-    length: kX[1] as number,
-    digit_ratio: round3(kX[2] as number),
-    vowel_ratio: round3(kX[3] as number),
-    consonant_run: kX[4] as number,
-    hyphens: kX[5] as number,
-    entropy: round3(kX[6] as number)
+    markov_total: round3(kX[1] as number),
+    length: kX[2] as number,
+    digit_ratio: round3(kX[3] as number),
+    vowel_ratio: round3(kX[4] as number),
+    consonant_run: kX[5] as number,
+    hyphens: kX[6] as number,
+    entropy: round3(kX[7] as number)
   }
 }
