@@ -45,8 +45,12 @@ export interface ScoringProfile {
   strength: [number, number, number]
   /** Malicious categories, most severe first. */
   categoryPrecedence: string[]
-  /** Lexical thresholds. */
-  lexical: { dgaMinLength: number, dgaMinEntropy: number }
+  /**
+   * Lexical thresholds. The DGA signal fires (flag dga_like, evidence shown) from dgaThreshold, the model's confidence
+   * at which 1% of unusual real names fire; it adds weight x (confidence - dgaStrong) / (1 - dgaStrong), so it lifts
+   * a name above neutral only when the model is very confident (docs/SCORING-DGA.md).
+   */
+  lexical: { dgaThreshold: number, dgaStrong: number }
   actions: ActionRule[]
 }
 
@@ -97,7 +101,7 @@ const kProfile202606: ScoringProfile = {
   saturation: [1, 15, 30, 50, 75],
   strength: [10, 25, 40],
   categoryPrecedence: kPrecedence,
-  lexical: { dgaMinLength: 12, dgaMinEntropy: 3.5 },
+  lexical: { dgaThreshold: 0.948, dgaStrong: 0.98 },
   actions: kActions
 }
 

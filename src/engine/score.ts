@@ -12,7 +12,8 @@ import type { KeyPair } from './snapshot/hash.ts'
 import type { Snapshot } from './snapshot/snapshot.ts'
 import type { SourceMeta } from './snapshot/source.ts'
 import type { ScoringProfile } from './profiles.ts'
-import { dgaLike, homograph, lookalike } from './signals/lexical.ts'
+import { dgaSignal } from './signals/dga.ts'
+import { homograph, lookalike } from './signals/lexical.ts'
 import {
   SATURATION_BANDS, type Direction, type EvidenceDetails, type EvidenceSaturation, type IndicatorType,
   type NormalizedIndicator, type ScoreEntry, type SignalDetails, type Strength, type ThreatSignal, type Verdict
@@ -245,8 +246,10 @@ function collectDomain (ind: NormalizedIndicator, profile: ScoringProfile, snap:
   ctx.private_suffix = parsed.isPrivate === true
 
   const label = parsed.domainWithoutSuffix ?? ''
-  const dga = dgaLike(label, profile.lexical.dgaMinLength, profile.lexical.dgaMinEntropy)
-  if (dga !== null) hits.add({ src: kLexical.dga, match: 'lexical', matched: label, attenuation: 1, firstDay: 0, lastDay: 0, label: null, extra: dga })
+  const { dgaThreshold, dgaStrong } = profile.lexical
+  const dga = dgaSignal(label, dgaThreshold)
+  // Weak evidence: visible from the threshold, weighted only above dgaStrong (see ScoringProfile.lexical).
+  if (dga !== null) hits.add({ src: kLexical.dga, match: 'lexical', matched: label, attenuation: Math.max(0, (dga.model_confidence - dgaStrong) / (1 - dgaStrong)), firstDay: 0, lastDay: 0, label: null, extra: { ...dga } })
   const homo = homograph(name)
   if (homo !== null) {
     ctx.unicode = homo.unicode

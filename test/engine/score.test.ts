@@ -230,6 +230,11 @@ describe('domain evidence', () => {
     const dga = verdict(snap, 'qx7zk2vb9wrt4m.com')
     assert.ok(dga.flags.includes('dga_like'))
     assert.equal(signal(dga, 'lexical:dga').signal_group, 'lexical')
+    const ev = signal(dga, 'lexical:dga').evidence ?? {}
+    assert.ok(typeof ev.model_confidence === 'number' && ev.model_confidence >= 0.948, String(ev.model_confidence))
+    assert.equal(ev.length, 14)
+    assert.ok(dga.risk.score > 50, 'a very confident DGA name lifts the score above neutral')
+    for (const name of ['dhbw-karlsruhe.de', 'stackoverflow.com']) assert.ok(!verdict(snap, name).flags.includes('dga_like'), name)
     const homo = verdict(snap, 'xn--80ak6aa92e.com')
     assert.ok(homo.flags.includes('homograph'))
     assert.equal(signal(homo, 'lexical:homograph').direction, 'malicious')

@@ -1,6 +1,7 @@
 /**
- * Lexical domain signals that need no feed: DGA-like randomness, punycode homographs, lookalikes of guarded
- * domains (eth-phishing-detect's fuzzy list and tolerance), and hosting under a shared private suffix.
+ * Lexical domain signals that need no feed: punycode homographs, lookalikes of guarded domains (eth-phishing-detect's
+ * fuzzy list and tolerance), and hosting under a shared private suffix. The DGA signal lives in dga.ts; dgaLike below
+ * is the heuristic it replaced, kept only as the baseline of bench/dga-eval.ts.
  * Each function is pure and returns null when the signal does not fire.
  */
 import { domainToUnicode } from 'node:url'
@@ -46,8 +47,8 @@ function round3 (x: number): number {
 }
 
 /**
- * DGA-like: a long registrable label with high character entropy and either few vowels or many digits.
- * Deliberately conservative: real brands are short or pronounceable, so both conditions must hold.
+ * DGA-like (replaced by dgaSignal in dga.ts; bench baseline only): a long registrable label with high character
+ * entropy and either few vowels or many digits. Deliberately conservative: real brands are short or pronounceable, so both conditions must hold.
  */
 export function dgaLike (label: string, minLength: number, minEntropy: number): { entropy: number, vowel_ratio: number, digit_ratio: number } | null {
   if (label.length < minLength || label.startsWith('xn--')) return null
