@@ -335,18 +335,21 @@ describe('file hashes', () => {
 })
 
 describe('scoring profiles', () => {
-  test('the two profiles give different verdicts for the same indicator', async () => {
-    assert.equal(PROFILES.length, 2)
-    const [a, b] = PROFILES as [ScoringProfile, ScoringProfile]
+  test('each profile gives different verdicts for some indicator than the one before it', async () => {
+    assert.equal(PROFILES.length, 3)
+    const [c, a, b] = PROFILES as [ScoringProfile, ScoringProfile, ScoringProfile]
     assert.notEqual(a.version, b.version)
     const snap = await sampleSnapshot()
     const items = [kEicar, '198.51.100.23', 'mailinator.com', 'AS64511', kListedDomain]
     const differ = items.filter((value) => verdict(snap, value, undefined, a).risk.score !== verdict(snap, value, undefined, b).risk.score)
     assert.ok(differ.includes(kEicar), `differing: ${differ.join()}`)
+    const newer = items.filter((value) => verdict(snap, value, undefined, c).risk.score !== verdict(snap, value, undefined, a).risk.score)
+    assert.ok(newer.includes(kListedDomain) && newer.includes('mailinator.com'), `differing: ${newer.join()}`)
   })
 
   test('selectProfile picks a known version, defaults when none is asked, and falls back on an unknown one', () => {
-    assert.deepEqual(selectProfile('2026-06'), { profile: PROFILES[1], known: true })
+    assert.deepEqual(selectProfile('2026-06'), { profile: PROFILES[2], known: true })
+    assert.deepEqual(selectProfile('2026-11'), { profile: PROFILES[1], known: true })
     assert.deepEqual(selectProfile(undefined), { profile: DEFAULT_PROFILE, known: true })
     assert.deepEqual(selectProfile(''), { profile: DEFAULT_PROFILE, known: true })
     assert.deepEqual(selectProfile('1999-01'), { profile: DEFAULT_PROFILE, known: false })
