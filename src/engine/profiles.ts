@@ -52,6 +52,12 @@ export interface ScoringProfile {
    */
   lexical: { dgaThreshold: number, dgaStrong: number }
   actions: ActionRule[]
+  /**
+   * Trust rules (null: none, as in the profiles before 2026-12). `contextSubgroups`: malicious subgroups that describe
+   * context, not wrongdoing, and count only beside other malicious evidence. `singleSourceUndatedCap`: the largest
+   * positive sum, in score points, of malicious evidence from at most one independent source with no date.
+   */
+  trust: { contextSubgroups: string[], singleSourceUndatedCap: number } | null
 }
 
 const kActions: ActionRule[] = [
@@ -102,7 +108,8 @@ const kProfile202606: ScoringProfile = {
   strength: [10, 25, 40],
   categoryPrecedence: kPrecedence,
   lexical: { dgaThreshold: 0.948, dgaStrong: 0.98 },
-  actions: kActions
+  actions: kActions,
+  trust: null
 }
 
 /** Profile of 2026-11 (default): subgroup weights tuned per feed kind, and CDN edge addresses damped. */
@@ -125,10 +132,21 @@ const kProfile202611: ScoringProfile = {
   groupCaps: { threat_feed: 48, reputation: 45, network: 50, lexical: 25 }
 }
 
+/**
+ * Profile of 2026-12 (default): context is not evidence, and single-source undated evidence is capped below `block`
+ * (docs/SCORING.md). The cap is 25 points: one undated list entry tops out at 75 (`alert`, `investigate`); a second
+ * independent source or a dated listing removes the cap.
+ */
+const kProfile202612: ScoringProfile = {
+  ...kProfile202611,
+  version: '2026-12',
+  trust: { contextSubgroups: ['private_suffix_hosting', 'disposable_email', 'homograph'], singleSourceUndatedCap: 25 }
+}
+
 /** Every profile, newest first. */
-export const PROFILES: readonly ScoringProfile[] = [kProfile202611, kProfile202606]
+export const PROFILES: readonly ScoringProfile[] = [kProfile202612, kProfile202611, kProfile202606]
 /** The default profile (newest). */
-export const DEFAULT_PROFILE: ScoringProfile = kProfile202611
+export const DEFAULT_PROFILE: ScoringProfile = kProfile202612
 
 /** Profile for a requested `scoring_version`; `known: false` when the default was used instead. */
 export function selectProfile (version: string | undefined | null): { profile: ScoringProfile, known: boolean } {

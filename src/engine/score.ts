@@ -362,15 +362,20 @@ export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap:
     const sums = w.raw > 0 ? sumsUp : sumsDown
     sums.set(w.hit.src.group, (sums.get(w.hit.src.group) ?? 0) + Math.abs(w.raw))
   }
+  const capScales = weighed.map((w) => {
+    const cap = profile.groupCaps[w.hit.src.group] ?? Infinity
+    const sum = (w.raw > 0 ? sumsUp : sumsDown).get(w.hit.src.group) as number
+    return sum > cap ? cap / sum : 1
+  })
+  const trust = trustScales(ind, profile, weighed.map((w) => w.hit), weighed.map((w, i) => w.raw * (capScales[i] as number)))
   let mass = 0
   let total = 0
   const signals: ScoredSignal[] = []
-  for (const w of weighed) {
+  for (let i = 0; i < weighed.length; i++) {
+    const w = weighed[i] as Weighed
     const { hit } = w
-    const cap = profile.groupCaps[hit.src.group] ?? Infinity
-    const sum = (w.raw > 0 ? sumsUp : sumsDown).get(hit.src.group) as number
-    const capScale = sum > cap ? cap / sum : 1
-    const contribution = round2(w.raw * capScale)
+    const capScale = capScales[i] as number
+    const contribution = round2(w.raw * capScale * (trust === null ? 1 : (trust.scales[i] as number)))
     mass += Math.abs(w.raw)
     total += contribution
     const evidence: Record<string, unknown> = {
@@ -391,6 +396,11 @@ export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap:
       last_seen: dayToDate(hit.lastDay),
       group_cap_scale: Math.round(capScale * 10000) / 10000,
       ...(hit.extra ?? {})
+    }
+    if (trust !== null) {
+      evidence.context_only = trust.context[i] as boolean
+      evidence.corroboration_scale = Math.round((trust.scales[i] as number) * 10000) / 10000
+      evidence.independent_sources = trust.sources
     }
     signals.push({
       signal_id: hit.match === 'lexical' ? `lexical:${hit.src.subgroup}` : `${hit.src.name}:${hit.match}`,
@@ -422,6 +432,48 @@ export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap:
     flags: flagList,
     recommended_actions: actionsOf(score, ind.type, flagList, profile)
   }
+}
+
+/**
+ * What a profile's trust rules do to each weighed, group-capped signal (null when the profile has none, so older
+ * profiles replay byte for byte).
+ *
+ * - Context is not evidence: a malicious signal of a context subgroup (hosting under a shared suffix, a disposable
+ *   e-mail parent, a punycode homograph), and any listing of an address inside a special-purpose or documentation
+ *   range, adds nothing unless other malicious evidence is present; then it strengthens that evidence.
+ * - Single-source undated evidence is capped: when the malicious evidence comes from at most one independent source
+ *   and none of it carries a date, the positive sum is scaled down to `singleSourceUndatedCap` points, so it cannot
+ *   reach `block` alone. A second independent source, or a dated listing (which decays), lifts the cap.
+ */
+function trustScales (ind: NormalizedIndicator, profile: ScoringProfile, hits: Hit[], capped: number[]): { scales: number[], context: boolean[], sources: number } | null {
+  const rules = profile.trust
+  if (rules === null) return null
+  const reservedAddress = ind.type !== 'domain' && hits.some((h) => h.src.direction === 'safe' && (h.src.subgroup === 'non_routable' || h.src.subgroup === 'documentation'))
+  const context = hits.map((h) => h.src.direction === 'malicious' && (rules.contextSubgroups.includes(h.src.subgroup) || (reservedAddress && h.match !== 'lexical')))
+  const sources = new Set<string>()
+  let dated = false
+  let evidenceUp = 0
+  let contextUp = 0
+  for (let i = 0; i < hits.length; i++) {
+    const c = capped[i] as number
+    if (c <= 0) continue
+    if (context[i] === true) {
+      contextUp += c
+      continue
+    }
+    evidenceUp += c
+    const h = hits[i] as Hit
+    if (h.match !== 'lexical') {
+      sources.add(h.src.name)
+      if (h.lastDay !== 0) dated = true
+    }
+  }
+  const contextScale = evidenceUp > 0 ? 1 : 0
+  const up = evidenceUp + contextUp * contextScale
+  const cap = rules.singleSourceUndatedCap
+  const corroboration = sources.size <= 1 && !dated && up > cap ? cap / up : 1
+  const scales = capped.map((c, i) => c <= 0 ? 1 : (context[i] === true ? contextScale : 1) * corroboration)
+  return { scales, context, sources: sources.size }
 }
 
 /** Frozen so that assessments can share them: JSON and msgpack read them, nothing writes them. */

@@ -20,7 +20,8 @@ export function packageDir (name: string): string {
 
 /** Versions of every package the built-in data comes from: part of the snapshot cache key. */
 export function builtinVersions (): Record<string, string> {
-  const out: Record<string, string> = {}
+  // The readers' own revision: bumped when they read the same packages differently (a cached snapshot is then stale).
+  const out: Record<string, string> = { 'builtin-readers': '2' }
   for (const name of kBuiltinPackages) {
     out[name] = (kRequire(`${name}/package.json`) as { version: string }).version
   }
@@ -155,8 +156,17 @@ function entriesOf (type: IndicatorType | null, values: Iterable<string>, label?
 
 /** IANA special-purpose ranges (via ipaddr.js), split by how much they say about a threat. */
 const kNonRoutable = new Set(['unspecified', 'broadcast', 'multicast', 'linkLocal', 'loopback', 'carrierGradeNat', 'private',
-  'uniqueLocal', 'deprecatedSiteLocal', 'discard', 'benchmarking'])
+  'uniqueLocal', 'deprecatedSiteLocal', 'discard', 'benchmarking', 'reservedFutureUse'])
 const kDocumentation = new Set(['192.0.2.0/24', '198.51.100.0/24', '203.0.113.0/24', '2001:db8::/32', '3fff::/20'])
+/**
+ * Ranges ipaddr.js files under its catch-all `reserved` name that the IANA IPv4 special-purpose registry marks as
+ * not globally reachable, with the registry's name for each.
+ * @see https://www.iana.org/assignments/iana-ipv4-special-registry/
+ */
+const kReservedNonRoutable: Record<string, string> = {
+  '198.18.0.0/15': 'benchmarking',
+  '240.0.0.0/4': 'reservedFutureUse'
+}
 
 interface IpaddrRange { toString: () => string }
 type SpecialRanges = Record<string, [IpaddrRange, number] | Array<[IpaddrRange, number]>>
@@ -169,7 +179,10 @@ function specialRanges (): Array<{ cidr: string, name: string }> {
       // IPv4-mapped / translated forms normalize into IPv4 space: they would cover every IPv4 address.
       if (name === 'unicast' || name === 'ipv4Mapped' || name === 'rfc6145') continue
       const list = Array.isArray(spec[0]) ? spec as Array<[IpaddrRange, number]> : [spec as [IpaddrRange, number]]
-      for (const [addr, bits] of list) out.push({ cidr: `${addr.toString()}/${bits}`, name })
+      for (const [addr, bits] of list) {
+        const cidr = `${addr.toString()}/${bits}`
+        out.push({ cidr, name: kReservedNonRoutable[cidr] ?? name })
+      }
     }
   }
   return out

@@ -17,6 +17,7 @@ import { kSampleManifest, sampleSnapshot, sampleSnapshotData } from '../helper.t
 const kRequire = createRequire(import.meta.url)
 const kPhishing = kRequire('eth-phishing-detect/src/config.json') as { blacklist: string[], whitelist: string[] }
 const kDisposable = new Set(kRequire('disposable-email-domains') as string[])
+const kProfile202611 = selectProfile('2026-11').profile
 const kEicar = '275a021bbfb6489e54d471899f7db9d1663fc695ec2fe2a2c4538aabf651fd0f'
 
 function params (profile: ScoringProfile = DEFAULT_PROFILE): ScoreParams {
@@ -99,8 +100,9 @@ describe('network evidence', () => {
     }
   })
 
-  test('the multi-feed sample address scores malicious while its listings are fresh', async () => {
-    const v = verdict(await freshSnapshot(), '198.51.100.23')
+  // The sample feeds list documentation addresses: profile 2026-11 weighs them as it would a routable host.
+  test('under profile 2026-11 the multi-feed sample address scores malicious while its listings are fresh', async () => {
+    const v = verdict(await freshSnapshot(), '198.51.100.23', undefined, kProfile202611)
     assert.ok(v.risk.score >= 80, `score ${v.risk.score}`)
     assert.ok(v.flags.includes('multi_source'))
     assert.ok(!v.flags.includes('stale'))
@@ -111,8 +113,8 @@ describe('network evidence', () => {
   })
 
   test('a year later the same listings decay to the data timestamp: lower score and flagged stale', async () => {
-    const freshV = verdict(await freshSnapshot(), '198.51.100.23')
-    const staleV = verdict(await staleSnapshot(), '198.51.100.23')
+    const freshV = verdict(await freshSnapshot(), '198.51.100.23', undefined, kProfile202611)
+    const staleV = verdict(await staleSnapshot(), '198.51.100.23', undefined, kProfile202611)
     assert.ok(staleV.risk.score < freshV.risk.score, `${staleV.risk.score} < ${freshV.risk.score}`)
     assert.ok(staleV.flags.includes('stale'))
     const feodo = signal(staleV, 'sample_feodo:exact')
@@ -185,15 +187,28 @@ describe('network evidence', () => {
 })
 
 describe('domain evidence', () => {
-  test('a domain on the eth-phishing-detect blocklist scores malicious with an exact signal', async () => {
+  test('under profile 2026-11 a domain on the eth-phishing-detect blocklist scores malicious with an exact signal', async () => {
     assert.ok(kListedDomain !== undefined)
-    const v = verdict(await sampleSnapshot(), kListedDomain, 'domain')
+    const v = verdict(await sampleSnapshot(), kListedDomain, 'domain', kProfile202611)
     assert.ok(v.risk.score >= 80, `${kListedDomain} scores ${v.risk.score}`)
     const s = signal(v, 'eth-phishing-detect:exact')
     assert.equal(s.direction, 'malicious')
     assert.equal(s.signal_subgroup, 'phishing')
     assert.equal(v.risk.category, 'phishing')
     assert.ok(actions(v).includes('block'))
+  })
+
+  test('one undated list entry is capped below block: malicious, alert, with the cap shown in its evidence', async () => {
+    const v = verdict(await sampleSnapshot(), kListedDomain, 'domain')
+    const cap = DEFAULT_PROFILE.trust?.singleSourceUndatedCap as number
+    assert.equal(v.risk.score, 50 + cap)
+    assert.equal(v.risk.category, 'phishing')
+    assert.ok(!actions(v).includes('block'), actions(v).join())
+    assert.ok(actions(v).includes('alert'))
+    const s = signal(v, 'eth-phishing-detect:exact')
+    assert.equal(s.evidence?.independent_sources, 1)
+    assert.ok((s.evidence?.corroboration_scale as number) < 1)
+    assert.equal(round2(v.signals.reduce((t, x) => t + contribution(x), 0)), v.risk.score - 50)
   })
 
   test('a subdomain of a listed domain inherits the listing through parent_domain with a lower contribution', async () => {
@@ -218,8 +233,59 @@ describe('domain evidence', () => {
     assert.equal(signal(v, 'eth-phishing-allowlist:exact').direction, 'safe')
   })
 
-  test('a disposable e-mail domain is flagged with a weak malicious signal', async () => {
+  test('a disposable e-mail domain is context: flagged, shown, and neutral when nothing else lists it', async () => {
     const v = verdict(await sampleSnapshot(), 'mailinator.com')
+    assert.ok(v.flags.includes('disposable_email'))
+    const s = signal(v, 'disposable-email-domains:exact')
+    assert.equal(s.evidence?.context_only, true)
+    assert.equal(contribution(s), 0)
+    assert.equal(v.risk.score, 50)
+  })
+
+  test('hosting under a shared private suffix is context and never lifts a host above neutral', async () => {
+    const snap = await sampleSnapshot()
+    for (const name of ['someone.github.io', 'docs-project.readthedocs.io', 'storage.googleapis.com']) {
+      const v = verdict(snap, name)
+      assert.ok(v.flags.includes('private_suffix_hosting'), `${name}: ${v.flags.join()}`)
+      assert.equal(contribution(signal(v, 'lexical:private_suffix_hosting')), 0, name)
+      assert.ok(v.risk.score <= 50, `${name} scores ${v.risk.score}`)
+      assert.ok(!actions(v).includes('investigate'), name)
+    }
+    const old = verdict(snap, 'someone.github.io', undefined, kProfile202611)
+    assert.ok(old.risk.score > 50, 'profile 2026-11 keeps its behaviour')
+  })
+
+  test('a context signal strengthens real evidence, with its contribution shown', async () => {
+    const snap = await sampleSnapshot()
+    const listed = kPhishing.blacklist.find((d) => d.endsWith('.github.io') && !kPhishing.whitelist.includes(d) && normalize(d, 'domain').ok)
+    assert.ok(listed !== undefined, 'the phishing list holds a github.io host')
+    const v = verdict(snap, listed)
+    const ctx = signal(v, 'lexical:private_suffix_hosting')
+    assert.equal(ctx.evidence?.context_only, true)
+    assert.ok(contribution(ctx) > 0)
+    assert.ok(v.risk.score > 50)
+  })
+
+  test('listings of a documentation address never take it above neutral', async () => {
+    const v = verdict(await freshSnapshot(), '198.51.100.23')
+    assert.ok(v.risk.score <= 50, `score ${v.risk.score}`)
+    assert.ok(v.flags.includes('documentation'))
+    assert.equal(contribution(signal(v, 'sample_firehol:exact')), 0)
+    assert.ok(!actions(v).includes('block'))
+    assert.ok(actions(v).includes('verify_data_quality'))
+  })
+
+  for (const [value, label] of [['198.18.0.1', 'benchmarking'], ['240.0.0.1', 'reservedFutureUse']] as const) {
+    test(`IANA special-purpose address ${value} is non-routable (${label}), not plain unknown`, async () => {
+      const v = verdict(await sampleSnapshot(), value)
+      assert.ok(v.flags.includes('non_routable'), v.flags.join())
+      assert.equal(signal(v, 'special-purpose:supernet').evidence?.label, label)
+      assert.ok(v.risk.score < 50)
+    })
+  }
+
+  test('under profile 2026-11 a disposable e-mail domain is flagged with a weak malicious signal', async () => {
+    const v = verdict(await sampleSnapshot(), 'mailinator.com', undefined, kProfile202611)
     assert.ok(v.flags.includes('disposable_email'))
     const s = signal(v, 'disposable-email-domains:exact')
     assert.ok(contribution(s) > 0 && contribution(s) < 20)
@@ -235,7 +301,7 @@ describe('domain evidence', () => {
     assert.equal(ev.length, 14)
     assert.ok(dga.risk.score > 50, 'a very confident DGA name lifts the score above neutral')
     for (const name of ['dhbw-karlsruhe.de', 'stackoverflow.com']) assert.ok(!verdict(snap, name).flags.includes('dga_like'), name)
-    const homo = verdict(snap, 'xn--80ak6aa92e.com')
+    const homo = verdict(snap, 'xn--80ak6aa92e.com', undefined, kProfile202611)
     assert.ok(homo.flags.includes('homograph'))
     assert.equal(signal(homo, 'lexical:homograph').direction, 'malicious')
     assert.equal(homo.threat_context.unicode, 'аррӏе.com')
@@ -274,18 +340,21 @@ describe('file hashes', () => {
 })
 
 describe('scoring profiles', () => {
-  test('the two profiles give different verdicts for the same indicator', async () => {
-    assert.equal(PROFILES.length, 2)
-    const [a, b] = PROFILES as [ScoringProfile, ScoringProfile]
+  test('each profile gives different verdicts for some indicator than the one before it', async () => {
+    assert.equal(PROFILES.length, 3)
+    const [c, a, b] = PROFILES as [ScoringProfile, ScoringProfile, ScoringProfile]
     assert.notEqual(a.version, b.version)
     const snap = await sampleSnapshot()
     const items = [kEicar, '198.51.100.23', 'mailinator.com', 'AS64511', kListedDomain]
     const differ = items.filter((value) => verdict(snap, value, undefined, a).risk.score !== verdict(snap, value, undefined, b).risk.score)
     assert.ok(differ.includes(kEicar), `differing: ${differ.join()}`)
+    const newer = items.filter((value) => verdict(snap, value, undefined, c).risk.score !== verdict(snap, value, undefined, a).risk.score)
+    assert.ok(newer.includes(kListedDomain) && newer.includes('mailinator.com'), `differing: ${newer.join()}`)
   })
 
   test('selectProfile picks a known version, defaults when none is asked, and falls back on an unknown one', () => {
-    assert.deepEqual(selectProfile('2026-06'), { profile: PROFILES[1], known: true })
+    assert.deepEqual(selectProfile('2026-06'), { profile: PROFILES[2], known: true })
+    assert.deepEqual(selectProfile('2026-11'), { profile: PROFILES[1], known: true })
     assert.deepEqual(selectProfile(undefined), { profile: DEFAULT_PROFILE, known: true })
     assert.deepEqual(selectProfile(''), { profile: DEFAULT_PROFILE, known: true })
     assert.deepEqual(selectProfile('1999-01'), { profile: DEFAULT_PROFILE, known: false })
