@@ -10,6 +10,8 @@ import { Admission } from './bulk/admission.ts'
 import { kRetryAfterCodes, NotFoundError, toPublicError } from './errors.ts'
 import { KeyVerifier } from './http/auth.ts'
 import { registerParsers } from './http/content.ts'
+import { TenantAllowlists } from './bulk/allowlist.ts'
+import { allowlistRoutes } from './http/routes-allowlist.ts'
 import { mgmtRoutes } from './http/routes-mgmt.ts'
 import { serviceRoutes } from './http/routes-service.ts'
 import { verdictRoutes } from './http/routes-verdict.ts'
@@ -75,7 +77,9 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
 
   const verifier = new KeyVerifier(deps.store)
   const admission = new Admission(config.maxInflight, deps.quota, () => closing ? 'service is shutting down' : deps.history.refusal())
-  verdictRoutes(app, { intel: deps.intel, history: deps.history, admission, verifier, bodyLimit: config.bodyLimit })
+  const allowlists = new TenantAllowlists(deps.store)
+  verdictRoutes(app, { intel: deps.intel, history: deps.history, admission, verifier, allowlists, bodyLimit: config.bodyLimit })
+  allowlistRoutes(app, { store: deps.store, allowlists, verifier })
   serviceRoutes(app, { store: deps.store, quota: deps.quota, history: deps.history, intel: deps.intel, closing: () => closing })
   mgmtRoutes(app, { store: deps.store, quota: deps.quota, intel: deps.intel, verifier })
   return app

@@ -14,6 +14,7 @@ import type { IntelService } from '../pool/intel-service.ts'
 import type { BulkChunkOutput, ChunkParams } from '../pool/score-chunk.ts'
 import type { ApiKeyRecord } from '../store/index.ts'
 import type { Admission, Ticket } from './admission.ts'
+import type { TenantAllowlists } from './allowlist.ts'
 import { chunkIndicators, type BulkIndicator, type Chunks } from './chunk.ts'
 import { AnswerBuffers, mergeJson, mergeMsgpack } from './merge.ts'
 
@@ -26,6 +27,8 @@ export interface VerdictDeps {
   history: HistorySink
   admission: Admission
   answers: AnswerBuffers
+  /** Tenant allowlists: a tenant's active entries travel with its chunks to the scoring threads. */
+  allowlists: TenantAllowlists
   /** engine_version for a scoring profile. */
   engineVersion: (profileVersion: string) => string
 }
@@ -78,6 +81,8 @@ export interface SingleRequest {
 /** Scores one indicator and records it; an invalid value is recorded with status 400, then INVALID_INDICATOR. */
 export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Promise<object> {
   const params: ChunkParams = { mode: 'single', format: req.format, scoringVersion: null, signalDetails: req.signalDetails, evidenceDetails: req.evidenceDetails }
+  const allow = await deps.allowlists.forRequest(req.key.tenant)
+  if (allow !== undefined) params.allow = allow
   const ticket = await deps.admission.admit(req.key, 1)
   try {
     const lease = deps.intel.lease()
@@ -152,6 +157,8 @@ export async function answerBulk (deps: VerdictDeps, req: BulkRequest, chunks: C
   const { profile, known } = selectProfile(req.scoringVersion)
   if (!known) warnings.push(`unknown scoring_version "${req.scoringVersion ?? ''}": used the default ${profile.version}`)
   const params: ChunkParams = { mode: 'bulk', format: req.format, scoringVersion: profile.version, signalDetails: req.signalDetails, evidenceDetails: 'none' }
+  const allow = await deps.allowlists.forRequest(req.key.tenant)
+  if (allow !== undefined) params.allow = allow
 
   const ticket = await deps.admission.admit(req.key, n)
   try {

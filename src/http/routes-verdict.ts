@@ -4,6 +4,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { TooManyIndicatorsError } from '../errors.ts'
 import type { Admission } from '../bulk/admission.ts'
+import type { TenantAllowlists } from '../bulk/allowlist.ts'
 import { AnswerBuffers } from '../bulk/merge.ts'
 import { answerBulk, answerSingle, chunkBulk, type VerdictDeps } from '../bulk/verdicts.ts'
 import type { HistorySink } from '../history/types.ts'
@@ -24,6 +25,7 @@ export interface VerdictRouteDeps {
   history: HistorySink
   admission: Admission
   verifier: KeyVerifier
+  allowlists: TenantAllowlists
   bodyLimit: number
 }
 
@@ -36,7 +38,7 @@ function send (reply: FastifyReply, format: 'json' | 'msgpack', payload: Buffer 
 
 /** Registers the single and bulk verdict routes. */
 export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): void {
-  const verdicts: VerdictDeps = { intel: deps.intel, history: deps.history, admission: deps.admission, answers: new AnswerBuffers(), engineVersion }
+  const verdicts: VerdictDeps = { intel: deps.intel, history: deps.history, admission: deps.admission, answers: new AnswerBuffers(), allowlists: deps.allowlists, engineVersion }
 
   app.post('/api/v2/ioc/verdict', {
     schema: { body: singleBodySchema },
