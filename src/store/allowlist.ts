@@ -7,9 +7,15 @@ import { StoreError } from '../errors.ts'
 /** Ids sort by creation time: 9 base-36 digits of milliseconds, then 10 random hex digits. */
 const kIdPattern = /^al_[0-9a-z]{9}[0-9a-f]{10}$/
 
-/** A new entry id. */
+let last = 0
+
+/**
+ * A new entry id. Within one process ids strictly increase (a second entry in the same millisecond takes the next
+ * one), so entries list in the order they were added; across processes the order is by time, then random, total.
+ */
 export function newAllowId (now: number): string {
-  return `al_${now.toString(36).padStart(9, '0')}${randomBytes(5).toString('hex')}`
+  last = Math.max(now, last + 1)
+  return `al_${last.toString(36).padStart(9, '0')}${randomBytes(5).toString('hex')}`
 }
 
 /** The cursor of a page ending at `id`. */
