@@ -18,6 +18,8 @@ import { registerOpenApi } from './http/openapi.ts'
 import { registerRateLimit } from './http/rate-limit.ts'
 import { kPackageVersion } from './http/request-fields.ts'
 import { keyRoutes } from './http/routes-keys.ts'
+import { TenantAllowlists } from './bulk/allowlist.ts'
+import { allowlistRoutes } from './http/routes-allowlist.ts'
 import { mgmtRoutes } from './http/routes-mgmt.ts'
 import { serviceRoutes } from './http/routes-service.ts'
 import { verdictDeps, verdictRoutes } from './http/routes-verdict.ts'
@@ -129,9 +131,11 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   const admission = new Admission(config.maxInflight, deps.quota, () => closing ? 'service is shutting down' : deps.history.refusal())
   const metrics = new Metrics({ admission, intel: deps.intel, history: deps.history })
   metricsRoutes(app, metrics)
-  const verdicts = verdictDeps({ intel: deps.intel, history: deps.history, admission, observer: metrics })
+  const allowlists = new TenantAllowlists(deps.store)
+  const verdicts = verdictDeps({ intel: deps.intel, history: deps.history, admission, allowlists, observer: metrics })
   const sessions = new SessionAuth(deps.store.accounts, { idleMs: config.sessionIdleMs, absoluteMs: config.sessionMaxMs })
   verdictRoutes(app, { verdicts, verifier, bodyLimit: config.bodyLimit })
+  allowlistRoutes(app, { store: deps.store, allowlists, verifier, sessions })
   serviceRoutes(app, { store: deps.store, quota: deps.quota, history: deps.history, intel: deps.intel, feeds: deps.feeds, closing: () => closing })
   mgmtRoutes(app, { store: deps.store, quota: deps.quota, intel: deps.intel, feeds: deps.feeds, verifier, sessions })
   await dashboardRoutes(app, { verdicts, sessions, verifier, capacityReport: join(kProjectRoot, 'bench', 'results', 'capacity.html') })

@@ -14,6 +14,7 @@ import type { IntelService } from '../pool/intel-service.ts'
 import type { BulkChunkOutput, ChunkParams } from '../pool/score-chunk.ts'
 import type { ApiKeyRecord } from '../store/index.ts'
 import type { Admission, Ticket } from './admission.ts'
+import type { TenantAllowlists } from './allowlist.ts'
 import { chunkIndicators, type BulkIndicator, type Chunks } from './chunk.ts'
 import { AnswerBuffers, csvPieces, mergeJson, mergeMsgpack, mergeNdjson } from './merge.ts'
 
@@ -32,6 +33,8 @@ export interface VerdictDeps {
   history: HistorySink
   admission: Admission
   answers: AnswerBuffers
+  /** Tenant allowlists: a tenant's active entries travel with its chunks to the scoring threads. */
+  allowlists: TenantAllowlists
   /** engine_version for a scoring profile. */
   engineVersion: (profileVersion: string) => string
   observer?: VerdictObserver
@@ -98,6 +101,8 @@ export interface SingleAnswer { verdict: object, quotaRemaining: number | null }
 /** Scores one indicator and records it; an invalid value is recorded with status 400, then INVALID_INDICATOR. */
 export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Promise<SingleAnswer> {
   const params: ChunkParams = { mode: 'single', format: req.format, scoringVersion: null, signalDetails: req.signalDetails, evidenceDetails: req.evidenceDetails }
+  const allow = await deps.allowlists.forRequest(req.key.tenant)
+  if (allow !== undefined) params.allow = allow
   const ticket = await deps.admission.admit(req.key, 1)
   try {
     const lease = deps.intel.lease()
@@ -184,6 +189,8 @@ export async function answerBulk (deps: VerdictDeps, req: BulkRequest, chunks: C
   const { profile, known } = selectProfile(req.scoringVersion)
   if (!known) warnings.push(`unknown scoring_version "${req.scoringVersion ?? ''}": used the default ${profile.version}`)
   const params: ChunkParams = { mode: 'bulk', format: req.format === 'msgpack' ? 'msgpack' : 'json', scoringVersion: profile.version, signalDetails: req.signalDetails, evidenceDetails: 'none' }
+  const allow = await deps.allowlists.forRequest(req.key.tenant)
+  if (allow !== undefined) params.allow = allow
 
   const ticket = await deps.admission.admit(req.key, n)
   try {

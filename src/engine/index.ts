@@ -4,6 +4,7 @@
  */
 export { normalize, inferType } from './normalize/index.ts'
 export { assess, render, score, kTopSignals, type Assessment, type ScoredSignal, type ScoreParams, type ScoreResult, type RenderParams } from './score.ts'
+export { AllowMatcher, ALLOW_KINDS, allowlistedAssessment, kAllowlistedScore, normalizeAllowValue, type AllowKind, type AllowRule } from './allowlist.ts'
 export { PROFILES, DEFAULT_PROFILE, selectProfile, type ScoringProfile } from './profiles.ts'
 export { Snapshot } from './snapshot/snapshot.ts'
 export type { SnapshotData, SnapshotHeader } from './snapshot/format.ts'

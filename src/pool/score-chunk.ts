@@ -4,7 +4,7 @@
  * Scoring workers call it on decoded chunks; inline mode calls it directly on the main thread.
  */
 import { Packr } from 'msgpackr'
-import { assess, normalize, render, selectProfile, type Assessment, type ScoringProfile, type Snapshot } from '../engine/index.ts'
+import { AllowMatcher, allowlistedAssessment, assess, normalize, render, selectProfile, type AllowRule, type Assessment, type ScoringProfile, type Snapshot } from '../engine/index.ts'
 import { INDICATOR_TYPES, type EvidenceDetails, type IndicatorType, type NormalizedIndicator, type SignalDetails } from '../engine/types.ts'
 import { ByteSink } from '../bytes/byte-sink.ts'
 import { HistoryItems } from '../history/codec.ts'
@@ -24,6 +24,11 @@ export interface ChunkParams {
   scoringVersion: string | null
   signalDetails: SignalDetails
   evidenceDetails: EvidenceDetails
+  /**
+   * The requesting tenant's active allowlist entries, or absent when it has none. `key` names the tenant and the
+   * version of its list: a thread compiles each key once. Allowlisted verdicts never enter the shared cache.
+   */
+  allow?: { key: string, rules: AllowRule[] }
 }
 
 /** Bulk output: items (bulk-item.ts) back to back, with end offsets, and the encoded history records (history/block.ts). */
@@ -73,6 +78,25 @@ export interface ScoringContext {
 
 function cacheKey (ctx: ScoringContext, profileKey: string, type: IndicatorType, normalized: string): string {
   return `${ctx.snapshot.version}|${profileKey}|${type}|${normalized}`
+}
+
+/** Compiled allowlists of recent tenant versions (a few per thread; a new version has a new key). */
+const kMatchers = new Map<string, AllowMatcher>()
+const kMaxMatchers = 64
+
+function matcherOf (allow: ChunkParams['allow']): AllowMatcher | null {
+  if (allow === undefined) return null
+  let m = kMatchers.get(allow.key)
+  if (m === undefined) {
+    if (kMatchers.size >= kMaxMatchers) kMatchers.delete(kMatchers.keys().next().value as string)
+    kMatchers.set(allow.key, m = new AllowMatcher(allow.rules))
+  }
+  return m
+}
+
+/** The allowlisted assessment of an indicator covered by a tenant entry: assessed now, never cached. */
+function overridden (ctx: ScoringContext, profile: ScoringProfile, ind: NormalizedIndicator, rule: AllowRule): Assessment {
+  return allowlistedAssessment(ind, rule, assess(ind, profile, ctx.snapshot))
 }
 
 /** The assessment of an indicator, from the cache or assessed now (and then cached). */
@@ -179,6 +203,7 @@ const kTailSink = new ByteSink(64 * 1024)
  */
 export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: ScoringContext, spare?: ArrayBuffer, historySpare?: ArrayBuffer): BulkChunkOutput {
   const { profile } = selectProfile(params.scoringVersion)
+  const allow = matcherOf(params.allow)
   const sink = kBodySink
   sink.clear()
   kHistorySink.clear()
@@ -210,7 +235,13 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
       ? `{"type":"${ind.type}","value":${JSON.stringify(value)},"normalized":${JSON.stringify(ind.normalized)}}`
       : JSON.stringify({ type: ind.type, value, normalized: ind.normalized })
     let members: string
-    if (params.format === 'json' && params.signalDetails === 'none') {
+    const rule = allow === null ? null : allow.match(ind)
+    if (rule !== null && params.format === 'json' && params.signalDetails === 'none') {
+      // Allowlisted for this tenant: assessed now, never read from or written to the shared cache.
+      const t = textsOf(overridden(ctx, profile, ind, rule))
+      sink.write(itemHead(sentJson) + noneTail(t.risk, t.scores, t.rest) + itemEnd(ind.warnings))
+      members = verdictMembers(t.risk, t.scores, kNoLabels)
+    } else if (params.format === 'json' && params.signalDetails === 'none') {
       sink.write(itemHead(sentJson))
       const out = writeNoneTail(ctx, profile, ind, sink)
       if (out.hit) cacheHits++
@@ -218,12 +249,12 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
       if (ind.warnings.length > 0) sink.write(itemEnd(ind.warnings))
       else sink.byte(kItemEndByte)
     } else if (params.format === 'json') {
-      const { a, hit } = lookup(ctx, profile, ind)
+      const { a, hit } = rule === null ? lookup(ctx, profile, ind) : { a: overridden(ctx, profile, ind, rule), hit: false }
       if (hit) cacheHits++
       members = historyMembersOf(a, params.signalDetails)
       sink.write(itemHead(sentJson) + bulkTail(a, params.signalDetails) + itemEnd(ind.warnings))
     } else {
-      const { a, hit } = lookup(ctx, profile, ind)
+      const { a, hit } = rule === null ? lookup(ctx, profile, ind) : { a: overridden(ctx, profile, ind, rule), hit: false }
       if (hit) cacheHits++
       members = historyMembersOf(a, params.signalDetails)
       const v = render(a, value as string, ind.warnings, { signalDetails: params.signalDetails, evidenceDetails: 'none' })
@@ -253,7 +284,8 @@ export function scoreSingle (item: ChunkItem, params: ChunkParams, ctx: ScoringC
     return { verdict: null, errors: n.errors, warnings: n.warnings, cacheHit: false, history: history.encode() }
   }
   const ind = n.indicator
-  const { a, hit } = lookup(ctx, profile, ind)
+  const rule = matcherOf(params.allow)?.match(ind) ?? null
+  const { a, hit } = rule === null ? lookup(ctx, profile, ind) : { a: overridden(ctx, profile, ind, rule), hit: false }
   const v = render(a, value as string, ind.warnings, { signalDetails: params.signalDetails, evidenceDetails: params.evidenceDetails })
   history.addVerdict(ind.type, v.indicator.value, ind.normalized, itemTail(historyMembersOf(a, params.signalDetails), actionTaken, actionSource))
   const verdict: Record<string, unknown> = {

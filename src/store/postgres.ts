@@ -17,8 +17,10 @@ import {
 import { safeCause, scrub, secretsOf } from './redact.ts'
 import { StoreError } from '../errors.ts'
 import { assertUtcDay } from '../history/utc-day.ts'
+import { allowCursorId, allowCursorOf, newAllowId } from './allowlist.ts'
 import type {
-  ApiKeyRecord, CreatedKey, CreateKeyOptions, HistoryRecord, JournalMark, SearchFilters, SearchPage, Store, UsageReport
+  AllowEntry, AllowPage, ApiKeyRecord, CreatedKey, CreateKeyOptions, HistoryRecord, JournalMark, NewAllowEntry, SearchFilters, SearchPage, Store,
+  UsageReport
 } from './types.ts'
 
 /** Options of PostgresStore. */
@@ -128,8 +130,37 @@ function migrations (s: string): string[] {
       journal text PRIMARY KEY,
       position bigint NOT NULL
     );
+    `,
+    // 5: tenant allowlists (docs/API.md "Tenant allowlist"); ids sort by creation time.
+    `
+    CREATE TABLE ${s}.allowlist (
+      id text PRIMARY KEY,
+      tenant text NOT NULL,
+      kind text NOT NULL,
+      value text NOT NULL,
+      reason text NOT NULL,
+      created_by text NOT NULL,
+      created_at timestamptz NOT NULL,
+      expires_at timestamptz
+    );
+    CREATE INDEX allowlist_tenant ON ${s}.allowlist (tenant, id);
     `
   ]
+}
+
+interface AllowRow { id: string, tenant: string, kind: string, value: string, reason: string, created_by: string, created_at: Date, expires_at: Date | null }
+
+function toAllowEntry (r: AllowRow): AllowEntry {
+  return {
+    id: r.id,
+    tenant: r.tenant,
+    kind: r.kind,
+    value: r.value,
+    reason: r.reason,
+    createdBy: r.created_by,
+    createdAt: r.created_at.toISOString(),
+    expiresAt: r.expires_at === null ? null : r.expires_at.toISOString()
+  }
 }
 
 interface KeyRow {
@@ -420,6 +451,30 @@ export class PostgresStore implements Store {
   async countKeys (): Promise<number> {
     const { rows } = await this.#query<{ n: string }>(`SELECT count(*) AS n FROM ${this.#s}.api_keys`)
     return Number(rows[0]?.n ?? 0)
+  }
+
+  async addAllowEntry (entry: NewAllowEntry): Promise<AllowEntry> {
+    const now = Date.now()
+    const { rows } = await this.#query<AllowRow>(
+      `INSERT INTO ${this.#s}.allowlist (id, tenant, kind, value, reason, created_by, created_at, expires_at) ` +
+      'VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *',
+      [newAllowId(now), entry.tenant, entry.kind, entry.value, entry.reason, entry.createdBy, new Date(now), entry.expiresAt === null ? null : new Date(entry.expiresAt)]
+    )
+    return toAllowEntry(rows[0]!)
+  }
+
+  async listAllowEntries (tenant: string, limit: number, cursor: string | null): Promise<AllowPage> {
+    const after = cursor === null ? '' : allowCursorId(cursor)
+    const { rows } = await this.#query<AllowRow>(
+      `SELECT * FROM ${this.#s}.allowlist WHERE tenant = $1 AND id > $2 COLLATE "C" ORDER BY id COLLATE "C" LIMIT $3`, [tenant, after, limit + 1])
+    const more = rows.length > limit
+    const entries = rows.slice(0, limit).map(toAllowEntry)
+    return { entries, nextCursor: more ? allowCursorOf(entries[entries.length - 1]!.id) : null }
+  }
+
+  async deleteAllowEntry (tenant: string, id: string): Promise<boolean> {
+    const { rowCount } = await this.#query(`DELETE FROM ${this.#s}.allowlist WHERE tenant = $1 AND id = $2`, [tenant, id])
+    return (rowCount ?? 0) > 0
   }
 
   /** Validates records, then writes them as writeHistoryRows does. */

@@ -19,8 +19,10 @@ import {
 } from '../history/sqlite-search.ts'
 import { StoreError } from '../errors.ts'
 import { assertUtcDay } from '../history/utc-day.ts'
+import { allowCursorId, allowCursorOf, newAllowId } from './allowlist.ts'
 import type {
-  ApiKeyRecord, CreatedKey, CreateKeyOptions, HistoryRecord, JournalMark, SearchFilters, SearchPage, Store, UsageReport
+  AllowEntry, AllowPage, ApiKeyRecord, CreatedKey, CreateKeyOptions, HistoryRecord, JournalMark, NewAllowEntry, SearchFilters, SearchPage, Store,
+  UsageReport
 } from './types.ts'
 
 /** Options of SqliteStore. */
@@ -149,8 +151,28 @@ const kMigrations: ReadonlyArray<string | ((db: Database.Database) => void)> = [
     journal TEXT PRIMARY KEY,
     position INTEGER NOT NULL
   ) STRICT;
+  `,
+  // 7: tenant allowlists (docs/API.md "Tenant allowlist"); ids sort by creation time.
+  `
+  CREATE TABLE allowlist (
+    id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    value TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    created_by TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    expires_at TEXT
+  ) STRICT;
+  CREATE INDEX allowlist_tenant ON allowlist (tenant, id);
   `
 ]
+
+interface AllowRow { id: string, tenant: string, kind: string, value: string, reason: string, created_by: string, created_at: string, expires_at: string | null }
+
+function toAllowEntry (r: AllowRow): AllowEntry {
+  return { id: r.id, tenant: r.tenant, kind: r.kind, value: r.value, reason: r.reason, createdBy: r.created_by, createdAt: r.created_at, expiresAt: r.expires_at }
+}
 
 interface KeyRow {
   id: string
@@ -521,6 +543,51 @@ export class SqliteStore implements Store {
     const s = this.#statements()
     try {
       return s.countKeys.get() as number
+    } catch (err) {
+      throw wrap(err)
+    }
+  }
+
+  async addAllowEntry (entry: NewAllowEntry): Promise<AllowEntry> {
+    const db = this.#open()
+    const now = Date.now()
+    const row: AllowRow = {
+      id: newAllowId(now),
+      tenant: entry.tenant,
+      kind: entry.kind,
+      value: entry.value,
+      reason: entry.reason,
+      created_by: entry.createdBy,
+      created_at: new Date(now).toISOString(),
+      expires_at: entry.expiresAt
+    }
+    try {
+      db.prepare('INSERT INTO allowlist (id, tenant, kind, value, reason, created_by, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
+        .run(row.id, row.tenant, row.kind, row.value, row.reason, row.created_by, row.created_at, row.expires_at)
+    } catch (err) {
+      throw wrap(err)
+    }
+    return toAllowEntry(row)
+  }
+
+  async listAllowEntries (tenant: string, limit: number, cursor: string | null): Promise<AllowPage> {
+    const db = this.#open()
+    const after = cursor === null ? '' : allowCursorId(cursor)
+    let rows: AllowRow[]
+    try {
+      rows = db.prepare('SELECT * FROM allowlist WHERE tenant = ? AND id > ? ORDER BY id LIMIT ?').all(tenant, after, limit + 1) as AllowRow[]
+    } catch (err) {
+      throw wrap(err)
+    }
+    const more = rows.length > limit
+    const entries = rows.slice(0, limit).map(toAllowEntry)
+    return { entries, nextCursor: more ? allowCursorOf(entries[entries.length - 1]!.id) : null }
+  }
+
+  async deleteAllowEntry (tenant: string, id: string): Promise<boolean> {
+    const db = this.#open()
+    try {
+      return db.prepare('DELETE FROM allowlist WHERE tenant = ? AND id = ?').run(tenant, id).changes > 0
     } catch (err) {
       throw wrap(err)
     }

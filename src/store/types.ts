@@ -63,6 +63,30 @@ export interface UsageReport {
   total: number
 }
 
+/** A tenant allowlist entry as stored (docs/API.md "Tenant allowlist"). */
+export interface AllowEntry {
+  /** `al_` + a time-ordered id: listing order. */
+  id: string
+  tenant: string
+  /** ip, domain, file_hash_sha256, asn, ip_block or domain_suffix. */
+  kind: string
+  /** Normalized by the engine's normalizer before it is stored. */
+  value: string
+  reason: string
+  /** Key id that added it. */
+  createdBy: string
+  /** ISO 8601, UTC. */
+  createdAt: string
+  /** ISO 8601, UTC, or null (never expires). */
+  expiresAt: string | null
+}
+
+/** A new entry; the store assigns id and createdAt. */
+export type NewAllowEntry = Omit<AllowEntry, 'id' | 'createdAt'>
+
+/** One page of entries, oldest first; `nextCursor` continues after the last one. */
+export interface AllowPage { entries: AllowEntry[], nextCursor: string | null }
+
 import type { HistoryRow } from '../history/rows.ts'
 import type { HistoryPart } from '../history/block.ts'
 import type { HistoryRecord, SearchFilters, SearchPage } from '../history/types.ts'
@@ -130,6 +154,12 @@ export interface Store {
    * billing records with their own retention, so after a purge they count more than the remaining rows.
    */
   purgeHistory (before: Date): Promise<number>
+  /** Stores a tenant allowlist entry. */
+  addAllowEntry (entry: NewAllowEntry): Promise<AllowEntry>
+  /** A page of a tenant's entries, oldest first; throws INVALID_REQUEST for a bad cursor. Only `tenant`'s rows. */
+  listAllowEntries (tenant: string, limit: number, cursor: string | null): Promise<AllowPage>
+  /** Deletes one of a tenant's entries: false when the id is unknown or another tenant's. */
+  deleteAllowEntry (tenant: string, id: string): Promise<boolean>
   /** Throws when the store cannot serve queries (health check). */
   ping (): Promise<void>
   /** Releases connections; idempotent. Later calls reject with STORE_CLOSED. */

@@ -156,6 +156,32 @@ for (const backend of storeBackends) {
       await store.migrate()
     })
 
+    // ---- tenant allowlists
+
+    await t.test('allowlist entries are stored per tenant, listed oldest first by cursor, and deleted only by their tenant', async () => {
+      const added = []
+      for (let i = 0; i < 3; i++) {
+        added.push(await store.addAllowEntry({
+          tenant: 'allow-a', kind: 'domain', value: `d${i}.example`, reason: `reason ${i}`, createdBy: 'keyid', expiresAt: i === 0 ? '2999-01-01T00:00:00.000Z' : null
+        }))
+      }
+      const other = await store.addAllowEntry({ tenant: 'allow-b', kind: 'ip', value: '192.0.2.1', reason: 'b', createdBy: 'keyb', expiresAt: null })
+      assert.equal(added[0]!.expiresAt, '2999-01-01T00:00:00.000Z')
+      assert.ok(Number.isFinite(Date.parse(added[0]!.createdAt)))
+      const p1 = await store.listAllowEntries('allow-a', 2, null)
+      assert.deepEqual(p1.entries, added.slice(0, 2))
+      assert.notEqual(p1.nextCursor, null)
+      const p2 = await store.listAllowEntries('allow-a', 2, p1.nextCursor)
+      assert.deepEqual(p2.entries, added.slice(2))
+      assert.equal(p2.nextCursor, null)
+      assert.deepEqual((await store.listAllowEntries('allow-b', 10, null)).entries, [other])
+      await assert.rejects(store.listAllowEntries('allow-a', 2, 'bm90LWFuLWlk'), { code: 'INVALID_REQUEST' })
+      assert.equal(await store.deleteAllowEntry('allow-b', added[0]!.id), false)
+      assert.equal(await store.deleteAllowEntry('allow-a', added[0]!.id), true)
+      assert.equal(await store.deleteAllowEntry('allow-a', added[0]!.id), false)
+      assert.deepEqual((await store.listAllowEntries('allow-a', 10, null)).entries, added.slice(1))
+    })
+
     await t.test('ping succeeds on an open store', async () => {
       await store.ping()
     })

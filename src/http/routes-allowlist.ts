@@ -1,0 +1,108 @@
+/**
+ * Tenant allowlist management: POST/GET /api/v2/mgmt/allowlist and DELETE /api/v2/mgmt/allowlist/:id
+ * (docs/API.md "Tenant allowlist"). Every route needs the `mgmt` permission and sees only the key's tenant.
+ */
+import type { FastifyInstance } from 'fastify'
+import { kMaxAllowEntries, type TenantAllowlists } from '../bulk/allowlist.ts'
+import { ALLOW_KINDS, normalizeAllowValue, type AllowKind } from '../engine/index.ts'
+import { InvalidRequestError, NotFoundError } from '../errors.ts'
+import { StoreError, type AllowEntry, type Store } from '../store/index.ts'
+import { requireKey, type KeyVerifier } from './auth.ts'
+import type { SessionAuth } from './session.ts'
+
+/** Longest reason kept, in characters. */
+export const kMaxReason = 500
+const kDefaultLimit = 100
+const kMaxLimit = 500
+
+/** What the allowlist routes need. */
+export interface AllowlistRouteDeps {
+  store: Pick<Store, 'addAllowEntry' | 'listAllowEntries' | 'deleteAllowEntry'>
+  allowlists: TenantAllowlists
+  verifier: KeyVerifier
+  /** Dashboard sessions, accepted in place of a key. */
+  sessions?: SessionAuth
+}
+
+const kBody = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['kind', 'value', 'reason'],
+  properties: {
+    kind: { type: 'string', enum: [...ALLOW_KINDS] },
+    value: { type: 'string', minLength: 1, maxLength: 512 },
+    reason: { type: 'string', minLength: 1, maxLength: kMaxReason },
+    expires_at: { type: ['string', 'null'], minLength: 1, maxLength: 64 }
+  }
+} as const
+
+interface Body { kind: AllowKind, value: string, reason: string, expires_at?: string | null }
+
+const kIsoDateTime = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/
+
+/** The public form of an entry. */
+function publicEntry (e: AllowEntry): object {
+  return { id: e.id, kind: e.kind, value: e.value, reason: e.reason, created_by: e.createdBy, created_at: e.createdAt, expires_at: e.expiresAt }
+}
+
+/** Registers the allowlist routes. */
+export function allowlistRoutes (app: FastifyInstance, deps: AllowlistRouteDeps): void {
+  const { store, allowlists } = deps
+  const auth = requireKey(deps.verifier, 'mgmt', deps.sessions)
+
+  app.post('/api/v2/mgmt/allowlist', { schema: { body: kBody }, onRequest: auth }, async (req, reply) => {
+    const key = req.apiKey!
+    const body = req.body as Body
+    const reason = body.reason.trim()
+    if (reason === '') throw new InvalidRequestError('reason must not be blank')
+    const n = normalizeAllowValue(body.kind, body.value)
+    if (!n.ok) throw new InvalidRequestError(`value is not a valid ${body.kind}: ${n.errors.join('; ')}`)
+    let expiresAt: string | null = null
+    if (body.expires_at !== undefined && body.expires_at !== null) {
+      const ms = kIsoDateTime.test(body.expires_at) ? Date.parse(body.expires_at) : NaN
+      if (!Number.isFinite(ms)) throw new InvalidRequestError('expires_at must be an ISO 8601 date-time with a time zone')
+      if (ms <= Date.now()) throw new InvalidRequestError('expires_at must be in the future')
+      expiresAt = new Date(ms).toISOString()
+    }
+    const active = (await allowlists.entries(key.tenant)).filter((e) => e.expiresAt === null || Date.parse(e.expiresAt) > Date.now())
+    if (active.length >= kMaxAllowEntries) throw new InvalidRequestError(`a tenant holds at most ${kMaxAllowEntries} active allowlist entries`)
+    const entry = await store.addAllowEntry({ tenant: key.tenant, kind: body.kind, value: n.value, reason, createdBy: key.id, expiresAt })
+    allowlists.invalidate(key.tenant)
+    return reply.code(201).send(publicEntry(entry))
+  })
+
+  app.get('/api/v2/mgmt/allowlist', {
+    schema: {
+      querystring: {
+        type: 'object',
+        additionalProperties: false,
+        properties: { limit: { type: 'string', pattern: '^[0-9]{1,4}$' }, cursor: { type: 'string', minLength: 1, maxLength: 128 } }
+      }
+    },
+    onRequest: auth
+  }, async (req) => {
+    const q = req.query as { limit?: string, cursor?: string }
+    const limit = q.limit === undefined ? kDefaultLimit : Number(q.limit)
+    if (limit < 1 || limit > kMaxLimit) throw new InvalidRequestError(`limit must be from 1 to ${kMaxLimit}`)
+    try {
+      const page = await store.listAllowEntries(req.apiKey!.tenant, limit, q.cursor ?? null)
+      return { entries: page.entries.map(publicEntry), next_cursor: page.nextCursor }
+    } catch (err) {
+      if (err instanceof StoreError && err.code === 'INVALID_REQUEST') throw new InvalidRequestError(err.message, { cause: err })
+      throw err
+    }
+  })
+
+  app.delete('/api/v2/mgmt/allowlist/:id', {
+    schema: {
+      params: { type: 'object', additionalProperties: false, required: ['id'], properties: { id: { type: 'string', minLength: 1, maxLength: 64 } } }
+    },
+    onRequest: auth
+  }, async (req, reply) => {
+    const key = req.apiKey!
+    const { id } = req.params as { id: string }
+    if (!await store.deleteAllowEntry(key.tenant, id)) throw new NotFoundError(`no allowlist entry ${id}`)
+    allowlists.invalidate(key.tenant)
+    return reply.code(204).send()
+  })
+}
