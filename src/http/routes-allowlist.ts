@@ -8,6 +8,7 @@ import { ALLOW_KINDS, normalizeAllowValue, type AllowKind } from '../engine/inde
 import { InvalidRequestError, NotFoundError } from '../errors.ts'
 import { StoreError, type AllowEntry, type Store } from '../store/index.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
+import { errorsOf } from './response-schemas.ts'
 import type { SessionAuth } from './session.ts'
 
 /** Longest reason kept, in characters. */
@@ -45,12 +46,35 @@ function publicEntry (e: AllowEntry): object {
   return { id: e.id, kind: e.kind, value: e.value, reason: e.reason, created_by: e.createdBy, created_at: e.createdAt, expires_at: e.expiresAt }
 }
 
+const kEntry = {
+  type: 'object',
+  required: ['id', 'kind', 'value', 'reason', 'created_by', 'created_at', 'expires_at'],
+  properties: {
+    id: { type: 'string' },
+    kind: { type: 'string', enum: ['ip', 'domain', 'file_hash_sha256', 'asn', 'ip_block', 'domain_suffix'] },
+    value: { type: 'string', description: 'Normalized' },
+    reason: { type: 'string' },
+    created_by: { type: 'string', description: 'Key id (or user:<name> for a dashboard session)' },
+    created_at: { type: 'string', format: 'date-time' },
+    expires_at: { type: ['string', 'null'], format: 'date-time' }
+  }
+} as const
+
 /** Registers the allowlist routes. */
 export function allowlistRoutes (app: FastifyInstance, deps: AllowlistRouteDeps): void {
   const { store, allowlists } = deps
   const auth = requireKey(deps.verifier, 'mgmt', deps.sessions)
 
-  app.post('/api/v2/mgmt/allowlist', { schema: { body: kBody }, onRequest: auth }, async (req, reply) => {
+  app.post('/api/v2/mgmt/allowlist', {
+    schema: {
+      tags: ['management'],
+      summary: 'Add a tenant allowlist entry: matching verdicts of this tenant become benign (allowlisted)',
+      security: [{ apiKey: [] }],
+      body: kBody,
+      response: { 201: kEntry, ...errorsOf(400, 401, 403) }
+    },
+    onRequest: auth
+  }, async (req, reply) => {
     const key = req.apiKey!
     const body = req.body as Body
     const reason = body.reason.trim()
@@ -73,6 +97,10 @@ export function allowlistRoutes (app: FastifyInstance, deps: AllowlistRouteDeps)
 
   app.get('/api/v2/mgmt/allowlist', {
     schema: {
+      tags: ['management'],
+      summary: 'The tenant\'s allowlist entries, oldest first, by cursor',
+      security: [{ apiKey: [] }],
+      response: { 200: { type: 'object', required: ['entries', 'next_cursor'], properties: { entries: { type: 'array', items: kEntry }, next_cursor: { type: ['string', 'null'] } } }, ...errorsOf(400, 401, 403) },
       querystring: {
         type: 'object',
         additionalProperties: false,
@@ -95,6 +123,10 @@ export function allowlistRoutes (app: FastifyInstance, deps: AllowlistRouteDeps)
 
   app.delete('/api/v2/mgmt/allowlist/:id', {
     schema: {
+      tags: ['management'],
+      summary: 'Remove one of the tenant\'s allowlist entries; the next request no longer sees it',
+      security: [{ apiKey: [] }],
+      response: { 204: { type: 'null', description: 'Removed' }, ...errorsOf(401, 403, 404) },
       params: { type: 'object', additionalProperties: false, required: ['id'], properties: { id: { type: 'string', minLength: 1, maxLength: 64 } } }
     },
     onRequest: auth
