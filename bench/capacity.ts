@@ -3,7 +3,7 @@
  *
  *   npm run bench:capacity -- [--url URL --key KEY] [--bulk 10000] [--mix ip=40,domain=30,ip_block=10,file_hash_sha256=15,asn=5]
  *     [--repeat 0.8] [--signal-details none|top|all] [--format json|msgpack] [--single] [--concurrency 1,2,4,8]
- *     [--duration 5] [--target-rate F] [--out DIR] [--warmup 10] [--knee-gain 0.1] [--knee-p99 3] [--pool N]
+ *     [--duration 5] [--target-rate F] [--out DIR] [--warmup 10] [--knee-gain 0.1] [--knee-p99 3] [--pool N] [--profile DIR]
  *
  * With --url the bench measures a running deployment and starts nothing. Without it, it starts the service on
  * 127.0.0.1 (a child process with a temp data dir and the embedded defaults), and in the same run the service in
@@ -50,6 +50,8 @@ interface Options {
   kneeGain: number
   kneeP99: number
   pool: number | null
+  /** Directory for `node --cpu-prof` profiles of the service this bench starts (every thread), or null. */
+  profile: string | null
 }
 
 function num (name: string, raw: string, min: number, max: number, integer = false): number {
@@ -84,6 +86,7 @@ function parseOptions (argv: string[]): Options {
         'knee-gain': { type: 'string', default: '0.1' },
         'knee-p99': { type: 'string', default: '3' },
         pool: { type: 'string' },
+        profile: { type: 'string' },
         help: { type: 'boolean', default: false }
       }
     })
@@ -112,6 +115,7 @@ function parseOptions (argv: string[]): Options {
   if (Object.values(mix).every((w) => w === 0)) throw new UsageError('--mix needs a positive weight')
   const sd = v['signal-details']
   if (sd !== 'none' && sd !== 'top' && sd !== 'all') throw new UsageError(`--signal-details must be none, top or all, got "${sd}"`)
+  if (v.profile !== undefined && v.url !== undefined) throw new UsageError('--profile profiles a service the bench starts; it cannot be used with --url')
   if (v.format !== 'json' && v.format !== 'msgpack') throw new UsageError(`--format must be json or msgpack, got "${v.format}"`)
   const levels = v.concurrency.split(',').map((c) => num('concurrency', c, 1, 4096, true))
   for (let i = 1; i < levels.length; i++) {
@@ -133,7 +137,8 @@ function parseOptions (argv: string[]): Options {
     warmup: num('warmup', v.warmup, 0, 100_000, true),
     kneeGain: num('knee-gain', v['knee-gain'], 0, 10),
     kneeP99: num('knee-p99', v['knee-p99'], 1, 1000),
-    pool: v.pool === undefined ? null : num('pool', v.pool, 0, 256, true)
+    pool: v.pool === undefined ? null : num('pool', v.pool, 0, 256, true),
+    profile: v.profile === undefined ? null : resolve(v.profile)
   }
 }
 
@@ -142,8 +147,8 @@ function parseOptions (argv: string[]): Options {
 
 interface Target { name: string, base: string, key: string, proc: ChildProcess | null, dir: string | null }
 
-async function startProcess (name: string, args: string[], env: Record<string, string>, dir: string | null): Promise<Target> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', ...args], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'ignore', 'pipe'] })
+async function startProcess (name: string, args: string[], env: Record<string, string>, dir: string | null, nodeArgs: string[] = []): Promise<Target> {
+  const proc = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', ...args], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'ignore', 'pipe'] })
   let err = ''
   return await new Promise((resolve, reject) => {
     const timer = setTimeout(() => { proc.kill('SIGKILL'); reject(new Error(`${name} did not start:\n${err}`)) }, 180_000)
@@ -160,7 +165,7 @@ async function startProcess (name: string, args: string[], env: Record<string, s
   })
 }
 
-async function startService (name: string, poolSize: number | null): Promise<Target> {
+async function startService (name: string, poolSize: number | null, profileDir: string | null = null): Promise<Target> {
   const dir = mkdtempSync(join(tmpdir(), 'ioc-verdict-bench-'))
   return await startProcess(name, [join(kRoot, 'src', 'main.ts'), 'serve'], {
     IOC_DATA_DIR: dir,
@@ -170,7 +175,7 @@ async function startService (name: string, poolSize: number | null): Promise<Tar
     IOC_INTEL_CACHE_DIR: kIntelCache,
     IOC_MAX_INFLIGHT: '1000000',
     ...(poolSize === null ? {} : { IOC_POOL_SIZE: String(poolSize) })
-  }, dir)
+  }, dir, profileDir === null ? [] : ['--cpu-prof', '--cpu-prof-dir', profileDir])
 }
 
 async function stopTarget (t: Target): Promise<void> {
@@ -586,7 +591,7 @@ async function main (opts: Options): Promise<void> {
       progress.show('starting the service (pool), the service (inline), the floor server and hello-world...')
       if (!progress.tty) process.stderr.write('starting servers\n')
       const started = await Promise.allSettled([
-        startService('pool', opts.pool), startService('inline', 0),
+        startService('pool', opts.pool, opts.profile), startService('inline', 0),
         startProcess('floor', [join(kRoot, 'bench', 'baseline-servers.ts'), 'floor'], {}, null),
         startProcess('hello', [join(kRoot, 'bench', 'baseline-servers.ts'), 'hello'], {}, null)
       ])
@@ -668,7 +673,7 @@ async function main (opts: Options): Promise<void> {
 
 const kUsage = `usage: npm run bench:capacity -- [--url URL --key KEY] [--bulk N] [--mix ip=40,domain=30,...] [--repeat 0..1]
   [--signal-details none|top|all] [--format json|msgpack] [--single] [--concurrency 1,2,4,8] [--duration S]
-  [--target-rate F] [--out DIR] [--warmup N] [--knee-gain 0.1] [--knee-p99 3] [--pool N]`
+  [--target-rate F] [--out DIR] [--warmup N] [--knee-gain 0.1] [--knee-p99 3] [--pool N] [--profile DIR]`
 
 {
   let opts: Options
