@@ -1,416 +1,688 @@
 /**
- * Capacity bench: drives a listening service (a child process per mode, on 127.0.0.1) with 10,000-indicator
- * bulks at rising concurrency and with single calls, for the scoring pool and for inline mode in the same run,
- * and prints indicators/s and p50/p95/p99 latency, with the median of the answers' meta.took_ms (the server's time
- * from admission to merge: the scoring phase). Cold cache: every bulk carries indicators never sent before.
- * Each row also gives the CPU time the server process (all its threads: HTTP, scoring workers, history writer,
- * garbage collection) and this client spent per indicator while it ran: with the cores a fleet has, that sizes it.
+ * Capacity bench: what one instance of the service sustains, and how many instances a given rate needs.
  *
- *   node --import tsx bench/capacity.ts [--bulks 24] [--concurrency 1,2,4] [--singles 2000] [--pool 2] [--cache-size N] [--rounds 3]
- *     [--isolated 8] [--warmup N] [--durability sync,async[,baseline] [--baseline-root DIR]]
+ *   npm run bench:capacity -- [--url URL --key KEY] [--bulk 10000] [--mix ip=40,domain=30,ip_block=10,file_hash_sha256=15,asn=5]
+ *     [--repeat 0.8] [--signal-details none|top|all] [--format json|msgpack] [--single] [--concurrency 1,2,4,8]
+ *     [--duration 5] [--target-rate F] [--out DIR] [--warmup 10] [--knee-gain 0.1] [--knee-p99 3] [--pool N] [--profile DIR]
  *
- * --durability compares history durability modes instead of pool and inline: one pool server per listed mode
- * (IOC_HISTORY_DURABILITY), taking turns as the pool and inline servers do; `baseline` runs the service found in
- * --baseline-root (another version's checkout, e.g. `git archive` of an earlier commit with node_modules linked), with
- * its defaults. Its summary gives each mode's best bulk indicators/s and single-call p50/p99, written to
- * bench/results/capacity-durability.json.
+ * With --url the bench measures a running deployment and starts nothing. Without it, it starts the service on
+ * 127.0.0.1 (a child process with a temp data dir and the embedded defaults), and in the same run the service in
+ * inline mode (IOC_POOL_SIZE=0), a floor server (node:http that parses the same bodies and answers the service's own
+ * answer bytes) and Fastify's hello-world, and prints each figure also as a ratio to them.
  *
- * Each server first answers warm-up bulks until its cache shards are full and V8's compiler has settled (kWarmup).
- * Both servers run at once and the two modes take turns on idle servers, level by level, for --rounds rounds; the
- * summary gives medians over rounds, and the pool/inline ratio per round (both measured minutes apart at most).
- * --cache-size sets IOC_CACHE_SIZE (verdicts per shard) for both servers; the default is the service's own.
- * --isolated N sends N more bulks per mode one at a time, each only once both servers are idle (the history of the
- * bulk before written): the latency of one bulk on an idle server, next to the back-to-back rows where each bulk
- * shares the cores with the history write of the one before.
- *
- * After each bulk row the bench polls the health route until the server's history backlog is empty: the row's
- * historyDrainMs, and sustainedIndicatorsPerSec = indicators / (seconds + drain), which counts the history write that
- * a short run leaves behind. Size a fleet on the sustained figure: past IOC_HISTORY_MAX_BACKLOG, an overload that the
- * history writer cannot follow gets 503 OVERLOADED.
- *
- * Results are printed and written to bench/results/capacity.json.
+ * The sweep runs --duration seconds per concurrency level and stops at the knee: the first level whose throughput
+ * rises by less than --knee-gain over the best so far, or whose p99 passes --knee-p99 times the first level's. The
+ * level before it sizes the fleet. Request bodies are built before each level (the client's CPU share is printed);
+ * a level ends early when its bodies run out (fresh indicators are never sent twice), marked in the table.
+ * After each bulk level the bench waits for the service's history backlog to drain (health route) and reports the
+ * sustained rate (indicators / (seconds + drain)), which counts the history write a short run leaves behind.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
-import { Agent, request, type Dispatcher } from 'undici'
-import { defaults } from '../src/config.ts'
-import { mixedCorpus } from './corpus.ts'
+import { pack } from 'msgpackr'
+import { Agent, request } from 'undici'
+import { kMixTypes, weightedCorpus, type CorpusItem, type MixType } from './corpus.ts'
 
 const kRoot = join(import.meta.dirname, '..')
 const kIntelCache = join(tmpdir(), 'ioc-verdict-bench-intel')
+const kBulkPath = '/api/v2/ioc/verdict/bulk'
+const kSinglePath = '/api/v2/ioc/verdict'
 
-const { values } = parseArgs({
-  options: {
-    bulks: { type: 'string', default: '24' },
-    concurrency: { type: 'string', default: '1,2,4' },
-    singles: { type: 'string', default: '2000' },
-    pool: { type: 'string', default: String(availableParallelism()) },
-    size: { type: 'string', default: '10000' },
-    'cache-size': { type: 'string' },
-    rounds: { type: 'string', default: '3' },
-    isolated: { type: 'string', default: '8' },
-    warmup: { type: 'string' },
-    durability: { type: 'string' },
-    'baseline-root': { type: 'string' }
+class UsageError extends Error {}
+
+interface Options {
+  url: string | null
+  key: string | null
+  bulk: number
+  mix: Partial<Record<MixType, number>>
+  repeat: number
+  signalDetails: 'none' | 'top' | 'all'
+  format: 'json' | 'msgpack'
+  single: boolean
+  concurrency: number[]
+  duration: number
+  targetRate: number | null
+  out: string
+  warmup: number
+  kneeGain: number
+  kneeP99: number
+  pool: number | null
+  /** Directory for `node --cpu-prof` profiles of the service this bench starts (every thread), or null. */
+  profile: string | null
+}
+
+function num (name: string, raw: string, min: number, max: number, integer = false): number {
+  const n = Number(raw)
+  if (raw.trim() === '' || !Number.isFinite(n) || n < min || n > max || (integer && !Number.isInteger(n))) {
+    throw new UsageError(`--${name} must be ${integer ? 'an integer' : 'a number'} in [${min}, ${max}], got "${raw}"`)
   }
-})
-/** One server configuration the bench compares. */
-interface Mode { name: string, poolSize: number, env: Record<string, string>, root: string }
-const kDurability = values.durability?.split(',').map((d) => d.trim()).filter(Boolean)
-const kBulks = Number(values.bulks)
-const kLevels = values.concurrency.split(',').map(Number)
-const kSingles = Number(values.singles)
-const kSize = Number(values.size)
-const kRounds = Number(values.rounds)
-const kIsolated = Number(values.isolated)
-/**
- * Warm-up bulks per mode (--warmup overrides): JIT and thread start, every cache shard full (N shards x the cache
- * size) and evicting, and V8's optimizing compiler settled: the state of a service after its first minutes. Until a
- * cache is full each new verdict grows the shard's index, and V8 keeps compiling paths that only a full cache or a
- * rare input takes (eviction, the ring wrapping, an item that deoptimizes a hot function), once per isolate: the
- * pool's two scoring threads each compile the same code, on the cores they score on. Measured on a pool of 2 (30
- * bulks at concurrency 2, `--trace-opt` and per-thread CPU, 2026-11-24): after 23 warm-up bulks the compiler still
- * took 203 ms over the next 30, and the V8 helper threads 9 ms per bulk; after 150, 10.6 ms and 4.3 ms per bulk.
- * So at least 1,500,000 indicators (150 bulks of 10,000; 10-15 s per mode). Both modes get the same number;
- * measured bulks still miss the cache.
- */
-const kWarmup = values.warmup !== undefined
-  ? Number(values.warmup)
-  : Math.max(3 + Math.ceil(Number(values.pool) * Number(values['cache-size'] ?? defaults().cacheSize) / kSize), Math.ceil(1_500_000 / kSize))
+  return n
+}
 
-interface Server { proc: ChildProcess, base: string, key: string, dir: string }
+function parseOptions (argv: string[]): Options {
+  let parsed
+  try {
+    parsed = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        url: { type: 'string' },
+        key: { type: 'string' },
+        bulk: { type: 'string', default: '10000' },
+        mix: { type: 'string', default: 'ip=45,domain=30,ip_block=8,file_hash_sha256=12,asn=5' },
+        repeat: { type: 'string', default: '0.8' },
+        'signal-details': { type: 'string', default: 'none' },
+        format: { type: 'string', default: 'json' },
+        single: { type: 'boolean', default: false },
+        concurrency: { type: 'string', default: '1,2,4,8' },
+        duration: { type: 'string', default: '5' },
+        'target-rate': { type: 'string' },
+        out: { type: 'string', default: join(kRoot, 'bench', 'results') },
+        warmup: { type: 'string', default: '10' },
+        'knee-gain': { type: 'string', default: '0.1' },
+        'knee-p99': { type: 'string', default: '3' },
+        pool: { type: 'string' },
+        profile: { type: 'string' },
+        help: { type: 'boolean', default: false }
+      }
+    })
+  } catch (err) {
+    throw new UsageError((err as Error).message)
+  }
+  const v = parsed.values
+  if (v.help === true) throw new UsageError('help')
+  if (v.url !== undefined) {
+    let u: URL
+    try { u = new URL(v.url) } catch { throw new UsageError(`--url is not a URL: "${v.url}"`) }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new UsageError('--url must be http:// or https://')
+    if (v.key === undefined || v.key === '') throw new UsageError('--url needs --key (an API key with verdict and verdict_bulk)')
+  } else if (v.key !== undefined) {
+    throw new UsageError('--key is only used with --url')
+  }
+  const mix: Partial<Record<MixType, number>> = {}
+  for (const part of v.mix.split(',')) {
+    const [type, weight, extra] = part.split('=')
+    if (extra !== undefined || weight === undefined || !(kMixTypes as readonly string[]).includes(type ?? '')) {
+      throw new UsageError(`--mix takes type=weight pairs with types ${kMixTypes.join(', ')}; got "${part}"`)
+    }
+    if (Object.hasOwn(mix, type as string)) throw new UsageError(`--mix names ${type as string} twice`)
+    mix[type as MixType] = num('mix', weight, 0, 1e6)
+  }
+  if (Object.values(mix).every((w) => w === 0)) throw new UsageError('--mix needs a positive weight')
+  const sd = v['signal-details']
+  if (sd !== 'none' && sd !== 'top' && sd !== 'all') throw new UsageError(`--signal-details must be none, top or all, got "${sd}"`)
+  if (v.profile !== undefined && v.url !== undefined) throw new UsageError('--profile profiles a service the bench starts; it cannot be used with --url')
+  if (v.format !== 'json' && v.format !== 'msgpack') throw new UsageError(`--format must be json or msgpack, got "${v.format}"`)
+  const levels = v.concurrency.split(',').map((c) => num('concurrency', c, 1, 4096, true))
+  for (let i = 1; i < levels.length; i++) {
+    if ((levels[i] as number) <= (levels[i - 1] as number)) throw new UsageError('--concurrency levels must rise, e.g. 1,2,4,8')
+  }
+  return {
+    url: v.url === undefined ? null : v.url.replace(/\/+$/, ''),
+    key: v.key ?? null,
+    bulk: num('bulk', v.bulk, 1, 1_000_000, true),
+    mix,
+    repeat: num('repeat', v.repeat, 0, 1),
+    signalDetails: sd,
+    format: v.format,
+    single: v.single === true,
+    concurrency: levels,
+    duration: num('duration', v.duration, 0.1, 3600),
+    targetRate: v['target-rate'] === undefined ? null : num('target-rate', v['target-rate'], 1, 1e12),
+    out: resolve(v.out),
+    warmup: num('warmup', v.warmup, 0, 100_000, true),
+    kneeGain: num('knee-gain', v['knee-gain'], 0, 10),
+    kneeP99: num('knee-p99', v['knee-p99'], 1, 1000),
+    pool: v.pool === undefined ? null : num('pool', v.pool, 0, 256, true),
+    profile: v.profile === undefined ? null : resolve(v.profile)
+  }
+}
 
-/** Starts `ioc-verdict serve` in a child process and waits for its banner (URL and bootstrap key on stderr). */
-async function startServer (mode: Mode): Promise<Server> {
-  const dir = mkdtempSync(join(tmpdir(), 'ioc-verdict-bench-'))
-  const proc = spawn(process.execPath, ['--import', 'tsx', join(mode.root, 'src', 'main.ts'), 'serve'], {
-    cwd: mode.root,
-    env: {
-      PATH: process.env.PATH,
-      ...mode.env,
-      IOC_DATA_DIR: dir,
-      IOC_PORT: '0',
-      IOC_POOL_SIZE: String(mode.poolSize),
-      IOC_LOG_LEVEL: 'warn',
-      IOC_INTEL_CACHE_DIR: kIntelCache,
-      IOC_MAX_INFLIGHT: '1000000',
-      ...(values['cache-size'] === undefined ? {} : { IOC_CACHE_SIZE: values['cache-size'] })
-    },
-    stdio: ['ignore', 'ignore', 'pipe']
-  })
+// ---------------------------------------------------------------------------------------------------------------
+// Targets: the deployment under test, or servers this bench starts.
+
+interface Target { name: string, base: string, key: string, proc: ChildProcess | null, dir: string | null }
+
+async function startProcess (name: string, args: string[], env: Record<string, string>, dir: string | null, nodeArgs: string[] = []): Promise<Target> {
+  const proc = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', ...args], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'ignore', 'pipe'] })
   let err = ''
   return await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${err}`)), 120_000)
+    const timer = setTimeout(() => { proc.kill('SIGKILL'); reject(new Error(`${name} did not start:\n${err}`)) }, 180_000)
     proc.stderr?.on('data', (d: Buffer) => {
       err += d.toString()
       const url = /listening on (http:\/\/\S+)/.exec(err)?.[1]
       const key = /^\s+(iocv_\S+)$/m.exec(err)?.[1]
-      if (url !== undefined && key !== undefined) {
+      if (url !== undefined && (key !== undefined || dir === null)) {
         clearTimeout(timer)
-        resolve({ proc, base: url, key, dir })
+        resolve({ name, base: url, key: key ?? '', proc, dir })
       }
     })
-    proc.once('exit', (code) => reject(new Error(`server exited with ${code}:\n${err}`)))
+    proc.once('exit', (code) => { clearTimeout(timer); reject(new Error(`${name} exited with ${code}:\n${err}`)) })
   })
 }
 
-async function stopServer (s: Server): Promise<void> {
-  const exited = new Promise((resolve) => s.proc.once('exit', resolve))
-  s.proc.kill('SIGTERM')
+async function startService (name: string, poolSize: number | null, profileDir: string | null = null): Promise<Target> {
+  const dir = mkdtempSync(join(tmpdir(), 'ioc-verdict-bench-'))
+  return await startProcess(name, [join(kRoot, 'src', 'main.ts'), 'serve'], {
+    IOC_DATA_DIR: dir,
+    IOC_PORT: '0',
+    IOC_HOST: '127.0.0.1',
+    IOC_LOG_LEVEL: 'warn',
+    IOC_INTEL_CACHE_DIR: kIntelCache,
+    IOC_MAX_INFLIGHT: '1000000',
+    ...(poolSize === null ? {} : { IOC_POOL_SIZE: String(poolSize) })
+  }, dir, profileDir === null ? [] : ['--cpu-prof', '--cpu-prof-dir', profileDir])
+}
+
+async function stopTarget (t: Target): Promise<void> {
+  if (t.proc === null || t.proc.exitCode !== null) return
+  const exited = new Promise((resolve) => t.proc?.once('exit', resolve))
+  t.proc.kill('SIGTERM')
+  const timer = setTimeout(() => t.proc?.kill('SIGKILL'), 15_000)
   await exited
-  rmSync(s.dir, { recursive: true, force: true })
+  clearTimeout(timer)
+  if (t.dir !== null) rmSync(t.dir, { recursive: true, force: true })
 }
 
-function pct (sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN
-  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] as number
-}
-
-interface Row {
-  mode: string
-  kind: string
-  concurrency: number
-  requests: number
-  indicators: number
-  seconds: number
-  indicatorsPerSec: number
-  p50: number
-  p95: number
-  p99: number
-  /** Median meta.took_ms (bulk only): server time from admission to merge; the rest of p50 is HTTP, parsing and sending. */
-  tookP50: number | null
-  /** CPU time the server process (every thread: HTTP, scoring, history, GC) and this client spent per indicator. */
-  serverCpuUsPerIndicator: number | null
-  clientCpuUsPerIndicator: number
-  errors: number
-  errorStatuses: string
-  /** Bulk rows: ms from the last answer until the server's history backlog was empty (health `checks.history.pending`). */
-  historyDrainMs?: number
-  /** Bulk rows: indicators answered and written to history per second (the drain counted): what a fleet sustains. */
-  sustainedIndicatorsPerSec?: number
-}
-
-/** User + system CPU ms of a process, all threads (Linux /proc; null elsewhere). */
-function processCpuMs (pid: number | undefined): number | null {
+/** User + system CPU ms of a process, all threads (Linux /proc; null elsewhere or for a deployment not started here). */
+function processCpuMs (t: Target): number | null {
+  if (t.proc?.pid === undefined) return null
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const stat = readFileSync(`/proc/${t.proc.pid}/stat`, 'utf8')
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    return (Number(fields[11]) + Number(fields[12])) * 1000 / kClockTicks
+    return (Number(fields[11]) + Number(fields[12])) * 10 // USER_HZ is 100 on Linux
   } catch {
     return null
   }
 }
-/** USER_HZ: 100 on every Linux architecture Node supports. */
-const kClockTicks = 100
 
-/** Bytes of an answer's start the bench keeps: a JSON bulk answer's meta, or a whole error body. */
-const kHeadBytes = 4096
+// ---------------------------------------------------------------------------------------------------------------
+// Request bodies, built before each level.
 
-/**
- * Reads an answer to its end, keeping only its first kHeadBytes and counting the rest against content-length.
- * The client shares the server's cores, so it does not gather megabytes of results it never reads: collecting each
- * 6 MB answer into one ArrayBuffer cost the client 11-25 ms of CPU per bulk on the 2-core machine, against 9-11 ms
- * for reading it through.
- */
-async function readAnswer (res: Dispatcher.ResponseData): Promise<{ head: Buffer, complete: boolean }> {
-  const chunks: Buffer[] = []
-  let kept = 0
-  let bytes = 0
-  await new Promise<void>((resolve, reject) => {
-    res.body.on('data', (chunk: Buffer) => {
-      bytes += chunk.length
-      if (kept < kHeadBytes) {
-        chunks.push(chunk)
-        kept += chunk.length
-      }
-    })
-    res.body.once('end', resolve)
-    res.body.once('error', reject)
-  })
-  const length = Number(res.headers['content-length'] ?? NaN)
-  return { head: Buffer.concat(chunks).subarray(0, kHeadBytes), complete: Number.isNaN(length) || bytes === length }
-}
-
-/**
- * Sends `bodies` over `concurrency` connections and measures them. `before`, when given, is awaited before each request
- * (its time is left out of `seconds`; the server's CPU during it, such as the last request's history write, is not).
- */
-async function drive (s: Server, dispatcher: Agent, bodies: Buffer[], concurrency: number, path: string, perRequest: number, mode: string, kind: string, before?: () => Promise<void>): Promise<Row> {
-  const lat: number[] = []
-  /** meta.took_ms of each bulk answer: the server's time from admission to the merge, scoring included. */
-  const took: number[] = []
-  let next = 0
-  let errors = 0
-  const statuses = new Map<string, number>()
-  const server0 = processCpuMs(s.proc.pid)
-  const client0 = process.cpuUsage()
-  const t0 = performance.now()
-  let waited = 0
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    for (;;) {
-      const i = next++
-      if (i >= bodies.length) return
-      if (before !== undefined) {
-        const w = performance.now()
-        await before()
-        waited += performance.now() - w
-      }
-      const start = performance.now()
-      const res = await request(`${s.base}${path}`, {
-        method: 'POST',
-        dispatcher,
-        headers: { 'content-type': 'application/json', 'x-api-key': s.key },
-        body: bodies[i] as Buffer
-      })
-      const { head, complete } = await readAnswer(res)
-      // meta leads a JSON bulk answer: read took_ms from the head without decoding megabytes of results.
-      const tookMs = /"took_ms":(\d+)/.exec(head.toString('latin1'))?.[1]
-      if (tookMs !== undefined) took.push(Number(tookMs))
-      if (res.statusCode !== 200 || !complete) {
-        errors++
-        const code = complete ? /"code":"([A-Z_]+)"/.exec(head.toString())?.[1] ?? '' : 'INCOMPLETE'
-        statuses.set(`${res.statusCode} ${code}`, (statuses.get(`${res.statusCode} ${code}`) ?? 0) + 1)
-      }
-      lat.push(performance.now() - start)
-    }
-  }))
-  const seconds = (performance.now() - t0 - waited) / 1000
-  const server1 = processCpuMs(s.proc.pid)
-  const client = process.cpuUsage(client0)
-  lat.sort((a, b) => a - b)
-  took.sort((a, b) => a - b)
-  const round = (x: number): number => Math.round(x * 10) / 10
-  return {
-    mode,
-    kind,
-    concurrency,
-    requests: bodies.length,
-    indicators: bodies.length * perRequest,
-    seconds: round(seconds),
-    indicatorsPerSec: Math.round(bodies.length * perRequest / seconds),
-    p50: round(pct(lat, 0.5)),
-    p95: round(pct(lat, 0.95)),
-    p99: round(pct(lat, 0.99)),
-    tookP50: took.length === 0 ? null : pct(took, 0.5),
-    serverCpuUsPerIndicator: server0 === null || server1 === null ? null : round((server1 - server0) * 1000 / (bodies.length * perRequest)),
-    clientCpuUsPerIndicator: round((client.user + client.system) / (bodies.length * perRequest)),
-    errors,
-    errorStatuses: [...statuses].map(([k, n]) => `${k} x${n}`).join(', ')
-  }
+interface Spec {
+  label: string
+  target: Target
+  kind: 'bulk' | 'single' | 'hello'
+  format: 'json' | 'msgpack'
+  repeat: number
+  signalDetails: 'none' | 'top' | 'all'
+  /** Fresh indicators may be reused (the floor has no cache). */
+  cycle: boolean
 }
 
 let seed = 1
-function bulkBodies (n: number): Buffer[] {
-  return Array.from({ length: n }, () => Buffer.from(JSON.stringify({ indicators: mixedCorpus(kSize, seed++), signal_details: 'none' })))
-}
-function singleBodies (n: number): Buffer[] {
-  return mixedCorpus(n, seed++).map((ind) => Buffer.from(JSON.stringify({ indicator: ind })))
+const contentType = (f: 'json' | 'msgpack'): string => f === 'json' ? 'application/json' : 'application/msgpack'
+const encode = (f: 'json' | 'msgpack', body: unknown): Buffer => f === 'json' ? Buffer.from(JSON.stringify(body)) : pack(body)
+
+class Bodies {
+  /** Indicators the cache has seen (sent during warm-up); the --repeat share of each request comes from them. */
+  seen: CorpusItem[] = []
+  private cursor = 0
+  constructor (readonly opts: Options) {}
+
+  initSeen (n: number): void { this.seen = weightedCorpus(n, 1_000_003, this.opts.mix) }
+
+  private items (n: number, repeat: number): CorpusItem[] {
+    const k = Math.round(n * repeat)
+    const out: CorpusItem[] = []
+    for (let i = 0; i < k && this.seen.length > 0; i++) out.push(this.seen[this.cursor++ % this.seen.length] as CorpusItem)
+    return out.concat(weightedCorpus(n - out.length, seed++, this.opts.mix))
+  }
+
+  build (spec: Spec, count: number): Buffer[] {
+    if (spec.kind === 'hello') return [Buffer.alloc(0)]
+    if (spec.kind === 'single') {
+      return this.items(count, spec.repeat).map((indicator) => encode(spec.format, { indicator, signal_details: spec.signalDetails }))
+    }
+    return Array.from({ length: count }, () => encode(spec.format, { indicators: this.items(this.opts.bulk, spec.repeat), signal_details: spec.signalDetails }))
+  }
 }
 
-/** Ms until the server's history backlog is empty (polled on the health route), at most 120 s. */
-async function drained (server: Server): Promise<number> {
+// ---------------------------------------------------------------------------------------------------------------
+// Driving one level.
+
+interface Row {
+  label: string
+  target: string
+  kind: string
+  format: string
+  repeat: number
+  signalDetails: string
+  concurrency: number
+  requests: number
+  indicators: number
+  seconds: number
+  requestsPerSec: number
+  indicatorsPerSec: number
+  p50: number
+  p95: number
+  p99: number
+  /** CPU the server process (all threads) spent per indicator, µs; null for a deployment this bench did not start. */
+  serverCpuUsPerIndicator: number | null
+  /** The bench client's own CPU while the level ran, % of one core. */
+  clientCpuPercent: number
+  errors: number
+  errorStatuses: string
+  /** The level ran out of pre-built bodies before --duration (fresh indicators are never sent twice). */
+  shortened: boolean
+  historyDrainMs: number | null
+  sustainedIndicatorsPerSec: number | null
+}
+
+const round1 = (x: number): number => Math.round(x * 10) / 10
+const pct = (sorted: number[], p: number): number => sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] as number
+
+const progress = {
+  tty: process.stderr.isTTY === true,
+  text: '',
+  show (s: string): void {
+    this.text = s
+    if (this.tty) process.stderr.write(`\r\x1b[K${s}`)
+  },
+  clear (): void { if (this.tty && this.text !== '') process.stderr.write('\r\x1b[K'); this.text = '' }
+}
+
+async function drive (spec: Spec, bodies: Buffer[], concurrency: number, durationS: number, perRequest: number, dispatcher: Agent): Promise<Row> {
+  const { target } = spec
+  const path = spec.kind === 'bulk' ? kBulkPath : spec.kind === 'single' ? kSinglePath : '/'
+  const headers: Record<string, string> = spec.kind === 'hello'
+    ? {}
+    : { 'content-type': contentType(spec.format), accept: contentType(spec.format), 'x-api-key': target.key }
+  const lat: number[] = []
+  let next = 0
+  let errors = 0
+  let shortened = false
+  const statuses = new Map<string, number>()
+  const server0 = processCpuMs(target)
+  const client0 = process.cpuUsage()
+  const t0 = performance.now()
+  const until = t0 + durationS * 1000
+  const timer = setInterval(() => {
+    const s = (performance.now() - t0) / 1000
+    progress.show(`${spec.label} c=${concurrency}: ${s.toFixed(1)}/${durationS}s, ${lat.length} requests, ${Math.round(lat.length * perRequest / s)} indicators/s`)
+  }, 250)
+  try {
+    await Promise.all(Array.from({ length: concurrency }, async () => {
+      while (performance.now() < until) {
+        let i = next++
+        if (i >= bodies.length) {
+          if (!spec.cycle) { shortened = true; return }
+          i %= bodies.length
+        }
+        const start = performance.now()
+        const res = await request(`${target.base}${path}`, {
+          method: spec.kind === 'hello' ? 'GET' : 'POST',
+          dispatcher,
+          headers,
+          body: spec.kind === 'hello' ? null : bodies[i] as Buffer
+        })
+        let bytes = 0
+        let head = ''
+        for await (const chunk of res.body) {
+          if (res.statusCode !== 200 && head.length < 2048) head += (chunk as Buffer).toString()
+          bytes += (chunk as Buffer).length
+        }
+        const length = Number(res.headers['content-length'] ?? NaN)
+        lat.push(performance.now() - start)
+        if (res.statusCode !== 200 || (!Number.isNaN(length) && bytes !== length)) {
+          errors++
+          const code = `${res.statusCode} ${/"code":"([A-Z_]+)"/.exec(head)?.[1] ?? ''}`.trim()
+          statuses.set(code, (statuses.get(code) ?? 0) + 1)
+        }
+      }
+    }))
+  } finally {
+    clearInterval(timer)
+  }
+  const seconds = (performance.now() - t0) / 1000
+  const server1 = processCpuMs(target)
+  const client = process.cpuUsage(client0)
+  lat.sort((a, b) => a - b)
+  const done = lat.length
+  return {
+    label: spec.label,
+    target: target.name,
+    kind: spec.kind,
+    format: spec.kind === 'hello' ? 'json' : spec.format,
+    repeat: spec.repeat,
+    signalDetails: spec.kind === 'hello' ? '' : spec.signalDetails,
+    concurrency,
+    requests: done,
+    indicators: done * perRequest,
+    seconds: Math.round(seconds * 100) / 100,
+    requestsPerSec: round1(done / seconds),
+    indicatorsPerSec: Math.round(done * perRequest / seconds),
+    p50: round1(pct(lat, 0.5)),
+    p95: round1(pct(lat, 0.95)),
+    p99: round1(pct(lat, 0.99)),
+    serverCpuUsPerIndicator: server0 === null || server1 === null || done === 0 ? null : round1((server1 - server0) * 1000 / (done * perRequest)),
+    clientCpuPercent: round1((client.user + client.system) / 10 / (seconds * 1000)),
+    errors,
+    errorStatuses: [...statuses].map(([k, n]) => `${k} x${n}`).join(', '),
+    shortened,
+    historyDrainMs: null,
+    sustainedIndicatorsPerSec: null
+  }
+}
+
+/** Ms until the service's history backlog is empty (health `checks.history.pending`), at most 120 s; null without one. */
+async function drained (t: Target, dispatcher: Agent): Promise<number | null> {
   const t0 = performance.now()
   while (performance.now() - t0 < 120_000) {
-    const res = await request(`${server.base}/api/v2/ioc/health`)
-    const health = await res.body.json() as { checks?: { history?: { pending?: number } } }
-    if (health.checks?.history?.pending === 0) break
+    const res = await request(`${t.base}/api/v2/ioc/health`, { dispatcher })
+    const health = await res.body.json().catch(() => null) as { checks?: { history?: { pending?: number } } } | null
+    const pending = health?.checks?.history?.pending
+    if (pending === undefined) return null
+    if (pending === 0) break
     await new Promise((resolve) => setTimeout(resolve, 10))
   }
-  return performance.now() - t0
+  return Math.round(performance.now() - t0)
 }
 
-/** Waits until the server is idle (its history writer has drained): under 5% of a core for 300 ms, at most 60 s. */
-async function quiet (server: Server): Promise<void> {
-  const until = Date.now() + 60_000
-  for (;;) {
-    const a = processCpuMs(server.proc.pid)
-    await new Promise((resolve) => setTimeout(resolve, 300))
-    const b = processCpuMs(server.proc.pid)
-    if (a === null || b === null || b - a < 15 || Date.now() > until) return
+// ---------------------------------------------------------------------------------------------------------------
+// The table.
+
+const kColumns: Array<[string, (r: Row) => string, number]> = [
+  ['run', (r) => r.label, 22],
+  ['target', (r) => r.target, 8],
+  ['c', (r) => String(r.concurrency), 4],
+  ['req', (r) => String(r.requests), 7],
+  ['ind/s', (r) => String(r.indicatorsPerSec), 9],
+  ['req/s', (r) => String(r.requestsPerSec), 9],
+  ['p50 ms', (r) => String(r.p50), 8],
+  ['p99 ms', (r) => String(r.p99), 8],
+  ['srv µs/ind', (r) => r.serverCpuUsPerIndicator === null ? '-' : String(r.serverCpuUsPerIndicator), 10],
+  ['client cpu', (r) => `${r.clientCpuPercent}%`, 10],
+  ['drain ms', (r) => r.historyDrainMs === null ? '-' : String(r.historyDrainMs), 8],
+  ['sustained', (r) => r.sustainedIndicatorsPerSec === null ? '-' : String(r.sustainedIndicatorsPerSec), 9],
+  ['err', (r) => r.errors === 0 ? (r.shortened ? 'short' : '0') : `${r.errors} ${r.errorStatuses}`, 5]
+]
+const tableHeader = (): string => kColumns.map(([h, , w]) => h.padStart(w)).join(' ')
+const tableLine = (r: Row): string => kColumns.map(([, f, w], i) => i === 0 ? f(r).padEnd(w) : f(r).padStart(w)).join(' ')
+
+// ---------------------------------------------------------------------------------------------------------------
+// Knee, sizing, ratios.
+
+function knee (sweep: Row[], gain: number, p99Factor: number): Row | null {
+  const usable = sweep.filter((r) => r.requests > 0 && r.errors === 0)
+  let chosen = usable[0] ?? null
+  if (chosen === null) return null
+  const p99Limit = chosen.p99 * p99Factor
+  for (const r of usable.slice(1)) {
+    if (r.indicatorsPerSec < chosen.indicatorsPerSec * (1 + gain) || r.p99 > p99Limit) break
+    chosen = r
   }
+  return chosen
 }
 
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length === 0 ? NaN : s.length % 2 === 1 ? s[s.length >> 1] as number : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2
+interface Ratio { name: string, value: number | null, target: string, met: boolean | null, detail: string }
+
+function ratio (name: string, a: number | undefined, b: number | undefined, target: string, met: (x: number) => boolean | null, detail: string): Ratio {
+  const value = a === undefined || b === undefined || b === 0 || !Number.isFinite(a) || !Number.isFinite(b) ? null : Math.round(a / b * 100) / 100
+  return { name, value, target, met: value === null ? null : met(value), detail }
 }
 
-// Both servers run side by side and the modes take turns, level by level and round by round (the order flips each
-// round), each run starting on idle servers: on a shared machine speed drifts over minutes, and running all of one
-// mode and then all of the other would compare two different machines. The ratio is taken per round, then the median.
-const modeList: Mode[] = kDurability === undefined
-  ? [{ name: 'pool', poolSize: Number(values.pool), env: {}, root: kRoot }, { name: 'inline', poolSize: 0, env: {}, root: kRoot }]
-  : kDurability.map((d) => {
-    if (d !== 'baseline') return { name: d, poolSize: Number(values.pool), env: { IOC_HISTORY_DURABILITY: d }, root: kRoot }
-    if (values['baseline-root'] === undefined) throw new Error('--durability baseline needs --baseline-root')
-    return { name: d, poolSize: Number(values.pool), env: {}, root: values['baseline-root'] }
+// ---------------------------------------------------------------------------------------------------------------
+// The HTML report.
+
+const esc = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+const kColors = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b', '#17becf', '#7f7f7f']
+
+function chart (title: string, yLabel: string, series: Array<{ name: string, points: Array<[number, number]> }>): string {
+  const W = 640
+  const H = 300
+  const L = 70
+  const R = 170
+  const T = 30
+  const B = 45
+  const xs = [...new Set(series.flatMap((s) => s.points.map(([x]) => x)))].sort((a, b) => a - b)
+  const yMax = Math.max(1, ...series.flatMap((s) => s.points.map(([, y]) => y))) * 1.1
+  const px = (x: number): number => xs.length <= 1 ? L + (W - L - R) / 2 : L + xs.indexOf(x) * (W - L - R) / (xs.length - 1)
+  const py = (y: number): number => T + (H - T - B) * (1 - y / yMax)
+  const parts = [`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(title)}">`,
+    `<text x="${W / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">${esc(title)}</text>`,
+    `<line x1="${L}" y1="${H - B}" x2="${W - R}" y2="${H - B}" stroke="#333"/><line x1="${L}" y1="${T}" x2="${L}" y2="${H - B}" stroke="#333"/>`]
+  for (let i = 0; i <= 4; i++) {
+    const y = yMax * i / 4
+    parts.push(`<line x1="${L}" y1="${py(y)}" x2="${W - R}" y2="${py(y)}" stroke="#ddd"/><text x="${L - 6}" y="${py(y) + 4}" text-anchor="end" font-size="11">${Math.round(y)}</text>`)
+  }
+  for (const x of xs) parts.push(`<text x="${px(x)}" y="${H - B + 16}" text-anchor="middle" font-size="11">${x}</text>`)
+  parts.push(`<text x="${(L + W - R) / 2}" y="${H - 8}" text-anchor="middle" font-size="12">concurrency (requests in flight)</text>`,
+    `<text x="14" y="${(T + H - B) / 2}" text-anchor="middle" font-size="12" transform="rotate(-90 14 ${(T + H - B) / 2})">${esc(yLabel)}</text>`)
+  series.forEach((s, i) => {
+    const color = kColors[i % kColors.length] as string
+    const pts = s.points.map(([x, y]) => `${px(x)},${py(y)}`).join(' ')
+    parts.push(`<polyline fill="none" stroke="${color}" stroke-width="2" points="${pts}"/>`)
+    for (const [x, y] of s.points) parts.push(`<circle cx="${px(x)}" cy="${py(y)}" r="3" fill="${color}"><title>${esc(`${s.name}, c=${x}: ${y}`)}</title></circle>`)
+    parts.push(`<rect x="${W - R + 10}" y="${T + i * 18}" width="12" height="3" fill="${color}"/><text x="${W - R + 27}" y="${T + i * 18 + 5}" font-size="11">${esc(s.name)}</text>`)
   })
-const modes: Array<[string, number]> = modeList.map((m) => [m.name, m.poolSize])
-const servers = new Map<string, { server: Server, dispatcher: Agent }>()
-const rows: Array<Row & { round: number }> = []
-try {
-  for (const m of modeList) {
-    process.stderr.write(`starting ${m.name} server (pool size ${m.poolSize})...\n`)
-    servers.set(m.name, { server: await startServer(m), dispatcher: new Agent({ connections: 64, pipelining: 1 }) })
-  }
-  for (const [mode] of modes) {
-    const { server, dispatcher } = servers.get(mode) as { server: Server, dispatcher: Agent }
-    // Warm-up (kWarmup), with its own indicators (not reused later).
-    await drive(server, dispatcher, bulkBodies(kWarmup), 2, '/api/v2/ioc/verdict/bulk', kSize, mode, 'warmup')
-  }
-  for (let round = 1; round <= kRounds; round++) {
-    for (const c of kLevels) {
-      const order = round % 2 === 1 ? modes : [...modes].reverse()
-      for (const [mode] of order) {
-        const { server, dispatcher } = servers.get(mode) as { server: Server, dispatcher: Agent }
-        const bodies = bulkBodies(kBulks)
-        for (const other of servers.values()) await quiet(other.server)
-        const row = { round, ...await drive(server, dispatcher, bodies, c, '/api/v2/ioc/verdict/bulk', kSize, mode, 'bulk') }
-        row.historyDrainMs = Math.round(await drained(server))
-        row.sustainedIndicatorsPerSec = Math.round(row.indicators / (row.indicators / row.indicatorsPerSec + row.historyDrainMs / 1000))
-        rows.push(row)
-        process.stderr.write(`${JSON.stringify(row)}\n`)
+  parts.push('</svg>')
+  return parts.join('\n')
+}
+
+function html (report: Report): string {
+  const groups = new Map<string, Row[]>()
+  for (const r of report.rows) groups.set(r.label, [...(groups.get(r.label) ?? []), r])
+  const multi = [...groups].filter(([, rows]) => rows.length > 0)
+  const series = (pick: (r: Row) => number, kinds: string[]): Array<{ name: string, points: Array<[number, number]> }> =>
+    multi.filter(([, rows]) => kinds.includes(rows[0]?.kind ?? '')).map(([name, rows]) => ({ name, points: rows.map((r) => [r.concurrency, pick(r)] as [number, number]) }))
+  const cols = kColumns.map(([h]) => `<th>${esc(h)}</th>`).join('')
+  const body = report.rows.map((r) => `<tr>${kColumns.map(([, f]) => `<td>${esc(f(r))}</td>`).join('')}</tr>`).join('\n')
+  const ratios = report.ratios.map((x) => `<tr><td>${esc(x.name)}</td><td>${x.value ?? '-'}</td><td>${esc(x.target)}</td><td>${x.met === null ? '-' : x.met ? 'met' : 'missed'}</td><td>${esc(x.detail)}</td></tr>`).join('\n')
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>ioc-verdict capacity</title>
+<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}td:first-child{text-align:left}.sizing{font-size:18px;padding:1em;background:#eef5ff;border-left:4px solid #1f77b4}</style>
+</head><body>
+<h1>ioc-verdict capacity</h1>
+<p>${esc(report.date)} · ${report.cpus} CPUs · target ${esc(report.deployment)} · command <code>${esc(report.command)}</code></p>
+<p class="sizing">${esc(report.sentence)}</p>
+${chart('Throughput', report.options.single ? 'indicators/s (= requests/s)' : 'indicators/s', series((r) => r.indicatorsPerSec, ['bulk', 'single']))}
+${chart('Bulk latency p99', 'p99 ms', series((r) => r.p99, ['bulk']))}
+${series((r) => r.p99, ['single', 'hello']).length > 0 ? chart('Single-call latency p99', 'p99 ms', series((r) => r.p99, ['single', 'hello'])) : ''}
+${report.ratios.length > 0 ? `<h2>Ratios (same run)</h2><table><tr><th>figure</th><th>ratio</th><th>target</th><th></th><th>from</th></tr>\n${ratios}</table>` : ''}
+<h2>Every row</h2>
+<table><tr>${cols}</tr>
+${body}</table>
+<p>Sizing: the sweep's knee, the last level before throughput rose by less than ${report.options.kneeGain * 100}% or p99 passed ${report.options.kneeP99}x the first level's.
+srv µs/ind: CPU of the server process, all threads, per indicator. sustained: indicators / (seconds + history drain).</p>
+</body></html>
+`
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The run.
+
+interface Report {
+  date: string
+  cpus: number
+  command: string
+  deployment: string
+  options: Options
+  rows: Row[]
+  ratios: Ratio[]
+  sizing: { indicators_per_sec: number, p99_ms: number, concurrency: number } | null
+  sentence: string
+}
+
+async function main (opts: Options): Promise<void> {
+  const targets: Target[] = []
+  const rows: Row[] = []
+  const bodies = new Bodies(opts)
+  const maxC = Math.max(32, ...opts.concurrency)
+  const dispatcher = new Agent({ connections: maxC, pipelining: 1, keepAliveTimeout: 60_000 })
+  /** Requests/s seen last per label, to size the next level's bodies. */
+  const rate = new Map<string, number>()
+  const perRequest = (s: Spec): number => s.kind === 'bulk' ? opts.bulk : 1
+
+  const level = async (spec: Spec, c: number): Promise<Row> => {
+    const hint = rate.get(`${spec.target.name} ${spec.kind}`) ?? (spec.kind === 'bulk' ? 200_000 / opts.bulk : 5000)
+    const count = spec.cycle ? Math.max(8, c * 2) : Math.ceil(hint * 1.6 * Math.max(1, c / 2) * opts.duration) + c * 2
+    if (!progress.tty) process.stderr.write(`running ${spec.label} c=${c} (${opts.duration}s)\n`)
+    progress.show(`${spec.label} c=${c}: building ${count} request bodies...`)
+    const built = bodies.build(spec, Math.min(count, spec.kind === 'bulk' ? Math.ceil(3_000_000 / opts.bulk) + c * 2 : 1_000_000))
+    const row = await drive(spec, built, c, opts.duration, perRequest(spec), dispatcher)
+    if (spec.kind === 'bulk' && spec.target.name !== 'floor') {
+      progress.show(`${spec.label} c=${c}: waiting for the history backlog to drain...`)
+      row.historyDrainMs = await drained(spec.target, dispatcher)
+      if (row.historyDrainMs !== null && row.indicatorsPerSec > 0) {
+        row.sustainedIndicatorsPerSec = Math.round(row.indicators / (row.seconds + row.historyDrainMs / 1000))
       }
     }
-  }
-  for (const [mode] of modes) {
-    if (kIsolated <= 0) break
-    const { server, dispatcher } = servers.get(mode) as { server: Server, dispatcher: Agent }
-    const idle = async (): Promise<void> => { for (const other of servers.values()) await quiet(other.server) }
-    const row = { round: 1, ...await drive(server, dispatcher, bulkBodies(kIsolated), 1, '/api/v2/ioc/verdict/bulk', kSize, mode, 'isolated', idle) }
+    rate.set(`${spec.target.name} ${spec.kind}`, Math.max(row.requestsPerSec, 1))
+    progress.clear()
+    console.log(tableLine(row))
     rows.push(row)
-    process.stderr.write(`${JSON.stringify(row)}\n`)
+    return row
   }
-  for (const [mode] of modes) {
-    const { server, dispatcher } = servers.get(mode) as { server: Server, dispatcher: Agent }
-    const bodies = singleBodies(kSingles)
-    for (const other of servers.values()) await quiet(other.server)
-    const row = { round: 1, ...await drive(server, dispatcher, bodies, 16, '/api/v2/ioc/verdict', 1, mode, 'single') }
-    rows.push(row)
-    process.stderr.write(`${JSON.stringify(row)}\n`)
+  const sweep = async (spec: Spec, levels: number[], stopAtKnee: boolean): Promise<Row[]> => {
+    const out: Row[] = []
+    for (const c of levels) {
+      out.push(await level(spec, c))
+      if (stopAtKnee && out.length >= 2 && knee(out, opts.kneeGain, opts.kneeP99) !== out[out.length - 1]) break
+    }
+    return out
   }
-} finally {
-  for (const { server, dispatcher } of servers.values()) {
-    await dispatcher.close()
-    await stopServer(server)
+  const warm = async (t: Target): Promise<void> => {
+    if (opts.warmup === 0) return
+    progress.show(`${t.name}: warm-up (${opts.warmup} bulks and the indicators the cache has seen)...`)
+    if (!progress.tty) process.stderr.write(`warm-up ${t.name}\n`)
+    const seenBodies: Buffer[] = []
+    for (let i = 0; i < bodies.seen.length; i += opts.bulk) {
+      seenBodies.push(encode('json', { indicators: bodies.seen.slice(i, i + opts.bulk), signal_details: 'none' }))
+    }
+    const spec: Spec = { label: 'warm-up', target: t, kind: 'bulk', format: 'json', repeat: 0, signalDetails: 'none', cycle: false }
+    const warmBodies = [...seenBodies, ...bodies.build(spec, opts.warmup)]
+    const r = await drive(spec, warmBodies, 2, 3600, opts.bulk, dispatcher)
+    if (r.errors > 0) throw new Error(`${t.name} answered warm-up bulks with errors: ${r.errorStatuses}`)
+    rate.set(`${t.name} bulk`, Math.max(r.requestsPerSec, 1))
+    await drained(t, dispatcher)
+    const singles = bodies.build({ ...spec, kind: 'single', repeat: 1 }, 2000)
+    const s = await drive({ ...spec, kind: 'single' }, singles, 8, 3600, 1, dispatcher)
+    rate.set(`${t.name} single`, Math.max(s.requestsPerSec, 1))
+    progress.clear()
   }
-}
+  /** Sends one cold JSON bulk to the service and stores its answer bytes in the floor server. */
+  const teachFloor = async (service: Target, floor: Target): Promise<void> => {
+    const spec: Spec = { label: 'floor', target: service, kind: 'bulk', format: 'json', repeat: 0, signalDetails: 'none', cycle: false }
+    const res = await request(`${service.base}${kBulkPath}`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json', 'x-api-key': service.key }, body: bodies.build(spec, 1)[0] as Buffer })
+    const answer = Buffer.from(await res.body.arrayBuffer())
+    if (res.statusCode !== 200) throw new Error(`the service answered ${res.statusCode} to a bulk: ${answer.toString().slice(0, 300)}`)
+    const put = await request(`${floor.base}/__answer`, { method: 'PUT', dispatcher, headers: { 'content-type': 'application/json', 'x-path': kBulkPath }, body: answer })
+    await put.body.dump()
+  }
 
-console.table(rows)
-if (kDurability !== undefined) {
-  const rounds = Array.from({ length: kRounds }, (_, i) => i + 1)
-  const best = (mode: string, round: number, pick: (r: Row) => number): number =>
-    Math.max(...rows.filter((r) => r.mode === mode && r.kind === 'bulk' && r.round === round).map(pick))
-  const single = (mode: string): Row | undefined => rows.find((r) => r.mode === mode && r.kind === 'single')
-  const summary = {
+  const main = opts.single ? 'single' : 'bulk'
+  const mainLabel = (t: string): string => `${t} ${main} ${opts.format}${opts.repeat === 1 ? ' warm' : opts.repeat === 0 ? ' cold' : ` r=${opts.repeat}`}`
+  let sweepRows: Row[] = []
+  const ratios: Ratio[] = []
+  try {
+    bodies.initSeen(Math.max(opts.bulk, 2000))
+    console.log(tableHeader())
+    if (opts.url !== null) {
+      const t: Target = { name: 'service', base: opts.url, key: opts.key as string, proc: null, dir: null }
+      targets.push(t)
+      await warm(t)
+      sweepRows = await sweep({ label: mainLabel('service'), target: t, kind: main, format: opts.format, repeat: opts.repeat, signalDetails: opts.signalDetails, cycle: false }, opts.concurrency, true)
+    } else {
+      progress.show('starting the service (pool), the service (inline), the floor server and hello-world...')
+      if (!progress.tty) process.stderr.write('starting servers\n')
+      const started = await Promise.allSettled([
+        startService('pool', opts.pool, opts.profile), startService('inline', 0),
+        startProcess('floor', [join(kRoot, 'bench', 'baseline-servers.ts'), 'floor'], {}, null),
+        startProcess('hello', [join(kRoot, 'bench', 'baseline-servers.ts'), 'hello'], {}, null)
+      ])
+      for (const s of started) if (s.status === 'fulfilled') targets.push(s.value)
+      const failed = started.find((s) => s.status === 'rejected')
+      if (failed !== undefined) throw (failed as PromiseRejectedResult).reason
+      progress.clear()
+      const [pool, inline, floor, hello] = targets as [Target, Target, Target, Target]
+      await warm(pool)
+      await warm(inline)
+      await teachFloor(pool, floor)
+      const base = { format: 'json' as const, signalDetails: 'none' as const, cycle: false }
+      sweepRows = await sweep({ label: mainLabel('pool'), target: pool, kind: main, format: opts.format, repeat: opts.repeat, signalDetails: opts.signalDetails, cycle: false }, opts.concurrency, true)
+      const pair = opts.concurrency.slice(0, 2)
+      const cold = await sweep({ ...base, label: 'pool bulk json cold', target: pool, kind: 'bulk', repeat: 0 }, pair, false)
+      const warmRows = await sweep({ ...base, label: 'pool bulk json warm', target: pool, kind: 'bulk', repeat: 1 }, pair, false)
+      const inlineCold = await sweep({ ...base, label: 'inline bulk json cold', target: inline, kind: 'bulk', repeat: 0 }, pair, false)
+      const floorRows = await sweep({ ...base, label: 'floor bulk json', target: floor, kind: 'bulk', repeat: 0, cycle: true }, pair, false)
+      const cTop = pair[pair.length - 1] as number
+      const packed = await level({ ...base, label: 'pool bulk msgpack cold', target: pool, kind: 'bulk', format: 'msgpack', repeat: 0 }, cTop)
+      const sc = 32
+      const single = await level({ ...base, label: 'pool single warm', target: pool, kind: 'single', repeat: 1 }, sc)
+      const singleInline = await level({ ...base, label: 'inline single warm', target: inline, kind: 'single', repeat: 1 }, sc)
+      const helloRow = await level({ ...base, label: 'fastify hello-world', target: hello, kind: 'hello', repeat: 0, cycle: true }, sc)
+      const best = (rs: Row[]): Row | undefined => [...rs].sort((a, b) => b.indicatorsPerSec - a.indicatorsPerSec)[0]
+      const at = (rs: Row[], c: number): Row | undefined => rs.find((r) => r.concurrency === c)
+      const c1 = pair[0] as number
+      ratios.push(
+        ratio(`cold bulk vs floor (best of c=${pair.join(',')})`, best(cold)?.indicatorsPerSec, best(floorRows)?.indicatorsPerSec, '>= 0.25', (x) => x >= 0.25,
+          `${best(cold)?.indicatorsPerSec} vs ${best(floorRows)?.indicatorsPerSec} indicators/s; cold p50 at c=${c1}: ${at(cold, c1)?.p50} ms (target <= 60), floor ${at(floorRows, c1)?.p50} ms`),
+        ratio(`cold bulk p50 vs floor p50 at c=${c1}`, at(cold, c1)?.p50, at(floorRows, c1)?.p50, 'p50 <= 60 ms', () => (at(cold, c1)?.p50 ?? Infinity) <= 60, `${at(cold, c1)?.p50} ms vs ${at(floorRows, c1)?.p50} ms`),
+        ratio(`warm bulk vs floor (best of c=${pair.join(',')})`, best(warmRows)?.indicatorsPerSec, best(floorRows)?.indicatorsPerSec, '>= 0.45', (x) => x >= 0.45,
+          `${best(warmRows)?.indicatorsPerSec} vs ${best(floorRows)?.indicatorsPerSec} indicators/s`),
+        ratio(`single vs hello-world requests/s (c=${sc})`, single.requestsPerSec, helloRow.requestsPerSec, '>= 0.4', (x) => x >= 0.4, `${single.requestsPerSec} vs ${helloRow.requestsPerSec} requests/s`),
+        ratio(`single p99 vs hello-world p99 (c=${sc})`, single.p99, helloRow.p99, '<= 2', (x) => x <= 2, `${single.p99} ms vs ${helloRow.p99} ms`),
+        ratio(`pool vs inline singles (c=${sc})`, single.requestsPerSec, singleInline.requestsPerSec, '>= 1', (x) => x >= 1, `${single.requestsPerSec} vs ${singleInline.requestsPerSec} requests/s`),
+        ratio(`msgpack vs JSON cold bulk (c=${cTop})`, packed.indicatorsPerSec, at(cold, cTop)?.indicatorsPerSec, '> 1', (x) => x > 1, `${packed.indicatorsPerSec} vs ${at(cold, cTop)?.indicatorsPerSec} indicators/s`),
+        ratio(`pool vs inline cold bulk (best of c=${pair.join(',')})`, best(cold)?.indicatorsPerSec, best(inlineCold)?.indicatorsPerSec, '>= 1.5', (x) => x >= 1.5, `${best(cold)?.indicatorsPerSec} vs ${best(inlineCold)?.indicatorsPerSec} indicators/s`),
+        ratio('pool vs inline cold bulk, sustained (history drained)', best(cold)?.sustainedIndicatorsPerSec ?? undefined, best(inlineCold)?.sustainedIndicatorsPerSec ?? undefined, '', () => null,
+          `${best(cold)?.sustainedIndicatorsPerSec} vs ${best(inlineCold)?.sustainedIndicatorsPerSec} indicators/s`)
+      )
+    }
+  } finally {
+    progress.clear()
+    await dispatcher.close()
+    for (const t of targets) await stopTarget(t)
+  }
+
+  const k = knee(sweepRows, opts.kneeGain, opts.kneeP99)
+  const n = k === null ? null : (k.sustainedIndicatorsPerSec !== null ? Math.min(k.sustainedIndicatorsPerSec, k.indicatorsPerSec) : k.indicatorsPerSec)
+  const sizing = k === null || n === null || n <= 0 ? null : { indicators_per_sec: n, p99_ms: k.p99, concurrency: k.concurrency }
+  const f = opts.targetRate ?? (sizing === null ? null : Math.max(100_000, Math.ceil(sizing.indicators_per_sec * 3.5 / 10_000) * 10_000))
+  const sentence = sizing === null || f === null
+    ? 'no sizing: no level of the sweep completed without errors'
+    : `one instance sustains ${sizing.indicators_per_sec} indicators/s at p99 <= ${sizing.p99_ms} ms (concurrency ${sizing.concurrency}); ` +
+      `for ${f} indicators/s run ${Math.ceil(f / sizing.indicators_per_sec)} instances${opts.targetRate === null ? ' (example rate; set yours with --target-rate)' : ''}`
+  console.log('')
+  for (const r of ratios) console.log(`${r.name}: ${r.value ?? '-'}x${r.target === '' ? '' : ` (target ${r.target}: ${r.met === null ? '-' : r.met ? 'met' : 'missed'})`}; ${r.detail}`)
+  const clientMax = Math.max(...rows.map((r) => r.clientCpuPercent))
+  console.log(`client CPU: at most ${clientMax}% of one core per level`)
+  console.log(sentence)
+  const report: Report = {
     date: new Date().toISOString(),
     cpus: availableParallelism(),
-    bulkSize: kSize,
-    rounds: kRounds,
-    modes: Object.fromEntries(modeList.map((m) => [m.name, {
-      bestBulkIndicatorsPerSec: median(rounds.map((r) => best(m.name, r, (x) => x.indicatorsPerSec))),
-      bestSustainedIndicatorsPerSec: median(rounds.map((r) => best(m.name, r, (x) => x.sustainedIndicatorsPerSec ?? NaN))),
-      singleP50ms: single(m.name)?.p50 ?? null,
-      singleP99ms: single(m.name)?.p99 ?? null,
-      singleRequestsPerSec: single(m.name)?.indicatorsPerSec ?? null
-    }]))
+    command: `npm run bench:capacity -- ${process.argv.slice(2).map((a) => a === opts.key ? '<key>' : a).join(' ')}`.trim(),
+    deployment: opts.url ?? 'started by the bench on 127.0.0.1',
+    options: { ...opts, key: opts.key === null ? null : '<redacted>', out: opts.out },
+    rows,
+    ratios,
+    sizing,
+    sentence
   }
-  console.log(JSON.stringify(summary, null, 2))
-  mkdirSync(join(kRoot, 'bench', 'results'), { recursive: true })
-  writeFileSync(join(kRoot, 'bench', 'results', 'capacity-durability.json'), JSON.stringify({ summary, rows }, null, 2) + '\n')
-  process.exit(0)
+  mkdirSync(opts.out, { recursive: true })
+  writeFileSync(join(opts.out, 'capacity.json'), JSON.stringify(report, null, 2) + '\n')
+  writeFileSync(join(opts.out, 'capacity.html'), html(report))
+  console.log(`wrote ${join(opts.out, 'capacity.json')} and ${join(opts.out, 'capacity.html')}`)
+  if (sizing === null) process.exitCode = 1
 }
-const bulkRows = (mode: string, round: number): Row[] => rows.filter((r) => r.mode === mode && r.kind === 'bulk' && r.round === round)
-const bestOf = (mode: string, round: number): number => Math.max(...bulkRows(mode, round).map((r) => r.indicatorsPerSec))
-const rounds = Array.from({ length: kRounds }, (_, i) => i + 1)
-const ratios = rounds.map((r) => Math.round(bestOf('pool', r) / bestOf('inline', r) * 100) / 100)
-const bestSustained = (mode: string, round: number): number => Math.max(...bulkRows(mode, round).map((r) => r.sustainedIndicatorsPerSec ?? NaN))
-const sustainedRatios = rounds.map((r) => Math.round(bestSustained('pool', r) / bestSustained('inline', r) * 100) / 100)
-const atC1 = (mode: string, pick: (r: Row) => number | null): number => median(rounds.map((r) => pick(bulkRows(mode, r).find((x) => x.concurrency === kLevels[0]) as Row) ?? NaN))
-const p50c1 = (mode: string): number => atC1(mode, (r) => r.p50)
-const summary = {
-  date: new Date().toISOString(),
-  cpus: availableParallelism(),
-  bulkSize: kSize,
-  rounds: kRounds,
-  poolBestIndicatorsPerSec: median(rounds.map((r) => bestOf('pool', r))),
-  inlineBestIndicatorsPerSec: median(rounds.map((r) => bestOf('inline', r))),
-  poolOverInlinePerRound: ratios,
-  poolOverInline: median(ratios),
-  poolBestSustainedIndicatorsPerSec: median(rounds.map((r) => bestSustained('pool', r))),
-  inlineBestSustainedIndicatorsPerSec: median(rounds.map((r) => bestSustained('inline', r))),
-  poolOverInlineSustainedPerRound: sustainedRatios,
-  poolBulkP50msAtConcurrency1: p50c1('pool'),
-  inlineBulkP50msAtConcurrency1: p50c1('inline'),
-  poolBulkTookP50msAtConcurrency1: atC1('pool', (r) => r.tookP50),
-  inlineBulkTookP50msAtConcurrency1: atC1('inline', (r) => r.tookP50),
-  poolIsolatedBulkP50ms: rows.find((r) => r.mode === 'pool' && r.kind === 'isolated')?.p50 ?? null,
-  poolIsolatedBulkTookP50ms: rows.find((r) => r.mode === 'pool' && r.kind === 'isolated')?.tookP50 ?? null,
-  inlineIsolatedBulkP50ms: rows.find((r) => r.mode === 'inline' && r.kind === 'isolated')?.p50 ?? null
+
+const kUsage = `usage: npm run bench:capacity -- [--url URL --key KEY] [--bulk N] [--mix ip=40,domain=30,...] [--repeat 0..1]
+  [--signal-details none|top|all] [--format json|msgpack] [--single] [--concurrency 1,2,4,8] [--duration S]
+  [--target-rate F] [--out DIR] [--warmup N] [--knee-gain 0.1] [--knee-p99 3] [--pool N] [--profile DIR]`
+
+{
+  let opts: Options
+  try {
+    opts = parseOptions(process.argv.slice(2))
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err
+    process.stderr.write(err.message === 'help' ? `${kUsage}\n` : `error: ${err.message}\n${kUsage}\n`)
+    process.exit(err.message === 'help' ? 0 : 2)
+  }
+  await main(opts)
 }
-console.log(summary)
-mkdirSync(join(kRoot, 'bench', 'results'), { recursive: true })
-writeFileSync(join(kRoot, 'bench', 'results', 'capacity.json'), JSON.stringify({ summary, rows }, null, 2) + '\n')

@@ -192,3 +192,31 @@ export function mixedCorpus (n: number, seed: number): CorpusItem[] {
   }
   return out
 }
+
+/** Indicator types a bench mix may name (the service's types). */
+export const kMixTypes = ['ip', 'domain', 'ip_block', 'file_hash_sha256', 'asn'] as const
+export type MixType = typeof kMixTypes[number]
+
+/**
+ * `n` typed indicators drawn with the given weights per type (`{ ip: 40, domain: 30 }`; weights need not sum to 100),
+ * deterministic for `seed`. Values come from the same generators as mixedCorpus (IPv6 is 10% of `ip`).
+ */
+export function weightedCorpus (n: number, seed: number, weights: Partial<Record<MixType, number>>): CorpusItem[] {
+  const r = new Rng(seed)
+  const entries = kMixTypes.map((t) => [t, weights[t] ?? 0] as const).filter(([, w]) => w > 0)
+  const total = entries.reduce((s, [, w]) => s + w, 0)
+  const out: CorpusItem[] = []
+  for (let i = 0; i < n; i++) {
+    let x = r.next() * total
+    let type: MixType = entries[entries.length - 1]?.[0] ?? 'ip'
+    for (const [t, w] of entries) {
+      if (x < w) { type = t; break }
+      x -= w
+    }
+    const value = type === 'ip'
+      ? (r.chance(0.1) ? ipv6(r) : ipv4(r))
+      : type === 'domain' ? domain(r) : type === 'ip_block' ? ipBlock(r) : type === 'file_hash_sha256' ? sha256(r) : asn(r)
+    out.push({ type, value })
+  }
+  return out
+}

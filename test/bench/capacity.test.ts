@@ -1,0 +1,83 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { build } from '../helper.ts'
+
+const kBench = join(import.meta.dirname, '..', '..', 'bench', 'capacity.ts')
+
+/** Runs the capacity bench in a child process (asynchronously: the service under test runs in this one). */
+async function runBench (args: string[]): Promise<{ code: number | null, stdout: string, stderr: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', kBench, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (d: Buffer) => { stdout += d.toString() })
+  child.stderr.on('data', (d: Buffer) => { stderr += d.toString() })
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve))
+  return { code, stdout, stderr }
+}
+
+test('the capacity bench measures a deployment it did not start and writes the JSON and HTML reports with a sizing', async (t) => {
+  const svc = await build(t)
+  await svc.app.listen({ port: 0, host: '127.0.0.1' })
+  const url = `http://127.0.0.1:${(svc.app.server.address() as AddressInfo).port}`
+  const out = mkdtempSync(join(tmpdir(), 'ioc-verdict-capacity-test-'))
+  t.after(() => rmSync(out, { recursive: true, force: true }))
+
+  const run = await runBench(['--url', url, '--key', svc.key, '--duration', '1', '--bulk', '200', '--concurrency', '1,2', '--warmup', '2', '--out', out])
+  assert.equal(run.code, 0, run.stderr)
+  assert.ok(existsSync(join(out, 'capacity.json')))
+  assert.ok(existsSync(join(out, 'capacity.html')))
+
+  const report = JSON.parse(readFileSync(join(out, 'capacity.json'), 'utf8')) as {
+    rows: Array<{ concurrency: number, indicatorsPerSec: number, requests: number, errors: number }>
+    sizing: { indicators_per_sec: number, p99_ms: number, concurrency: number }
+    sentence: string
+    options: { key: string }
+  }
+  assert.ok(report.rows.length >= 1)
+  for (const row of report.rows) {
+    assert.ok(row.requests > 0)
+    assert.equal(row.errors, 0)
+  }
+  assert.ok(report.sizing.indicators_per_sec > 0)
+  assert.ok(report.sizing.p99_ms > 0)
+  assert.ok([1, 2].includes(report.sizing.concurrency))
+  assert.notEqual(report.options.key, svc.key)
+  assert.match(report.sentence, /^one instance sustains \d+ indicators\/s at p99 <= [\d.]+ ms .*; for \d+ indicators\/s run \d+ instances/)
+
+  const html = readFileSync(join(out, 'capacity.html'), 'utf8')
+  assert.ok(html.includes(report.sentence.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)))
+  assert.match(html, /<svg/)
+  assert.doesNotMatch(html, /(src|href)\s*=\s*["']?https?:\/\//i)
+  assert.doesNotMatch(html, /<(script|link|img|iframe)\b/i)
+  assert.ok(!html.includes(svc.key) && !run.stdout.includes(svc.key))
+  assert.match(run.stdout, /one instance sustains/)
+})
+
+test('the capacity bench rejects bad options with a clear error and a non-zero exit, and writes nothing', async (t) => {
+  const out = mkdtempSync(join(tmpdir(), 'ioc-verdict-capacity-test-'))
+  t.after(() => rmSync(out, { recursive: true, force: true }))
+  const cases: Array<[string[], RegExp]> = [
+    [['--bulk', 'ten'], /--bulk/],
+    [['--mix', 'ip=40,url=60'], /--mix/],
+    [['--repeat', '1.5'], /--repeat/],
+    [['--signal-details', 'some'], /--signal-details/],
+    [['--format', 'xml'], /--format/],
+    [['--concurrency', '4,2'], /--concurrency/],
+    [['--url', 'http://127.0.0.1:1'], /--key/],
+    [['--url', 'not a url', '--key', 'k'], /--url/],
+    [['--frobnicate'], /frobnicate/]
+  ]
+  const runs = await Promise.all(cases.map(async ([args]) => await runBench([...args, '--out', out])))
+  for (const [i, [args, message]] of cases.entries()) {
+    const run = runs[i] as Awaited<ReturnType<typeof runBench>>
+    assert.equal(run.code, 2, args.join(' '))
+    assert.match(run.stderr, /^error: /)
+    assert.match(run.stderr, message)
+  }
+  assert.ok(!existsSync(join(out, 'capacity.json')))
+})
