@@ -49,6 +49,9 @@ let committed: number | null = null
 let durable = cfg.durable
 let rejected = 0
 let written = 0
+/** Store transactions of history batches, and the seconds they took (the store's write latency, for metrics). */
+let writes = 0
+let writeSeconds = 0
 let lastError: string | null = null
 let retryMs = kRetryMinMs
 let timer: NodeJS.Timeout | null = null
@@ -59,6 +62,8 @@ function status (): void {
   port!.postMessage({
     type: 'status',
     written,
+    writes,
+    writeSeconds,
     committed: committed ?? 0,
     rejected,
     spoolBytes: spool.backlog,
@@ -115,7 +120,10 @@ async function pumpOnce (): Promise<void> {
       if (bad.length > 0) setAside(bad)
       const mark = { journal: cfg.journalId, position: got.next }
       try {
+        const t0 = performance.now()
         await store.writeHistoryParts(parts, mark)
+        writes++
+        writeSeconds += (performance.now() - t0) / 1000
         written += countOf(parts)
       } catch (err) {
         if (!isPoison(err)) throw err

@@ -23,8 +23,8 @@ export interface RequestLog { error: (obj: object, msg: string) => void, warn: (
 
 /** Told of every answered request's indicators (metrics). */
 export interface VerdictObserver {
-  /** `types[i]` counts the valid indicators of INDICATOR_TYPES[i]. */
-  scored: (mode: 'single' | 'bulk', count: number, cacheHits: number, invalid: number, types: ArrayLike<number>) => void
+  /** `types[i]` counts the valid indicators of INDICATOR_TYPES[i]; `categories` the valid ones per risk category. */
+  scored: (mode: 'single' | 'bulk', count: number, cacheHits: number, invalid: number, types: ArrayLike<number>, categories: Readonly<Record<string, number>>) => void
 }
 
 /** What the orchestration needs; one per app. */
@@ -121,7 +121,8 @@ export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Prom
         project_name: null,
         count: 1
       }), [out.history])
-      deps.observer?.scored('single', 1, out.cacheHit ? 1 : 0, out.verdict === null ? 1 : 0, typeCounts(out.verdict))
+      const category = (out.verdict?.risk as { category?: unknown } | undefined)?.category
+      deps.observer?.scored('single', 1, out.cacheHit ? 1 : 0, out.verdict === null ? 1 : 0, typeCounts(out.verdict), typeof category === 'string' ? { [category]: 1 } : {})
       if (out.verdict === null) throw new InvalidIndicatorError(out.errors.join('; '))
       const verdict = {
         ...out.verdict,
@@ -198,7 +199,7 @@ export async function answerBulk (deps: VerdictDeps, req: BulkRequest, chunks: C
     try {
       const pool = lease.pool
       const pending = chunks.items.map(async (items, s): Promise<BulkChunkOutput> => items.length === 0
-        ? { body: new Uint8Array(0), ends: new Uint32Array(0), history: new Uint8Array(0), cacheHits: 0, invalid: 0, types: new Uint32Array(INDICATOR_TYPES.length) }
+        ? { body: new Uint8Array(0), ends: new Uint32Array(0), history: new Uint8Array(0), cacheHits: 0, invalid: 0, types: new Uint32Array(INDICATOR_TYPES.length), categories: {} }
         : await pool.runBulk(s, items, params))
       // The workers have their copies (or inline mode has scored them): the chunked items, up to ten thousand tuples,
       // are not kept reachable through the scoring phase, where the young-generation collector would copy and promote
@@ -209,10 +210,12 @@ export async function answerBulk (deps: VerdictDeps, req: BulkRequest, chunks: C
       let invalid = 0
       let cacheHits = 0
       const types = new Uint32Array(INDICATOR_TYPES.length)
+      const categories: Record<string, number> = {}
       for (const o of outputs) {
         invalid += o.invalid
         cacheHits += o.cacheHits
         for (let t = 0; t < types.length; t++) types[t] = (types[t] as number) + (o.types[t] as number)
+        for (const c in o.categories) categories[c] = (categories[c] ?? 0) + (o.categories[c] as number)
       }
       if (invalid > 0) warnings.push(`${invalid} of ${n} indicators are invalid: see each result's errors`)
       const meta = {
@@ -245,7 +248,7 @@ export async function answerBulk (deps: VerdictDeps, req: BulkRequest, chunks: C
           count: n
         }), outputs.filter((o) => o.history.length > 0).map((o) => o.history))
       }
-      deps.observer?.scored('bulk', n, cacheHits, invalid, types)
+      deps.observer?.scored('bulk', n, cacheHits, invalid, types, categories)
       const sent = Buffer.isBuffer(payload) ? () => { deps.answers.give(payload) } : () => {}
       return { payload, meta, bulkRequestId, sent, quotaRemaining: ticket.quotaRemaining }
     } finally {

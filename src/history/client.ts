@@ -39,7 +39,7 @@ export interface HistoryClientOptions {
   spares?: SpareBuffers
 }
 
-interface StatusMessage { written: number, committed: number, spoolBytes: number, reason: string | null }
+interface StatusMessage { written: number, writes: number, writeSeconds: number, committed: number, spoolBytes: number, reason: string | null }
 /** What the writer sends: its status, readiness, and replies to flush and close. */
 type WriterMessage = { type: string, id?: number } & StatusMessage
 
@@ -74,12 +74,15 @@ export class HistoryClient implements HistorySink {
   private worker!: Worker
   private readonly options: HistoryClientOptions
   private readonly journal: Journal
-  private status: StatusMessage = { written: 0, committed: 0, spoolBytes: 0, reason: null }
+  private status: StatusMessage = { written: 0, writes: 0, writeSeconds: 0, committed: 0, spoolBytes: 0, reason: null }
   private alive = false
   private closing: Promise<void> | null = null
   private nextId = 1
   private readonly waiters = new Map<number, () => void>()
   private writtenBefore = 0
+  /** Store transactions and their seconds of writer threads that were replaced. */
+  private writesBefore = 0
+  private writeSecondsBefore = 0
   /** Times the writer thread was restarted after dying. */
   restarts = 0
 
@@ -109,7 +112,7 @@ export class HistoryClient implements HistorySink {
     await new Promise<void>((resolve, reject) => {
       worker.on('message', (msg: WriterMessage) => {
         if (msg.type === 'status') {
-          this.status = { ...msg, written: this.writtenBefore + msg.written }
+          this.status = { ...msg, written: this.writtenBefore + msg.written, writes: this.writesBefore + msg.writes, writeSeconds: this.writeSecondsBefore + msg.writeSeconds }
           this.journal.committed(msg.committed)
         } else if (msg.type === 'ready') {
           this.alive = true
@@ -134,6 +137,8 @@ export class HistoryClient implements HistorySink {
           // Records are in the journal: a new worker writes what the store does not have yet.
           this.options.logger.error({ code }, 'history worker exited; restarting')
           this.writtenBefore = this.status.written
+          this.writesBefore = this.status.writes
+          this.writeSecondsBefore = this.status.writeSeconds
           setTimeout(() => {
             if (this.closing !== null) return // closed meanwhile: a new worker would outlive close()
             this.restarts++
@@ -185,7 +190,9 @@ export class HistoryClient implements HistorySink {
       spoolBytes: this.status.spoolBytes,
       journalBytes,
       journalLimit: this.options.journalLimit,
-      restarts: this.restarts
+      restarts: this.restarts,
+      storeWrites: this.status.writes,
+      storeWriteSeconds: this.status.writeSeconds
     }
   }
 

@@ -26,6 +26,9 @@ export interface HistoryState {
   journalLimit: number
   /** Times the writer thread died and was replaced. */
   restarts: number
+  /** Store transactions of history batches since start, and the seconds they took. */
+  storeWrites: number
+  storeWriteSeconds: number
 }
 
 /** Where requests send their history. */

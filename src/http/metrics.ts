@@ -31,6 +31,7 @@ export class Metrics implements VerdictObserver {
   private readonly invalid: Counter<'mode'>
   private readonly cacheHits: Counter<'mode'>
   private readonly byType: Counter<'type'>
+  private readonly byCategory: Counter<'category'>
 
   constructor (sources: MetricSources) {
     const registers = [this.registry]
@@ -41,6 +42,32 @@ export class Metrics implements VerdictObserver {
     this.invalid = new Counter({ name: 'iocv_indicators_invalid_total', help: 'Indicators answered with an error (invalid value), by mode', labelNames: ['mode'], registers })
     this.cacheHits = new Counter({ name: 'iocv_verdict_cache_hits_total', help: 'Indicators answered from the verdict cache, by mode; ratio = this / iocv_indicators_scored_total', labelNames: ['mode'], registers })
     this.byType = new Counter({ name: 'iocv_indicators_by_type_total', help: 'Valid indicators answered, by indicator type', labelNames: ['type'], registers })
+    this.byCategory = new Counter({ name: 'iocv_indicators_by_category_total', help: 'Valid indicators answered, by risk category', labelNames: ['category'], registers })
+    // The history writer thread reports running totals; these counters add what changed since the last scrape.
+    let writes = 0
+    let writeSeconds = 0
+    // eslint-disable-next-line no-new
+    new Counter({
+      name: 'iocv_history_store_writes_total',
+      help: 'History batches written to the store (one transaction each)',
+      registers,
+      collect () {
+        const now = sources.history.state().storeWrites
+        if (now > writes) this.inc(now - writes)
+        writes = now
+      }
+    })
+    // eslint-disable-next-line no-new
+    new Counter({
+      name: 'iocv_history_store_write_seconds_total',
+      help: 'Seconds the store took to write history batches; per batch = this / iocv_history_store_writes_total',
+      registers,
+      collect () {
+        const now = sources.history.state().storeWriteSeconds
+        if (now > writeSeconds) this.inc(now - writeSeconds)
+        writeSeconds = now
+      }
+    })
     const gauge = (name: string, help: string, read: () => number): void => {
       // eslint-disable-next-line no-new
       new Gauge({ name, help, registers, collect () { this.set(read()) } })
@@ -64,8 +91,9 @@ export class Metrics implements VerdictObserver {
   }
 
   /** VerdictObserver: indicators of one answered request. */
-  scored (mode: 'single' | 'bulk', count: number, cacheHits: number, invalid: number, types: ArrayLike<number>): void {
+  scored (mode: 'single' | 'bulk', count: number, cacheHits: number, invalid: number, types: ArrayLike<number>, categories: Readonly<Record<string, number>>): void {
     this.indicators.inc({ mode }, count)
+    for (const category in categories) this.byCategory.inc({ category }, categories[category] as number)
     for (let i = 0; i < INDICATOR_TYPES.length; i++) {
       const n = types[i] as number
       if (n > 0) this.byType.inc({ type: INDICATOR_TYPES[i] as string }, n)

@@ -40,6 +40,8 @@ export interface BulkChunkOutput {
   invalid: number
   /** Valid indicators per type, in INDICATOR_TYPES order (metrics). */
   types: Uint32Array
+  /** Valid indicators per risk category (metrics). */
+  categories: Record<string, number>
 }
 
 /** Single output: the verdict object (or errors) and the encoded history record. */
@@ -158,14 +160,15 @@ function historyMembersOf (a: Assessment, signalDetails: SignalDetails): string 
  * Writes the bulk item members after `indicator` at signal_details none, and returns the history record's verdict
  * members: from the cache's bytes on a hit (no parsing), else assessed and cached. The only path a cold bulk takes.
  */
-function writeNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: NormalizedIndicator, sink: ByteSink): { members: string, hit: boolean } {
+function writeNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: NormalizedIndicator, sink: ByteSink): { members: string, hit: boolean, risk: string } {
   const key = cacheKey(ctx, profile.version, ind.type, ind.normalized)
   const cache = ctx.cache
   const h = cache === null ? 0 : hash30(key)
   const cached = cache?.get(key, h)
   if (cached !== undefined) {
     sink.copy(cached.ring, cached.tailStart, cached.tailEnd)
-    return { members: verdictMembers(cached.riskJson(), cached.scoresJson(), kNoLabels), hit: true }
+    const risk = cached.riskJson()
+    return { members: verdictMembers(risk, cached.scoresJson(), kNoLabels), hit: true, risk }
   }
   const t = textsOf(assess(ind, profile, ctx.snapshot))
   const stored = cache?.set(key, t, h) ?? null
@@ -174,7 +177,21 @@ function writeNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: Norma
   } else {
     sink.write(noneTail(t.risk, t.scores, t.rest))
   }
-  return { members: verdictMembers(t.risk, t.scores, kNoLabels), hit: false }
+  return { members: verdictMembers(t.risk, t.scores, kNoLabels), hit: false, risk: t.risk }
+}
+
+/** risk.category read from the risk's JSON text (a cache hit has only the text); metrics count verdicts by it. */
+function categoryOfRiskJson (risk: string): string {
+  const at = risk.indexOf(kCategoryMember)
+  if (at === -1) return 'unknown'
+  const start = at + kCategoryMember.length
+  return risk.slice(start, risk.indexOf('"', start))
+}
+const kCategoryMember = '"category":"'
+
+/** Adds one to a category's count. */
+function countCategory (counts: Record<string, number>, category: string): void {
+  counts[category] = (counts[category] ?? 0) + 1
 }
 
 /** History needs a string value: a non-string is recorded as its JSON text, a missing one as ''. */
@@ -213,6 +230,8 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
   let cacheHits = 0
   let invalid = 0
   const types = new Uint32Array(INDICATOR_TYPES.length)
+  // Categories are a handful of names chosen by the engine (never by a caller), so the record stays small.
+  const categories: Record<string, number> = Object.create(null) as Record<string, number>
   for (let i = 0; i < items.length; i++) {
     const [type, value, actionTaken, actionSource] = items[i] as ChunkItem
     const n = normalize(value, type)
@@ -241,22 +260,26 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
       const t = textsOf(overridden(ctx, profile, ind, rule))
       sink.write(itemHead(sentJson) + noneTail(t.risk, t.scores, t.rest) + itemEnd(ind.warnings))
       members = verdictMembers(t.risk, t.scores, kNoLabels)
+      countCategory(categories, 'allowlisted')
     } else if (params.format === 'json' && params.signalDetails === 'none') {
       sink.write(itemHead(sentJson))
       const out = writeNoneTail(ctx, profile, ind, sink)
       if (out.hit) cacheHits++
       members = out.members
+      countCategory(categories, categoryOfRiskJson(out.risk))
       if (ind.warnings.length > 0) sink.write(itemEnd(ind.warnings))
       else sink.byte(kItemEndByte)
     } else if (params.format === 'json') {
       const { a, hit } = rule === null ? lookup(ctx, profile, ind) : { a: overridden(ctx, profile, ind, rule), hit: false }
       if (hit) cacheHits++
       members = historyMembersOf(a, params.signalDetails)
+      countCategory(categories, a.risk.category)
       sink.write(itemHead(sentJson) + bulkTail(a, params.signalDetails) + itemEnd(ind.warnings))
     } else {
       const { a, hit } = rule === null ? lookup(ctx, profile, ind) : { a: overridden(ctx, profile, ind, rule), hit: false }
       if (hit) cacheHits++
       members = historyMembersOf(a, params.signalDetails)
+      countCategory(categories, a.risk.category)
       const v = render(a, value as string, ind.warnings, { signalDetails: params.signalDetails, evidenceDetails: 'none' })
       sink.bytes(clientPackr.pack(itemObject(v, ind.warnings)))
     }
@@ -264,7 +287,7 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
     // sentJson is the JSON of {type, value, normalized}: a valid value is a string.
     history.addVerdict(ind.type, value as string, ind.normalized, itemTail(members, actionTaken, actionSource))
   }
-  const out = { body: sink.take(spare), ends, history: history.encode(historySpare), cacheHits, invalid, types }
+  const out = { body: sink.take(spare), ends, history: history.encode(historySpare), cacheHits, invalid, types, categories }
   sink.shrink(kKeepBytes)
   kHistorySink.shrink(kKeepBytes)
   kTailSink.shrink(kKeepBytes)

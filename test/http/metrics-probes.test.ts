@@ -7,6 +7,11 @@ import { build, buildForFile } from '../helper.ts'
 
 const svc = buildForFile()
 
+/** The sum of every sample of a metric (all label values). */
+function total (text: string, name: string): number {
+  return text.split('\n').filter((l) => l.startsWith(`${name}{`)).reduce((a, l) => a + Number(l.slice(l.lastIndexOf(' ') + 1)), 0)
+}
+
 /** The value of one sample line `name{labels} value`, or undefined. */
 function sample (text: string, name: string, labels: string): number | undefined {
   const line = text.split('\n').find((l) => l.startsWith(`${name}{`) && l.includes(labels))
@@ -19,11 +24,13 @@ test('metrics count requests by route pattern and status, and indicators with ca
   const bulkBefore = sample(before, 'iocv_indicators_scored_total', 'mode="bulk"') ?? 0
   const hitsBefore = sample(before, 'iocv_verdict_cache_hits_total', 'mode="bulk"') ?? 0
   const domainsBefore = sample(before, 'iocv_indicators_by_type_total', 'type="domain"') ?? 0
+  const categorizedBefore = total(before, 'iocv_indicators_by_category_total')
   const indicators = [{ value: 'metrics-a.example' }, { value: 'metrics-a.example' }, { value: 'not valid!' }]
   for (let i = 0; i < 2; i++) {
     const res = await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict/bulk', headers, payload: { indicators } })
     assert.equal(res.statusCode, 200)
   }
+  await svc.history.flush()
   await svc.app.inject({ url: '/api/v2/mgmt/enrich-logs/search-history?api_key=secret-in-query&limit=1', headers })
   await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict', payload: {} })
   const res = await svc.app.inject({ url: '/metrics' })
@@ -34,6 +41,10 @@ test('metrics count requests by route pattern and status, and indicators with ca
   assert.ok((sample(text, 'iocv_verdict_cache_hits_total', 'mode="bulk"') ?? 0) - hitsBefore >= 3, 'the second bulk and the repeat came from the cache')
   assert.ok((sample(text, 'iocv_indicators_invalid_total', 'mode="bulk"') ?? 0) >= 2)
   assert.equal((sample(text, 'iocv_indicators_by_type_total', 'type="domain"') ?? 0) - domainsBefore, 4, 'two valid domains per bulk; the invalid one has no type')
+  assert.equal(total(text, 'iocv_indicators_by_category_total') - categorizedBefore, 4, 'every valid indicator has a risk category')
+  assert.match(text, /^iocv_indicators_by_category_total\{category="[a-z_]+"\} \d+$/m)
+  assert.ok(Number(/^iocv_history_store_writes_total (\d+)/m.exec(text)?.[1] ?? 0) >= 1, 'the flushed batch was counted')
+  assert.match(text, /^iocv_history_store_write_seconds_total [0-9.e-]+$/m)
   assert.ok((sample(text, 'iocv_http_requests_total', 'route="/api/v2/ioc/verdict/bulk",status="200"') ?? 0) >= 2)
   assert.equal(sample(text, 'iocv_http_requests_total', 'route="/api/v2/ioc/verdict",status="401"'), 1)
   assert.ok(sample(text, 'iocv_http_request_duration_seconds_count', 'route="/api/v2/ioc/verdict/bulk"') !== undefined)
