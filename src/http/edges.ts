@@ -35,7 +35,21 @@ export async function guardUrl (req: FastifyRequest, _reply: FastifyReply): Prom
     } catch {
       // Undecodable: compared as sent.
     }
-    if (kKeyParams.has(name.trim().toLowerCase())) throw new ApiKeyInQueryError()
+    const lower = name.trim().toLowerCase()
+    // `apikey` is also search-history's filter on a key id (iocv_<id>_<secret> minus the secret): refused only when
+    // it holds a whole key.
+    if (lower === 'apikey' && !/^iocv_[^_]+_./.test(pairValue(pair, eq))) continue
+    if (kKeyParams.has(lower)) throw new ApiKeyInQueryError()
+  }
+}
+
+/** The decoded value of a query pair (as sent when undecodable). */
+function pairValue (pair: string, eq: number): string {
+  const raw = eq === -1 ? '' : pair.slice(eq + 1)
+  try {
+    return decodeURIComponent(raw.replace(/\+/g, ' '))
+  } catch {
+    return raw
   }
 }
 
