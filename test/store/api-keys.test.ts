@@ -46,7 +46,7 @@ test('strings that are not keys do not parse', () => {
 
 test('key options are validated and permissions put in canonical order', () => {
   assert.deepEqual(validateKeyOptions({ tenant: 'acme corp', permissions: ['mgmt', 'verdict', 'mgmt'], quota: 0 }),
-    { tenant: 'acme corp', permissions: ['verdict', 'mgmt'], quota: 0 })
+    { tenant: 'acme corp', permissions: ['verdict', 'mgmt'], quota: 0, rateLimit: null, expiresAt: null, allowedCidrs: null })
   assert.throws(() => validateKeyOptions({ tenant: 'acme', permissions: ['verdict', 'root'] }), { code: 'INVALID_KEY_OPTIONS' })
   assert.throws(() => validateKeyOptions({ tenant: 'acme', permissions: 'verdict' as unknown as string[] }), { code: 'INVALID_KEY_OPTIONS' })
   assert.throws(() => validateKeyOptions({ tenant: 'acme', permissions: ['verdict'], quota: Number.POSITIVE_INFINITY }), { code: 'INVALID_KEY_OPTIONS' })
