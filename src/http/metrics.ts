@@ -44,30 +44,23 @@ export class Metrics implements VerdictObserver {
     this.byType = new Counter({ name: 'iocv_indicators_by_type_total', help: 'Valid indicators answered, by indicator type', labelNames: ['type'], registers })
     this.byCategory = new Counter({ name: 'iocv_indicators_by_category_total', help: 'Valid indicators answered, by risk category', labelNames: ['category'], registers })
     // The history writer thread reports running totals; these counters add what changed since the last scrape.
-    let writes = 0
-    let writeSeconds = 0
-    // eslint-disable-next-line no-new
-    new Counter({
-      name: 'iocv_history_store_writes_total',
-      help: 'History batches written to the store (one transaction each)',
-      registers,
-      collect () {
-        const now = sources.history.state().storeWrites
-        if (now > writes) this.inc(now - writes)
-        writes = now
-      }
-    })
-    // eslint-disable-next-line no-new
-    new Counter({
-      name: 'iocv_history_store_write_seconds_total',
-      help: 'Seconds the store took to write history batches; per batch = this / iocv_history_store_writes_total',
-      registers,
-      collect () {
-        const now = sources.history.state().storeWriteSeconds
-        if (now > writeSeconds) this.inc(now - writeSeconds)
-        writeSeconds = now
-      }
-    })
+    const runningTotal = (name: string, help: string, read: () => number): void => {
+      let seen = 0
+      // eslint-disable-next-line no-new
+      new Counter({
+        name,
+        help,
+        registers,
+        collect () {
+          const now = read()
+          if (now > seen) this.inc(now - seen)
+          seen = now
+        }
+      })
+    }
+    runningTotal('iocv_history_store_writes_total', 'History batches written to the store (one transaction each)', () => sources.history.state().storeWrites)
+    runningTotal('iocv_history_store_write_seconds_total', 'Seconds the store took to write history batches; per batch = this / iocv_history_store_writes_total',
+      () => sources.history.state().storeWriteSeconds)
     const gauge = (name: string, help: string, read: () => number): void => {
       // eslint-disable-next-line no-new
       new Gauge({ name, help, registers, collect () { this.set(read()) } })
