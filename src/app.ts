@@ -129,7 +129,7 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
 
   const verifier = new KeyVerifier(deps.store, (err) => { deps.logger.warn({ err }, 'could not record a key\'s last use') })
   const admission = new Admission(config.maxInflight, deps.quota, () => closing ? 'service is shutting down' : deps.history.refusal())
-  const metrics = new Metrics({ admission, intel: deps.intel, history: deps.history })
+  const metrics = new Metrics({ admission, intel: deps.intel, history: deps.history, feeds: deps.feeds })
   metricsRoutes(app, metrics)
   const allowlists = new TenantAllowlists(deps.store)
   const verdicts = verdictDeps({ intel: deps.intel, history: deps.history, admission, allowlists, observer: metrics })

@@ -10,6 +10,7 @@ import type { Admission } from '../bulk/admission.ts'
 import type { VerdictObserver } from '../bulk/verdicts.ts'
 import { INDICATOR_TYPES } from '../engine/index.ts'
 import type { HistorySink } from '../history/types.ts'
+import type { FeedRefresher } from '../intel/index.ts'
 import type { IntelService } from '../pool/intel-service.ts'
 
 /** What the scrape reads. */
@@ -17,6 +18,7 @@ export interface MetricSources {
   admission: Admission
   intel: IntelService
   history: HistorySink
+  feeds: Pick<FeedRefresher, 'rows'>
 }
 
 /** Seconds: from a cached single verdict (~1 ms) to a 10,000-indicator bulk under load (seconds). */
@@ -73,6 +75,32 @@ export class Metrics implements VerdictObserver {
     gauge('iocv_history_journal_bytes', 'History journal bytes not yet in the store (at IOC_JOURNAL_LIMIT, 503 OVERLOADED)', () => sources.history.state().journalBytes)
     gauge('iocv_history_spool_bytes', 'Bytes of a history spool left by an earlier version, replayed at start', () => sources.history.state().spoolBytes)
     gauge('iocv_history_up', '1 while the history writer accepts records, 0 when it is down', () => sources.history.state().status === 'down' ? 0 : 1)
+    gauge('iocv_pool_utilization', 'Mean share of time the scoring threads spend running tasks since they started (0-1)', () => sources.intel.utilization)
+    // eslint-disable-next-line no-new
+    new Gauge({
+      name: 'iocv_feed_age_seconds',
+      help: 'Seconds since each fetched feed was last downloaded and accepted (absent until its first success)',
+      labelNames: ['feed'],
+      registers,
+      collect () {
+        this.reset()
+        const now = Date.now()
+        for (const row of sources.feeds.rows(now)) {
+          if (row.last_success_at !== null) this.set({ feed: row.name }, (now - Date.parse(row.last_success_at)) / 1000)
+        }
+      }
+    })
+    // eslint-disable-next-line no-new
+    new Gauge({
+      name: 'iocv_feed_up',
+      help: 'Per fetched feed: 1 when ok, 0 when stale, failed or never fetched',
+      labelNames: ['feed'],
+      registers,
+      collect () {
+        this.reset()
+        for (const row of sources.feeds.rows()) this.set({ feed: row.name }, row.status === 'ok' ? 1 : 0)
+      }
+    })
     gauge('iocv_intel_snapshot_age_seconds', 'Seconds since the intel snapshot in use was compiled', () => (Date.now() - Date.parse(sources.intel.snapshot.dataTimestamp)) / 1000)
   }
 

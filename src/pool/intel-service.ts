@@ -74,6 +74,11 @@ export class IntelService {
     return this.current.pool.pending
   }
 
+  /** Mean utilization of the current pool's scoring threads (0-1). */
+  get utilization (): number {
+    return this.current.pool.utilization
+  }
+
   /** Shards of every pool this service starts (the same across reloads). */
   get shards (): number {
     return this.current.pool.shards

@@ -116,6 +116,14 @@ export class ScoringPool {
     return n
   }
 
+  /** Mean share of time the scoring threads spent running tasks since they started (0-1; 0 inline). */
+  get utilization (): number {
+    if (this.pools.length === 0) return 0
+    let u = 0
+    for (const p of this.pools) u += p.utilization
+    return u / this.pools.length
+  }
+
   /** Waits for queued tasks to finish, then stops the workers. */
   async close (): Promise<void> {
     if (this.closed) return

@@ -141,6 +141,9 @@ test('a fetched feed is listed after its first download and refreshed with a 304
   assert.equal(second.snapshot.version, version, 'an unchanged feed does not rebuild the snapshot')
   assert.equal(host.requests.at(-1)?.headers['if-none-match'], '"v1"')
   assert.equal((await health(svc)).status, 'ok')
+  const metrics = (await svc.app.inject({ url: '/metrics' })).body
+  assert.match(metrics, /^iocv_feed_up\{feed="remote_list"\} 1$/m)
+  assert.match(metrics, /^iocv_feed_age_seconds\{feed="remote_list"\} [0-9.e-]+$/m)
 })
 
 test('Last-Modified is sent back as If-Modified-Since', async (t) => {
