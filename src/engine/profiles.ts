@@ -48,7 +48,7 @@ export interface ScoringProfile {
   /**
    * Lexical thresholds. The DGA signal fires (flag dga_like, evidence shown) from dgaThreshold, the model's confidence
    * at which 1% of unusual real names fire; it adds weight x (confidence - dgaStrong) / (1 - dgaStrong), so it lifts
-   * a name above neutral only when the model is very confident (docs/SCORING-DGA.md).
+   * a name above neutral only when the model is very confident (docs/SCORING.md, "DGA signal").
    */
   lexical: { dgaThreshold: number, dgaStrong: number }
   actions: ActionRule[]

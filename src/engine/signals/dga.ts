@@ -119,7 +119,7 @@ export interface DgaEvidence {
 
 /**
  * The DGA signal: null unless the model's confidence reaches `threshold` (the profile's, chosen so that at most
- * 1% of unusual real names fire; see docs/SCORING-DGA.md). Allocates only when it fires.
+ * 1% of unusual real names fire; see docs/SCORING.md, "DGA signal"). Allocates only when it fires.
  */
 export function dgaSignal (label: string, threshold: number): DgaEvidence | null {
   const p = dgaConfidence(label)
