@@ -20,6 +20,7 @@ import { kPackageVersion } from './http/request-fields.ts'
 import { keyRoutes } from './http/routes-keys.ts'
 import { TenantAllowlists } from './bulk/allowlist.ts'
 import { allowlistRoutes } from './http/routes-allowlist.ts'
+import { feedbackRoutes } from './http/routes-feedback.ts'
 import { mgmtRoutes } from './http/routes-mgmt.ts'
 import { serviceRoutes } from './http/routes-service.ts'
 import { verdictDeps, verdictRoutes } from './http/routes-verdict.ts'
@@ -136,6 +137,7 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   const sessions = new SessionAuth(deps.store.accounts, { idleMs: config.sessionIdleMs, absoluteMs: config.sessionMaxMs })
   verdictRoutes(app, { verdicts, verifier, bodyLimit: config.bodyLimit })
   allowlistRoutes(app, { store: deps.store, allowlists, verifier, sessions })
+  feedbackRoutes(app, { store: deps.store, verdicts, verifier, sessions, observer: metrics })
   serviceRoutes(app, { store: deps.store, quota: deps.quota, history: deps.history, intel: deps.intel, feeds: deps.feeds, closing: () => closing })
   mgmtRoutes(app, { store: deps.store, quota: deps.quota, intel: deps.intel, feeds: deps.feeds, verifier, sessions })
   await dashboardRoutes(app, { verdicts, sessions, verifier, capacityReport: join(kProjectRoot, 'bench', 'results', 'capacity.html') })

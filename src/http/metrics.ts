@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import type { Admission } from '../bulk/admission.ts'
 import type { VerdictObserver } from '../bulk/verdicts.ts'
+import type { FeedbackObserver } from './routes-feedback.ts'
 import { INDICATOR_TYPES } from '../engine/index.ts'
 import type { HistorySink } from '../history/types.ts'
 import type { FeedRefresher } from '../intel/index.ts'
@@ -25,7 +26,7 @@ export interface MetricSources {
 const kDurationBuckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
 /** The app's metrics and the observer the verdict orchestration reports to. */
-export class Metrics implements VerdictObserver {
+export class Metrics implements VerdictObserver, FeedbackObserver {
   readonly registry = new Registry()
   private readonly requests: Counter<'method' | 'route' | 'status'>
   private readonly duration: Histogram<'method' | 'route' | 'status'>
@@ -34,6 +35,7 @@ export class Metrics implements VerdictObserver {
   private readonly cacheHits: Counter<'mode'>
   private readonly byType: Counter<'type'>
   private readonly byCategory: Counter<'category'>
+  private readonly feedbacks: Counter<'verdict'>
 
   constructor (sources: MetricSources) {
     const registers = [this.registry]
@@ -45,6 +47,7 @@ export class Metrics implements VerdictObserver {
     this.cacheHits = new Counter({ name: 'iocv_verdict_cache_hits_total', help: 'Indicators answered from the verdict cache, by mode; ratio = this / iocv_indicators_scored_total', labelNames: ['mode'], registers })
     this.byType = new Counter({ name: 'iocv_indicators_by_type_total', help: 'Valid indicators answered, by indicator type', labelNames: ['type'], registers })
     this.byCategory = new Counter({ name: 'iocv_indicators_by_category_total', help: 'Valid indicators answered, by risk category', labelNames: ['category'], registers })
+    this.feedbacks = new Counter({ name: 'iocv_feedback_total', help: 'Analysts\' feedback recorded, by verdict (false_positive, true_positive)', labelNames: ['verdict'], registers })
     // The history writer thread reports running totals; these counters add what changed since the last scrape.
     const runningTotal = (name: string, help: string, read: () => number): void => {
       let seen = 0
@@ -121,6 +124,11 @@ export class Metrics implements VerdictObserver {
     }
     if (cacheHits > 0) this.cacheHits.inc({ mode }, cacheHits)
     if (invalid > 0) this.invalid.inc({ mode }, invalid)
+  }
+
+  /** FeedbackObserver: one recorded feedback entry. */
+  feedback (verdict: 'false_positive' | 'true_positive'): void {
+    this.feedbacks.inc({ verdict })
   }
 }
 

@@ -18,9 +18,13 @@ import { safeCause, scrub, secretsOf } from './redact.ts'
 import { StoreError } from '../errors.ts'
 import { assertUtcDay } from '../history/utc-day.ts'
 import { allowCursorId, allowCursorOf, newAllowId } from './allowlist.ts'
+import {
+  feedbackCursorId, feedbackCursorOf, isFeedbackId, kMaxSummarySignals, newFeedbackId, validateFeedbackFilters, validateFeedbackLimit,
+  validateSummaryFilters
+} from './feedback.ts'
 import type {
-  AllowEntry, AllowPage, ApiKeyRecord, CreatedKey, CreateKeyOptions, HistoryRecord, JournalMark, NewAllowEntry, SearchFilters, SearchPage, Store,
-  UsageReport
+  AllowEntry, AllowPage, ApiKeyRecord, CreatedKey, CreateKeyOptions, FeedbackDeletion, FeedbackEntry, FeedbackFilters, FeedbackPage, FeedbackSummary,
+  FeedbackSummaryFilters, FeedbackVerdict, HistoryRecord, JournalMark, NewAllowEntry, NewFeedback, SearchFilters, SearchPage, Store, UsageReport
 } from './types.ts'
 
 /** Options of PostgresStore. */
@@ -144,6 +148,38 @@ function migrations (s: string): string[] {
       expires_at timestamptz
     );
     CREATE INDEX allowlist_tenant ON ${s}.allowlist (tenant, id);
+    `,
+    // 6: analysts' feedback on verdicts (docs/API.md "Feedback"); ids sort by creation time (compared COLLATE "C").
+    // Each entry has one row per signal of its verdict in feedback_signals (verdict and date copied), so the
+    // per-signal summary and the signal filter read one tenant-prefixed index with no join.
+    `
+    CREATE TABLE ${s}.feedback (
+      id text PRIMARY KEY,
+      tenant text NOT NULL,
+      verdict text NOT NULL CHECK (verdict IN ('false_positive', 'true_positive')),
+      indicator_type text NOT NULL,
+      indicator_value text NOT NULL,        -- as sent
+      indicator_normalized text NOT NULL,
+      note text NOT NULL,
+      score integer NOT NULL,               -- the verdict the service gave when the feedback was recorded
+      category text NOT NULL,
+      signal_ids text[] NOT NULL,           -- the verdict's order
+      engine_version text NOT NULL,
+      data_timestamp text NOT NULL,
+      created_by text NOT NULL,             -- key id or user:<name>
+      created_at timestamptz NOT NULL
+    );
+    CREATE INDEX feedback_tenant ON ${s}.feedback (tenant, id COLLATE "C");
+    CREATE INDEX feedback_tenant_indicator ON ${s}.feedback (tenant, indicator_normalized, id COLLATE "C");
+    CREATE TABLE ${s}.feedback_signals (
+      tenant text NOT NULL,
+      signal_id text NOT NULL,
+      feedback_id text NOT NULL,
+      verdict text NOT NULL,
+      created_at timestamptz NOT NULL,
+      PRIMARY KEY (tenant, signal_id, feedback_id)
+    );
+    CREATE INDEX feedback_signals_feedback ON ${s}.feedback_signals (feedback_id);
     `
   ]
 }
@@ -160,6 +196,42 @@ function toAllowEntry (r: AllowRow): AllowEntry {
     createdBy: r.created_by,
     createdAt: r.created_at.toISOString(),
     expiresAt: r.expires_at === null ? null : r.expires_at.toISOString()
+  }
+}
+
+interface FeedbackRow {
+  id: string
+  tenant: string
+  verdict: string
+  indicator_type: string
+  indicator_value: string
+  indicator_normalized: string
+  note: string
+  score: number
+  category: string
+  signal_ids: string[]
+  engine_version: string
+  data_timestamp: string
+  created_by: string
+  created_at: Date
+}
+
+function toFeedbackEntry (r: FeedbackRow): FeedbackEntry {
+  return {
+    id: r.id,
+    tenant: r.tenant,
+    verdict: r.verdict as FeedbackVerdict,
+    indicatorType: r.indicator_type,
+    indicatorValue: r.indicator_value,
+    indicatorNormalized: r.indicator_normalized,
+    note: r.note,
+    score: r.score,
+    category: r.category,
+    signalIds: r.signal_ids,
+    engineVersion: r.engine_version,
+    dataTimestamp: r.data_timestamp,
+    createdBy: r.created_by,
+    createdAt: r.created_at.toISOString()
   }
 }
 
@@ -475,6 +547,98 @@ export class PostgresStore implements Store {
   async deleteAllowEntry (tenant: string, id: string): Promise<boolean> {
     const { rowCount } = await this.#query(`DELETE FROM ${this.#s}.allowlist WHERE tenant = $1 AND id = $2`, [tenant, id])
     return (rowCount ?? 0) > 0
+  }
+
+  async addFeedback (entry: NewFeedback): Promise<FeedbackEntry> {
+    const now = Date.now()
+    const stored: FeedbackEntry = { ...entry, signalIds: [...new Set(entry.signalIds)], id: newFeedbackId(now), createdAt: new Date(now).toISOString() }
+    const s = this.#s
+    await this.#transaction(async (c) => {
+      await c.query(
+        `INSERT INTO ${s}.feedback (id, tenant, verdict, indicator_type, indicator_value, indicator_normalized, note, score, category, ` +
+        'signal_ids, engine_version, data_timestamp, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)',
+        [stored.id, stored.tenant, stored.verdict, stored.indicatorType, stored.indicatorValue, stored.indicatorNormalized, stored.note, stored.score,
+          stored.category, stored.signalIds, stored.engineVersion, stored.dataTimestamp, stored.createdBy, stored.createdAt])
+      if (stored.signalIds.length > 0) {
+        await c.query(
+          `INSERT INTO ${s}.feedback_signals (tenant, signal_id, feedback_id, verdict, created_at) ` +
+          'SELECT $1, u.signal_id, $2, $3, $4::timestamptz FROM unnest($5::text[]) AS u(signal_id)',
+          [stored.tenant, stored.id, stored.verdict, stored.createdAt, stored.signalIds])
+      }
+    })
+    return stored
+  }
+
+  async listFeedback (tenant: string, filters: FeedbackFilters, limit: number, cursor: string | null): Promise<FeedbackPage> {
+    this.#check()
+    const f = validateFeedbackFilters(filters)
+    const n = validateFeedbackLimit(limit)
+    const params: unknown[] = []
+    const p = (value: unknown): string => {
+      params.push(value)
+      return `$${params.length}`
+    }
+    const where = [`f.tenant = ${p(tenant)}`]
+    if (cursor !== null) where.push(`f.id COLLATE "C" < ${p(feedbackCursorId(cursor))}`)
+    if (f.verdict !== null) where.push(`f.verdict = ${p(f.verdict)}`)
+    if (f.indicator !== null) where.push(`f.indicator_normalized = ${p(f.indicator)}`)
+    if (f.createdBy !== null) where.push(`f.created_by = ${p(f.createdBy)}`)
+    if (f.since !== null) where.push(`f.created_at >= ${p(f.since)}::timestamptz`)
+    if (f.until !== null) where.push(`f.created_at < ${p(f.until)}::timestamptz`)
+    if (f.signalId !== null) {
+      where.push(`EXISTS (SELECT 1 FROM ${this.#s}.feedback_signals s WHERE s.tenant = f.tenant AND s.signal_id = ${p(f.signalId)} AND s.feedback_id = f.id)`)
+    }
+    const { rows } = await this.#query<FeedbackRow>(
+      `SELECT f.* FROM ${this.#s}.feedback f WHERE ${where.join(' AND ')} ORDER BY f.id COLLATE "C" DESC LIMIT ${p(n + 1)}`, params)
+    const more = rows.length > n
+    const entries = rows.slice(0, n).map(toFeedbackEntry)
+    return { entries, nextCursor: more ? feedbackCursorOf(entries[entries.length - 1]!.id) : null }
+  }
+
+  async feedbackSummary (tenant: string, filters: FeedbackSummaryFilters): Promise<FeedbackSummary> {
+    this.#check()
+    const f = validateSummaryFilters(filters)
+    const range: string[] = []
+    const params: unknown[] = [tenant]
+    if (f.since !== null) {
+      params.push(f.since)
+      range.push(`AND created_at >= $${params.length}::timestamptz`)
+    }
+    if (f.until !== null) {
+      params.push(f.until)
+      range.push(`AND created_at < $${params.length}::timestamptz`)
+    }
+    // One transaction: the totals and the per-signal counts see the same entries.
+    return await this.#transaction(async (c) => {
+      await c.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ')
+      const { rows: totals } = await c.query<{ verdict: string, n: string }>(
+        `SELECT verdict, count(*) AS n FROM ${this.#s}.feedback WHERE tenant = $1 ${range.join(' ')} GROUP BY verdict`, params)
+      const { rows: signals } = await c.query<{ signal_id: string, fp: string, tp: string }>(
+        'SELECT signal_id, count(*) FILTER (WHERE verdict = \'false_positive\') AS fp, count(*) FILTER (WHERE verdict = \'true_positive\') AS tp ' +
+        `FROM ${this.#s}.feedback_signals WHERE tenant = $1 ${range.join(' ')} GROUP BY signal_id ORDER BY fp DESC, signal_id COLLATE "C" LIMIT ${kMaxSummarySignals}`,
+        params)
+      return {
+        ...f,
+        falsePositive: Number(totals.find((t) => t.verdict === 'false_positive')?.n ?? 0),
+        truePositive: Number(totals.find((t) => t.verdict === 'true_positive')?.n ?? 0),
+        signals: signals.map((r) => ({ signalId: r.signal_id, falsePositive: Number(r.fp), truePositive: Number(r.tp) }))
+      }
+    })
+  }
+
+  async deleteFeedback (tenant: string, id: string, onlyBy: string | null): Promise<FeedbackDeletion> {
+    this.#check()
+    if (!isFeedbackId(id)) return 'missing'
+    const s = this.#s
+    return await this.#transaction(async (c): Promise<FeedbackDeletion> => {
+      const { rows } = await c.query<{ created_by: string }>(`SELECT created_by FROM ${s}.feedback WHERE tenant = $1 AND id = $2 FOR UPDATE`, [tenant, id])
+      const row = rows[0]
+      if (row === undefined) return 'missing'
+      if (onlyBy !== null && row.created_by !== onlyBy) return 'not_owner'
+      await c.query(`DELETE FROM ${s}.feedback_signals WHERE feedback_id = $1 AND tenant = $2`, [id, tenant])
+      await c.query(`DELETE FROM ${s}.feedback WHERE tenant = $1 AND id = $2`, [tenant, id])
+      return 'deleted'
+    })
   }
 
   /** Validates records, then writes them as writeHistoryRows does. */

@@ -20,9 +20,13 @@ import {
 import { StoreError } from '../errors.ts'
 import { assertUtcDay } from '../history/utc-day.ts'
 import { allowCursorId, allowCursorOf, newAllowId } from './allowlist.ts'
+import {
+  feedbackCursorId, feedbackCursorOf, isFeedbackId, kMaxSummarySignals, newFeedbackId, validateFeedbackFilters, validateFeedbackLimit,
+  validateSummaryFilters
+} from './feedback.ts'
 import type {
-  AllowEntry, AllowPage, ApiKeyRecord, CreatedKey, CreateKeyOptions, HistoryRecord, JournalMark, NewAllowEntry, SearchFilters, SearchPage, Store,
-  UsageReport
+  AllowEntry, AllowPage, ApiKeyRecord, CreatedKey, CreateKeyOptions, FeedbackDeletion, FeedbackEntry, FeedbackFilters, FeedbackPage, FeedbackSummary,
+  FeedbackSummaryFilters, FeedbackVerdict, HistoryRecord, JournalMark, NewAllowEntry, NewFeedback, SearchFilters, SearchPage, Store, UsageReport
 } from './types.ts'
 
 /** Options of SqliteStore. */
@@ -165,6 +169,38 @@ const kMigrations: ReadonlyArray<string | ((db: Database.Database) => void)> = [
     expires_at TEXT
   ) STRICT;
   CREATE INDEX allowlist_tenant ON allowlist (tenant, id);
+  `,
+  // 8: analysts' feedback on verdicts (docs/API.md "Feedback"); ids sort by creation time. Each entry has one row per
+  // signal of its verdict in feedback_signals (verdict and date copied), so the per-signal summary and the signal
+  // filter read one tenant-prefixed index with no join.
+  `
+  CREATE TABLE feedback (
+    id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    verdict TEXT NOT NULL CHECK (verdict IN ('false_positive', 'true_positive')),
+    indicator_type TEXT NOT NULL,
+    indicator_value TEXT NOT NULL,         -- as sent
+    indicator_normalized TEXT NOT NULL,
+    note TEXT NOT NULL,
+    score INTEGER NOT NULL,                -- the verdict the service gave when the feedback was recorded
+    category TEXT NOT NULL,
+    signal_ids TEXT NOT NULL,              -- JSON array, the verdict's order
+    engine_version TEXT NOT NULL,
+    data_timestamp TEXT NOT NULL,
+    created_by TEXT NOT NULL,              -- key id or user:<name>
+    created_at TEXT NOT NULL               -- ISO 8601 UTC
+  ) STRICT;
+  CREATE INDEX feedback_tenant ON feedback (tenant, id);
+  CREATE INDEX feedback_tenant_indicator ON feedback (tenant, indicator_normalized, id);
+  CREATE TABLE feedback_signals (
+    tenant TEXT NOT NULL,
+    signal_id TEXT NOT NULL,
+    feedback_id TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (tenant, signal_id, feedback_id)
+  ) STRICT, WITHOUT ROWID;
+  CREATE INDEX feedback_signals_feedback ON feedback_signals (feedback_id);
   `
 ]
 
@@ -172,6 +208,42 @@ interface AllowRow { id: string, tenant: string, kind: string, value: string, re
 
 function toAllowEntry (r: AllowRow): AllowEntry {
   return { id: r.id, tenant: r.tenant, kind: r.kind, value: r.value, reason: r.reason, createdBy: r.created_by, createdAt: r.created_at, expiresAt: r.expires_at }
+}
+
+interface FeedbackRow {
+  id: string
+  tenant: string
+  verdict: string
+  indicator_type: string
+  indicator_value: string
+  indicator_normalized: string
+  note: string
+  score: number
+  category: string
+  signal_ids: string
+  engine_version: string
+  data_timestamp: string
+  created_by: string
+  created_at: string
+}
+
+function toFeedbackEntry (r: FeedbackRow): FeedbackEntry {
+  return {
+    id: r.id,
+    tenant: r.tenant,
+    verdict: r.verdict as FeedbackVerdict,
+    indicatorType: r.indicator_type,
+    indicatorValue: r.indicator_value,
+    indicatorNormalized: r.indicator_normalized,
+    note: r.note,
+    score: r.score,
+    category: r.category,
+    signalIds: JSON.parse(r.signal_ids) as string[],
+    engineVersion: r.engine_version,
+    dataTimestamp: r.data_timestamp,
+    createdBy: r.created_by,
+    createdAt: r.created_at
+  }
 }
 
 interface KeyRow {
@@ -588,6 +660,98 @@ export class SqliteStore implements Store {
     const db = this.#open()
     try {
       return db.prepare('DELETE FROM allowlist WHERE tenant = ? AND id = ?').run(tenant, id).changes > 0
+    } catch (err) {
+      throw wrap(err)
+    }
+  }
+
+  async addFeedback (entry: NewFeedback): Promise<FeedbackEntry> {
+    const db = this.#open()
+    const now = Date.now()
+    const stored: FeedbackEntry = { ...entry, signalIds: [...new Set(entry.signalIds)], id: newFeedbackId(now), createdAt: new Date(now).toISOString() }
+    try {
+      db.transaction(() => {
+        db.prepare('INSERT INTO feedback (id, tenant, verdict, indicator_type, indicator_value, indicator_normalized, note, score, category, ' +
+          'signal_ids, engine_version, data_timestamp, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)')
+          .run(stored.id, stored.tenant, stored.verdict, stored.indicatorType, stored.indicatorValue, stored.indicatorNormalized, stored.note,
+            stored.score, stored.category, JSON.stringify(stored.signalIds), stored.engineVersion, stored.dataTimestamp, stored.createdBy, stored.createdAt)
+        const signal = db.prepare('INSERT INTO feedback_signals (tenant, signal_id, feedback_id, verdict, created_at) VALUES (?, ?, ?, ?, ?)')
+        for (const id of stored.signalIds) signal.run(stored.tenant, id, stored.id, stored.verdict, stored.createdAt)
+      }).immediate()
+    } catch (err) {
+      throw wrap(err)
+    }
+    return stored
+  }
+
+  async listFeedback (tenant: string, filters: FeedbackFilters, limit: number, cursor: string | null): Promise<FeedbackPage> {
+    const db = this.#open()
+    const f = validateFeedbackFilters(filters)
+    const n = validateFeedbackLimit(limit)
+    const where = ['f.tenant = ?']
+    const params: unknown[] = [tenant]
+    if (cursor !== null) {
+      where.push('f.id < ?')
+      params.push(feedbackCursorId(cursor))
+    }
+    if (f.verdict !== null) { where.push('f.verdict = ?'); params.push(f.verdict) }
+    if (f.indicator !== null) { where.push('f.indicator_normalized = ?'); params.push(f.indicator) }
+    if (f.createdBy !== null) { where.push('f.created_by = ?'); params.push(f.createdBy) }
+    if (f.since !== null) { where.push('f.created_at >= ?'); params.push(f.since) }
+    if (f.until !== null) { where.push('f.created_at < ?'); params.push(f.until) }
+    if (f.signalId !== null) {
+      where.push('EXISTS (SELECT 1 FROM feedback_signals s WHERE s.tenant = f.tenant AND s.signal_id = ? AND s.feedback_id = f.id)')
+      params.push(f.signalId)
+    }
+    let rows: FeedbackRow[]
+    try {
+      rows = db.prepare(`SELECT f.* FROM feedback f WHERE ${where.join(' AND ')} ORDER BY f.id DESC LIMIT ?`).all(...params, n + 1) as FeedbackRow[]
+    } catch (err) {
+      throw wrap(err)
+    }
+    const more = rows.length > n
+    const entries = rows.slice(0, n).map(toFeedbackEntry)
+    return { entries, nextCursor: more ? feedbackCursorOf(entries[entries.length - 1]!.id) : null }
+  }
+
+  async feedbackSummary (tenant: string, filters: FeedbackSummaryFilters): Promise<FeedbackSummary> {
+    const db = this.#open()
+    const f = validateSummaryFilters(filters)
+    const range: string[] = []
+    const params: unknown[] = [tenant]
+    if (f.since !== null) { range.push('AND created_at >= ?'); params.push(f.since) }
+    if (f.until !== null) { range.push('AND created_at < ?'); params.push(f.until) }
+    try {
+      return db.transaction(() => {
+        const totals = db.prepare(`SELECT verdict, count(*) AS n FROM feedback WHERE tenant = ? ${range.join(' ')} GROUP BY verdict`)
+          .all(...params) as Array<{ verdict: string, n: number }>
+        const signals = db.prepare('SELECT signal_id, sum(verdict = \'false_positive\') AS fp, sum(verdict = \'true_positive\') AS tp ' +
+          `FROM feedback_signals WHERE tenant = ? ${range.join(' ')} GROUP BY signal_id ORDER BY fp DESC, signal_id LIMIT ${kMaxSummarySignals}`)
+          .all(...params) as Array<{ signal_id: string, fp: number, tp: number }>
+        return {
+          ...f,
+          falsePositive: totals.find((t) => t.verdict === 'false_positive')?.n ?? 0,
+          truePositive: totals.find((t) => t.verdict === 'true_positive')?.n ?? 0,
+          signals: signals.map((r) => ({ signalId: r.signal_id, falsePositive: r.fp, truePositive: r.tp }))
+        }
+      })()
+    } catch (err) {
+      throw wrap(err)
+    }
+  }
+
+  async deleteFeedback (tenant: string, id: string, onlyBy: string | null): Promise<FeedbackDeletion> {
+    const db = this.#open()
+    if (!isFeedbackId(id)) return 'missing'
+    try {
+      return db.transaction((): FeedbackDeletion => {
+        const row = db.prepare('SELECT created_by FROM feedback WHERE tenant = ? AND id = ?').get(tenant, id) as { created_by: string } | undefined
+        if (row === undefined) return 'missing'
+        if (onlyBy !== null && row.created_by !== onlyBy) return 'not_owner'
+        db.prepare('DELETE FROM feedback_signals WHERE feedback_id = ? AND tenant = ?').run(id, tenant)
+        db.prepare('DELETE FROM feedback WHERE tenant = ? AND id = ?').run(tenant, id)
+        return 'deleted'
+      }).immediate()
     } catch (err) {
       throw wrap(err)
     }

@@ -87,6 +87,74 @@ export type NewAllowEntry = Omit<AllowEntry, 'id' | 'createdAt'>
 /** One page of entries, oldest first; `nextCursor` continues after the last one. */
 export interface AllowPage { entries: AllowEntry[], nextCursor: string | null }
 
+/** What an analyst says of a verdict: it was wrong to flag (false_positive) or right (true_positive). */
+export type FeedbackVerdict = 'false_positive' | 'true_positive'
+
+/**
+ * An analyst's feedback on a verdict (docs/API.md "Feedback"). score, category and signalIds are the verdict the
+ * service itself gave the tenant when the feedback was recorded, never what the client claimed.
+ */
+export interface FeedbackEntry {
+  /** `fb_` + a time-ordered id: listing order. */
+  id: string
+  tenant: string
+  verdict: FeedbackVerdict
+  /** The indicator's type (as sent or inferred). */
+  indicatorType: string
+  /** The value as sent. */
+  indicatorValue: string
+  /** Normalized by the engine. */
+  indicatorNormalized: string
+  /** The analyst's note, trimmed; may be empty. */
+  note: string
+  score: number
+  category: string
+  /** Every signal of the verdict, in the verdict's order (largest contribution first). */
+  signalIds: string[]
+  engineVersion: string
+  /** data_timestamp of the intel snapshot that scored it. */
+  dataTimestamp: string
+  /** Key id, or user:<name> for a dashboard session. */
+  createdBy: string
+  /** ISO 8601, UTC. */
+  createdAt: string
+}
+
+/** A new entry; the store assigns id and createdAt. */
+export type NewFeedback = Omit<FeedbackEntry, 'id' | 'createdAt'>
+
+/** Filters of the summary: createdAt in [since, until). Dates: ISO 8601 with an offset, or a date (UTC midnight). */
+export interface FeedbackSummaryFilters { since?: string, until?: string }
+
+/** Filters of a listing; every given filter must hold. */
+export interface FeedbackFilters extends FeedbackSummaryFilters {
+  verdict?: FeedbackVerdict
+  /** Normalized indicator value (exact). */
+  indicator?: string
+  /** The verdict had this signal. */
+  signalId?: string
+  createdBy?: string
+}
+
+/** One page of entries, newest first; `nextCursor` continues after the last one. */
+export interface FeedbackPage { entries: FeedbackEntry[], nextCursor: string | null }
+
+/** Feedback counts of one signal id. */
+export interface SignalFeedback { signalId: string, falsePositive: number, truePositive: number }
+
+/** Per-signal counts, most false positives first, and the totals of entries (an entry counts once per signal it had). */
+export interface FeedbackSummary {
+  /** The range applied, as canonical ISO 8601 UTC, or null when open. */
+  since: string | null
+  until: string | null
+  falsePositive: number
+  truePositive: number
+  signals: SignalFeedback[]
+}
+
+/** What deleteFeedback did: removed it, found none of the tenant's with that id, or found one by someone else. */
+export type FeedbackDeletion = 'deleted' | 'missing' | 'not_owner'
+
 import type { HistoryRow } from '../history/rows.ts'
 import type { HistoryPart } from '../history/block.ts'
 import type { HistoryRecord, SearchFilters, SearchPage } from '../history/types.ts'
@@ -160,6 +228,17 @@ export interface Store {
   listAllowEntries (tenant: string, limit: number, cursor: string | null): Promise<AllowPage>
   /** Deletes one of a tenant's entries: false when the id is unknown or another tenant's. */
   deleteAllowEntry (tenant: string, id: string): Promise<boolean>
+  /** Stores an analyst's feedback (and its per-signal rows) in one transaction. */
+  addFeedback (entry: NewFeedback): Promise<FeedbackEntry>
+  /** A page of a tenant's feedback, newest first; throws INVALID_REQUEST for a bad cursor, filter or limit. Only `tenant`'s rows. */
+  listFeedback (tenant: string, filters: FeedbackFilters, limit: number, cursor: string | null): Promise<FeedbackPage>
+  /** Per-signal false/true positive counts of a tenant's feedback created in the range; throws INVALID_REQUEST for a bad date. */
+  feedbackSummary (tenant: string, filters: FeedbackSummaryFilters): Promise<FeedbackSummary>
+  /**
+   * Deletes one of a tenant's entries; with `onlyBy`, only if that principal created it. Another tenant's id is
+   * `missing`, never `not_owner`.
+   */
+  deleteFeedback (tenant: string, id: string, onlyBy: string | null): Promise<FeedbackDeletion>
   /** Throws when the store cannot serve queries (health check). */
   ping (): Promise<void>
   /** Releases connections; idempotent. Later calls reject with STORE_CLOSED. */

@@ -182,6 +182,68 @@ for (const backend of storeBackends) {
       assert.deepEqual((await store.listAllowEntries('allow-a', 10, null)).entries, added.slice(1))
     })
 
+    // ---- feedback
+
+    await t.test('feedback is stored per tenant with its signals, listed newest first by cursor and filter, and summarized per signal', async () => {
+      const base = { indicatorType: 'ip', indicatorValue: '198.51.100[.]23', indicatorNormalized: '198.51.100.23', note: 'n', score: 80, category: 'malware', engineVersion: 'ev', dataTimestamp: '2026-01-01T00:00:00.000Z' }
+      const a1 = await store.addFeedback({ ...base, tenant: 'fb-a', verdict: 'false_positive', signalIds: ['s1', 's2'], createdBy: 'k1' })
+      const a2 = await store.addFeedback({ ...base, tenant: 'fb-a', verdict: 'true_positive', signalIds: ['s2', 's3', 's2'], createdBy: 'k2' })
+      const a3 = await store.addFeedback({ ...base, tenant: 'fb-a', verdict: 'false_positive', signalIds: [], createdBy: 'k1', indicatorNormalized: 'x.example', indicatorType: 'domain' })
+      const b1 = await store.addFeedback({ ...base, tenant: 'fb-b', verdict: 'false_positive', signalIds: ['s1'], createdBy: 'kb' })
+      assert.match(a1.id, /^fb_/)
+      assert.deepEqual(a2.signalIds, ['s2', 's3'], 'a signal counts once per entry')
+      assert.ok(Number.isFinite(Date.parse(a1.createdAt)))
+      const all = await store.listFeedback('fb-a', {}, 10, null)
+      assert.deepEqual(all.entries, [a3, a2, a1])
+      assert.equal(all.nextCursor, null)
+      const p1 = await store.listFeedback('fb-a', {}, 2, null)
+      assert.deepEqual(p1.entries, [a3, a2])
+      const p2 = await store.listFeedback('fb-a', {}, 2, p1.nextCursor)
+      assert.deepEqual(p2.entries, [a1])
+      assert.equal(p2.nextCursor, null)
+      const ids = async (filters: object): Promise<string[]> => (await store.listFeedback('fb-a', filters, 10, null)).entries.map((e) => e.id)
+      assert.deepEqual(await ids({ verdict: 'false_positive' }), [a3.id, a1.id])
+      assert.deepEqual(await ids({ signalId: 's2' }), [a2.id, a1.id])
+      assert.deepEqual(await ids({ signalId: 's1' }), [a1.id], 'another tenant\'s signal rows are not read')
+      assert.deepEqual(await ids({ indicator: 'x.example' }), [a3.id])
+      assert.deepEqual(await ids({ createdBy: 'k2' }), [a2.id])
+      // Entries made within one millisecond share a date: the expected set is computed from the dates.
+      assert.deepEqual(await ids({ since: a2.createdAt }), [a3, a2, a1].filter((e) => e.createdAt >= a2.createdAt).map((e) => e.id))
+      assert.deepEqual(await ids({ until: a2.createdAt }), [a3, a2, a1].filter((e) => e.createdAt < a2.createdAt).map((e) => e.id))
+      assert.deepEqual(await ids({ until: '2000-01-01' }), [])
+      assert.deepEqual(await ids({ since: '2000-01-01T00:00:00Z', until: '2999-01-01' }), [a3.id, a2.id, a1.id])
+      assert.deepEqual((await store.listFeedback('fb-b', {}, 10, null)).entries, [b1])
+      for (const bad of [{ verdict: 'maybe' }, { since: 'yesterday' }, { until: '2024-02-30' }]) {
+        await assert.rejects(store.listFeedback('fb-a', bad as never, 10, null), { code: 'INVALID_REQUEST' })
+      }
+      await assert.rejects(store.listFeedback('fb-a', {}, 10, 'bm90LWFuLWlk'), { code: 'INVALID_REQUEST' })
+      await assert.rejects(store.listFeedback('fb-a', {}, 0, null), { code: 'INVALID_REQUEST' })
+      const summary = await store.feedbackSummary('fb-a', {})
+      assert.deepEqual(summary, {
+        since: null,
+        until: null,
+        falsePositive: 2,
+        truePositive: 1,
+        signals: [
+          { signalId: 's1', falsePositive: 1, truePositive: 0 },
+          { signalId: 's2', falsePositive: 1, truePositive: 1 },
+          { signalId: 's3', falsePositive: 0, truePositive: 1 }
+        ]
+      })
+      const none = await store.feedbackSummary('fb-a', { since: '2999-01-01' })
+      assert.deepEqual([none.since, none.falsePositive, none.truePositive, none.signals], ['2999-01-01T00:00:00.000Z', 0, 0, []])
+      await assert.rejects(store.feedbackSummary('fb-a', { since: 'soon' }), { code: 'INVALID_REQUEST' })
+      assert.equal(await store.deleteFeedback('fb-b', a1.id, null), 'missing')
+      assert.equal(await store.deleteFeedback('fb-a', a1.id, 'k2'), 'not_owner')
+      assert.equal(await store.deleteFeedback('fb-a', 'not-an-id', null), 'missing')
+      assert.equal(await store.deleteFeedback('fb-a', a1.id, 'k1'), 'deleted')
+      assert.equal(await store.deleteFeedback('fb-a', a1.id, null), 'missing')
+      assert.equal(await store.deleteFeedback('fb-a', a2.id, null), 'deleted')
+      assert.deepEqual((await store.feedbackSummary('fb-a', {})).signals, [])
+      assert.deepEqual((await store.feedbackSummary('fb-b', {})).signals, [{ signalId: 's1', falsePositive: 1, truePositive: 0 }])
+      assert.deepEqual(await ids({}), [a3.id])
+    })
+
     await t.test('ping succeeds on an open store', async () => {
       await store.ping()
     })

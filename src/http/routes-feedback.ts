@@ -1,0 +1,322 @@
+/**
+ * Analysts' feedback on verdicts: POST/GET /api/v2/mgmt/feedback, GET /api/v2/mgmt/feedback/summary and
+ * DELETE /api/v2/mgmt/feedback/:id (docs/API.md "Feedback"). Every route needs the `mgmt` permission (a dashboard
+ * session stands in for a key, with its CSRF token on POST and DELETE) and sees only the caller's tenant.
+ *
+ * The client names the indicator and says false or true positive; the service scores the indicator itself, on the
+ * path a single verdict takes (the tenant's allowlist applied, all signals), and records that verdict's score,
+ * category and signal ids, so what the team counts per signal is what the service said, not what a client claims.
+ * That scoring is neither recorded in history nor counted against a quota: feedback is not a query.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { VerdictDeps } from '../bulk/verdicts.ts'
+import { normalize, selectProfile, INDICATOR_TYPES } from '../engine/index.ts'
+import { InvalidIndicatorError, InvalidRequestError, NotFoundError, PermissionDeniedError, ScoringFailedError } from '../errors.ts'
+import { FEEDBACK_VERDICTS, kMaxFeedbackLimit } from '../store/feedback.ts'
+import { StoreError, type ApiKeyRecord, type FeedbackEntry, type FeedbackFilters, type FeedbackVerdict, type Store } from '../store/index.ts'
+import { hasPermission, requireKey, type KeyVerifier } from './auth.ts'
+import { errorsOf } from './response-schemas.ts'
+import type { SessionAuth } from './session.ts'
+
+/** Longest note kept, in characters (after trimming). */
+export const kMaxNote = 1_000
+const kDefaultLimit = 100
+
+/** Told of every recorded feedback (metrics). */
+export interface FeedbackObserver {
+  feedback: (verdict: FeedbackVerdict) => void
+}
+
+/** What the feedback routes need. */
+export interface FeedbackRouteDeps {
+  store: Pick<Store, 'addFeedback' | 'listFeedback' | 'feedbackSummary' | 'deleteFeedback'>
+  /** The verdict orchestration's parts: scoring pool, admission (in-flight bound) and the tenants' allowlists. */
+  verdicts: Pick<VerdictDeps, 'intel' | 'admission' | 'allowlists' | 'engineVersion'>
+  verifier: KeyVerifier
+  /** Dashboard sessions, accepted in place of a key. */
+  sessions?: SessionAuth
+  observer?: FeedbackObserver
+}
+
+const kBody = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['indicator', 'verdict'],
+  properties: {
+    indicator: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['value'],
+      properties: {
+        value: { type: 'string', minLength: 1, maxLength: 8192, description: 'Any form a verdict query takes (defanged, URL, CIDR, AS number, hash)' },
+        type: { type: 'string', enum: INDICATOR_TYPES, description: 'Inferred from the value when omitted' }
+      }
+    },
+    verdict: { type: 'string', enum: FEEDBACK_VERDICTS },
+    note: { type: 'string', maxLength: kMaxNote, description: 'Why; trimmed, may be empty' }
+  }
+} as const
+
+interface Body { indicator: { value: string, type?: string }, verdict: FeedbackVerdict, note?: string }
+
+const kDate = { type: 'string', minLength: 1, maxLength: 64, description: 'ISO 8601 date-time with offset, or a date (UTC midnight)' } as const
+
+const kListQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    verdict: { type: 'string', enum: FEEDBACK_VERDICTS },
+    indicator: { type: 'string', minLength: 1, maxLength: 8192, description: 'Normalized like a verdict query, then matched exactly' },
+    signal_id: { type: 'string', minLength: 1, maxLength: 256, description: 'Entries whose verdict had this signal' },
+    created_by: { type: 'string', minLength: 1, maxLength: 256, description: 'Key id, or user:<name>' },
+    since: kDate,
+    until: kDate,
+    limit: { type: 'string', pattern: '^[0-9]{1,4}$' },
+    cursor: { type: 'string', minLength: 1, maxLength: 128 }
+  }
+} as const
+
+type ListQuery = Partial<Record<keyof typeof kListQuery.properties, string>>
+
+const kEntry = {
+  type: 'object',
+  required: ['id', 'verdict', 'indicator', 'note', 'score', 'category', 'signal_ids', 'engine_version', 'data_timestamp', 'created_by', 'created_at'],
+  properties: {
+    id: { type: 'string', example: 'fb_0mhx3k2f48a1c9e2b7d0' },
+    verdict: { type: 'string', enum: FEEDBACK_VERDICTS },
+    indicator: {
+      type: 'object',
+      required: ['type', 'value', 'normalized'],
+      properties: { type: { type: 'string', enum: INDICATOR_TYPES }, value: { type: 'string', description: 'As sent' }, normalized: { type: 'string' } }
+    },
+    note: { type: 'string' },
+    score: { type: 'integer', minimum: 0, maximum: 100, description: 'The verdict\'s score when the feedback was recorded' },
+    category: { type: 'string' },
+    signal_ids: { type: 'array', items: { type: 'string' }, description: 'Every signal of that verdict, largest contribution first' },
+    engine_version: { type: 'string' },
+    data_timestamp: { type: 'string', description: 'Of the intel snapshot that scored it' },
+    created_by: { type: 'string', description: 'Key id (or user:<name> for a dashboard session)' },
+    created_at: { type: 'string', format: 'date-time' }
+  }
+} as const
+
+const kSummary = {
+  type: 'object',
+  required: ['since', 'until', 'totals', 'signals'],
+  properties: {
+    since: { type: ['string', 'null'], format: 'date-time' },
+    until: { type: ['string', 'null'], format: 'date-time' },
+    totals: {
+      type: 'object',
+      required: ['false_positive', 'true_positive'],
+      properties: { false_positive: { type: 'integer' }, true_positive: { type: 'integer' } }
+    },
+    signals: {
+      type: 'array',
+      description: 'Most false positives first',
+      items: {
+        type: 'object',
+        required: ['signal_id', 'false_positive', 'true_positive', 'false_positive_share'],
+        properties: {
+          signal_id: { type: 'string' },
+          false_positive: { type: 'integer', description: 'Entries marked false positive whose verdict had this signal' },
+          true_positive: { type: 'integer' },
+          false_positive_share: { type: 'number', minimum: 0, maximum: 1, description: 'false_positive / (false_positive + true_positive), 4 decimals' }
+        }
+      }
+    }
+  }
+} as const
+
+/** The public form of an entry. */
+function publicEntry (e: FeedbackEntry): object {
+  return {
+    id: e.id,
+    verdict: e.verdict,
+    indicator: { type: e.indicatorType, value: e.indicatorValue, normalized: e.indicatorNormalized },
+    note: e.note,
+    score: e.score,
+    category: e.category,
+    signal_ids: e.signalIds,
+    engine_version: e.engineVersion,
+    data_timestamp: e.dataTimestamp,
+    created_by: e.createdBy,
+    created_at: e.createdAt
+  }
+}
+
+/** The store's INVALID_REQUEST (bad cursor, date) is the client's mistake: the public 400. */
+async function clientErrors<T> (run: () => Promise<T>): Promise<T> {
+  try {
+    return await run()
+  } catch (err) {
+    if (err instanceof StoreError && err.code === 'INVALID_REQUEST') throw new InvalidRequestError(err.message, { cause: err })
+    throw err
+  }
+}
+
+/** What the service says of an indicator for this tenant now: score, category and every signal id. */
+interface CurrentVerdict { type: string, normalized: string, score: number, category: string, signalIds: string[], engineVersion: string, dataTimestamp: string }
+
+/**
+ * Scores one indicator as the single verdict route does (the same pool, cache and tenant allowlist), without
+ * history or quota: admitted under the in-flight bound only (a principal without a quota reserves none).
+ */
+async function currentVerdict (deps: FeedbackRouteDeps['verdicts'], req: FastifyRequest, key: ApiKeyRecord, type: string | null, value: string): Promise<CurrentVerdict> {
+  const allow = await deps.allowlists.forRequest(key.tenant)
+  const ticket = await deps.admission.admit({ ...key, quota: null }, 1)
+  try {
+    const lease = deps.intel.lease()
+    try {
+      let out
+      try {
+        out = await lease.pool.runSingle([type, value, null, null], {
+          mode: 'single',
+          format: 'json',
+          scoringVersion: null,
+          signalDetails: 'all',
+          evidenceDetails: 'none',
+          ...(allow === undefined ? {} : { allow })
+        })
+      } catch (err) {
+        req.log.error({ err }, 'scoring for feedback failed')
+        throw new ScoringFailedError({ cause: err })
+      }
+      if (out.verdict === null) throw new InvalidIndicatorError(out.errors.join('; '))
+      const v = out.verdict as { indicator: { type: string, normalized: string }, risk: { score: number, category: string }, signals: Array<{ signal_id: string }> }
+      return {
+        type: v.indicator.type,
+        normalized: v.indicator.normalized,
+        score: v.risk.score,
+        category: v.risk.category,
+        signalIds: v.signals.map((s) => s.signal_id),
+        engineVersion: deps.engineVersion(selectProfile(null).profile.version),
+        dataTimestamp: lease.pool.snapshot.dataTimestamp
+      }
+    } finally {
+      lease.release()
+    }
+  } finally {
+    ticket.done()
+  }
+}
+
+/** Registers the feedback routes. */
+export function feedbackRoutes (app: FastifyInstance, deps: FeedbackRouteDeps): void {
+  const { store } = deps
+  const auth = requireKey(deps.verifier, 'mgmt', deps.sessions)
+
+  app.post('/api/v2/mgmt/feedback', {
+    schema: {
+      tags: ['management'],
+      summary: 'Mark the verdict of an indicator as a false or true positive, with a note',
+      description: 'The service scores the indicator itself (as a single verdict, the tenant\'s allowlist applied) and records that ' +
+        'verdict\'s score, category and signal ids with the feedback. Not recorded in history, not counted against a quota.',
+      security: [{ apiKey: [] }],
+      body: kBody,
+      response: { 201: kEntry, ...errorsOf(400, 401, 403, 503) }
+    },
+    onRequest: auth
+  }, async (req, reply) => {
+    const key = req.apiKey!
+    const body = req.body as Body
+    const note = (body.note ?? '').trim()
+    // Refused before anything is scored; the scoring thread would say the same.
+    const n = normalize(body.indicator.value, body.indicator.type)
+    if (!n.ok) throw new InvalidIndicatorError(n.errors.join('; '))
+    const v = await currentVerdict(deps.verdicts, req, key, body.indicator.type ?? null, body.indicator.value)
+    const entry = await store.addFeedback({
+      tenant: key.tenant,
+      verdict: body.verdict,
+      indicatorType: v.type,
+      indicatorValue: body.indicator.value,
+      indicatorNormalized: v.normalized,
+      note,
+      score: v.score,
+      category: v.category,
+      signalIds: v.signalIds,
+      engineVersion: v.engineVersion,
+      dataTimestamp: v.dataTimestamp,
+      createdBy: key.id
+    })
+    deps.observer?.feedback(entry.verdict)
+    req.log.info({ feedback: entry.id, verdict: entry.verdict }, 'feedback recorded')
+    return reply.code(201).send(publicEntry(entry))
+  })
+
+  app.get('/api/v2/mgmt/feedback', {
+    schema: {
+      tags: ['management'],
+      summary: 'The tenant\'s feedback, newest first, filtered, by cursor',
+      security: [{ apiKey: [] }],
+      querystring: kListQuery,
+      response: {
+        200: { type: 'object', required: ['entries', 'next_cursor'], properties: { entries: { type: 'array', items: kEntry }, next_cursor: { type: ['string', 'null'] } } },
+        ...errorsOf(400, 401, 403)
+      }
+    },
+    onRequest: auth
+  }, async (req) => {
+    const q = req.query as ListQuery
+    const limit = q.limit === undefined ? kDefaultLimit : Number(q.limit)
+    if (limit < 1 || limit > kMaxFeedbackLimit) throw new InvalidRequestError(`limit must be from 1 to ${kMaxFeedbackLimit}`)
+    const filters: FeedbackFilters = {}
+    if (q.verdict !== undefined) filters.verdict = q.verdict as FeedbackVerdict
+    if (q.indicator !== undefined) {
+      const n = normalize(q.indicator)
+      if (!n.ok) throw new InvalidRequestError(`indicator is not a valid indicator: ${n.errors.join('; ')}`)
+      filters.indicator = n.indicator.normalized
+    }
+    if (q.signal_id !== undefined) filters.signalId = q.signal_id
+    if (q.created_by !== undefined) filters.createdBy = q.created_by
+    if (q.since !== undefined) filters.since = q.since
+    if (q.until !== undefined) filters.until = q.until
+    const page = await clientErrors(async () => await store.listFeedback(req.apiKey!.tenant, filters, limit, q.cursor ?? null))
+    return { entries: page.entries.map(publicEntry), next_cursor: page.nextCursor }
+  })
+
+  app.get('/api/v2/mgmt/feedback/summary', {
+    schema: {
+      tags: ['management'],
+      summary: 'Per signal id: how often the tenant marked verdicts with it false or true positive',
+      description: 'An entry counts once for each signal its verdict had. since is inclusive, until exclusive.',
+      security: [{ apiKey: [] }],
+      querystring: { type: 'object', additionalProperties: false, properties: { since: kDate, until: kDate } },
+      response: { 200: kSummary, ...errorsOf(400, 401, 403) }
+    },
+    onRequest: auth
+  }, async (req) => {
+    const q = req.query as { since?: string, until?: string }
+    const filters = { ...(q.since === undefined ? {} : { since: q.since }), ...(q.until === undefined ? {} : { until: q.until }) }
+    const s = await clientErrors(async () => await store.feedbackSummary(req.apiKey!.tenant, filters))
+    return {
+      since: s.since,
+      until: s.until,
+      totals: { false_positive: s.falsePositive, true_positive: s.truePositive },
+      signals: s.signals.map((r) => ({
+        signal_id: r.signalId,
+        false_positive: r.falsePositive,
+        true_positive: r.truePositive,
+        false_positive_share: Math.round((r.falsePositive / (r.falsePositive + r.truePositive)) * 10_000) / 10_000
+      }))
+    }
+  })
+
+  app.delete('/api/v2/mgmt/feedback/:id', {
+    schema: {
+      tags: ['management'],
+      summary: 'Remove a feedback entry: your own, or any of the tenant\'s with the admin permission',
+      security: [{ apiKey: [] }],
+      response: { 204: { type: 'null', description: 'Removed' }, ...errorsOf(401, 403, 404) },
+      params: { type: 'object', additionalProperties: false, required: ['id'], properties: { id: { type: 'string', minLength: 1, maxLength: 64 } } }
+    },
+    onRequest: auth
+  }, async (req, reply) => {
+    const key = req.apiKey!
+    const { id } = req.params as { id: string }
+    const result = await store.deleteFeedback(key.tenant, id, hasPermission(key, 'admin') ? null : key.id)
+    if (result === 'missing') throw new NotFoundError(`no feedback entry ${id}`)
+    if (result === 'not_owner') throw new PermissionDeniedError('admin')
+    return reply.code(204).send()
+  })
+}

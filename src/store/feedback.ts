@@ -1,0 +1,101 @@
+/**
+ * Shared by both stores: analysts' false-positive / true-positive feedback on verdicts (docs/API.md "Feedback"):
+ * entry ids, listing cursors, filter validation and the per-signal summary's shape.
+ */
+import { randomBytes } from 'node:crypto'
+import { StoreError } from '../errors.ts'
+import { parseTimestamp } from '../history/utc-day.ts'
+import type { FeedbackFilters, FeedbackSummaryFilters, FeedbackVerdict } from './types.ts'
+
+/** What an analyst says of a verdict. */
+export const FEEDBACK_VERDICTS = ['false_positive', 'true_positive'] as const satisfies readonly FeedbackVerdict[]
+
+/** Largest page of a feedback listing. */
+export const kMaxFeedbackLimit = 500
+
+/** Most signal rows one summary returns (signal ids are bounded by sources x match kinds, far below this). */
+export const kMaxSummarySignals = 1_000
+
+/** Ids sort by creation time: 9 base-36 digits of milliseconds, then 10 random hex digits. */
+const kIdPattern = /^fb_[0-9a-z]{9}[0-9a-f]{10}$/
+
+let last = 0
+
+/**
+ * A new entry id. Within one process ids strictly increase (a second entry in the same millisecond takes the next
+ * one), so newest-first listing is insertion order; across processes the order is by time, then random, total.
+ */
+export function newFeedbackId (now: number): string {
+  last = Math.max(now, last + 1)
+  return `fb_${last.toString(36).padStart(9, '0')}${randomBytes(5).toString('hex')}`
+}
+
+/** Whether `id` has the form of a feedback id (anything else names no entry). */
+export function isFeedbackId (id: string): boolean {
+  return kIdPattern.test(id)
+}
+
+/** The cursor of a page ending at `id`. */
+export function feedbackCursorOf (id: string): string {
+  return Buffer.from(id, 'latin1').toString('base64url')
+}
+
+/** The id a cursor continues after; INVALID_REQUEST for anything the service did not hand out. */
+export function feedbackCursorId (cursor: string): string {
+  const id = /^[A-Za-z0-9_-]{1,64}$/.test(cursor) ? Buffer.from(cursor, 'base64url').toString('latin1') : ''
+  if (!kIdPattern.test(id)) throw new StoreError('INVALID_REQUEST', 'cursor is not valid')
+  return id
+}
+
+/** Filters as the stores apply them: every member present or null, dates as canonical ISO 8601 UTC. */
+export interface ValidFeedbackFilters {
+  verdict: FeedbackVerdict | null
+  indicator: string | null
+  signalId: string | null
+  createdBy: string | null
+  since: string | null
+  until: string | null
+}
+
+function text (value: unknown, name: string): string | null {
+  if (value === undefined || value === null) return null
+  if (typeof value !== 'string' || value === '' || value.length > 8192) throw new StoreError('INVALID_REQUEST', `${name} must be a non-empty string`)
+  return value
+}
+
+function date (value: unknown, name: string): string | null {
+  if (value === undefined || value === null) return null
+  const ms = parseTimestamp(value)
+  if (ms === null) throw new StoreError('INVALID_REQUEST', `${name} must be an ISO 8601 date-time with offset, or a date`)
+  return new Date(ms).toISOString()
+}
+
+/** Validates the summary's date range; throws INVALID_REQUEST. */
+export function validateSummaryFilters (filters: FeedbackSummaryFilters): Pick<ValidFeedbackFilters, 'since' | 'until'> {
+  if (filters === null || typeof filters !== 'object') throw new StoreError('INVALID_REQUEST', 'filters must be an object')
+  return { since: date(filters.since, 'since'), until: date(filters.until, 'until') }
+}
+
+/** Validates list filters; throws INVALID_REQUEST. */
+export function validateFeedbackFilters (filters: FeedbackFilters): ValidFeedbackFilters {
+  const range = validateSummaryFilters(filters)
+  const verdict = filters.verdict ?? null
+  if (verdict !== null && !(FEEDBACK_VERDICTS as readonly string[]).includes(verdict)) {
+    throw new StoreError('INVALID_REQUEST', `verdict must be one of ${FEEDBACK_VERDICTS.join(', ')}`)
+  }
+  return {
+    verdict,
+    indicator: text(filters.indicator, 'indicator'),
+    signalId: text(filters.signalId, 'signal_id'),
+    createdBy: text(filters.createdBy, 'created_by'),
+    ...range
+  }
+}
+
+/** Validates a page size; throws INVALID_REQUEST. */
+export function validateFeedbackLimit (limit: unknown): number {
+  if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1 || limit > kMaxFeedbackLimit) {
+    throw new StoreError('INVALID_REQUEST', `limit must be an integer from 1 to ${kMaxFeedbackLimit}`)
+  }
+  return limit
+}
