@@ -3,7 +3,7 @@
 /* global document, window, fetch, Blob, URL, FileReader, sessionStorage */
 
 const $ = (sel) => document.querySelector(sel)
-const state = { session: null, page: 'lookup', bulkRows: [], sort: { key: 'score', dir: -1 }, historyCursor: null }
+const state = { session: null, page: 'lookup', bulkRows: [], sort: { key: 'score', dir: -1 }, historyCursor: null, verdict: null, allowCursor: null, feedbackCursor: null }
 const kSvg = 'http://www.w3.org/2000/svg'
 
 function showError (message) {
@@ -57,6 +57,8 @@ function show (page) {
   if (page === 'intel') loadIntel().catch((e) => showError(e.message))
   if (page === 'capacity') loadCapacity().catch((e) => showError(e.message))
   if (page === 'history' && $('#history-table tbody').children.length === 0) searchHistory(false).catch((e) => showError(e.message))
+  if (page === 'allowlist') loadAllowlist(false).catch((e) => showError(e.message))
+  if (page === 'feedback') Promise.all([loadSummary(), loadFeedback(false)]).catch((e) => showError(e.message))
 }
 
 function signedIn (session) {
@@ -72,6 +74,10 @@ function signedIn (session) {
 
 function signedOut () {
   state.session = null
+  state.verdict = null
+  // Nothing of the previous user's tenant stays on a page the next user could open.
+  for (const id of ['#history-table', '#allow-table', '#fbl-table', '#summary-table', '#bulk-table']) $(`${id} tbody`).replaceChildren()
+  for (const id of ['#lookup-result', '#bulk-result']) $(id).hidden = true
   sessionStorage.removeItem('iocv-signed-in')
   $('#nav').hidden = true
   $('#who').hidden = true
@@ -166,6 +172,12 @@ function renderVerdict (v) {
   }
   $('#actions').replaceChildren(...v.recommended_actions.map((a) => el('li', {}, a.action)))
   $('#warnings').textContent = v.meta.warnings.length > 0 ? `Notes: ${v.meta.warnings.join('; ')}` : ''
+  state.verdict = v
+  // Names the answer shown (tests and scripts wait for it).
+  $('#lookup-result').dataset.requestId = v.meta.request_id
+  $('#fb-note').value = ''
+  $('#fb-status').textContent = ''
+  $('#offer-form').hidden = true
   $('#lookup-result').hidden = false
 }
 
@@ -179,6 +191,191 @@ $('#lookup-form').addEventListener('submit', async (ev) => {
     showError(e.message)
   }
 })
+
+// ---- feedback from the lookup, and the allowlist offer ---------------------------------------------------------
+
+/** The allowlist entries a verdict's indicator can become: [kind, label, value]. */
+function offers (ind) {
+  const n = ind.normalized
+  switch (ind.type) {
+    case 'domain': return [['domain_suffix', 'this domain and its subdomains', n], ['domain', 'this domain only', n]]
+    case 'ip': return [['ip', 'this address', n], ['ip_block', 'its network (CIDR block)', n.includes(':') ? `${n}/64` : `${n}/24`]]
+    default: return [[ind.type, `this ${ind.type === 'ip_block' ? 'block' : ind.type === 'asn' ? 'AS number' : 'hash'}`, n]]
+  }
+}
+
+async function markVerdict (verdict) {
+  const v = state.verdict
+  if (v === null) return
+  showError('')
+  const note = $('#fb-note').value.trim()
+  try {
+    const e = await api('POST', '/api/v2/mgmt/feedback', { indicator: { value: v.indicator.value, type: v.indicator.type }, verdict, note })
+    $('#fb-status').textContent = `Recorded as a ${verdict === 'false_positive' ? 'false' : 'true'} positive (score ${e.score}, ${e.signal_ids.length} signals). The team sees it on the Feedback page.`
+    if (verdict === 'false_positive' && v.risk.category !== 'allowlisted') {
+      const kind = $('#offer-kind')
+      kind.replaceChildren(...offers(v.indicator).map(([k, label, value]) => el('option', { value: k, 'data-value': value }, label)))
+      $('#offer-value').value = kind.options[0].dataset.value
+      $('#offer-reason').value = note === '' ? 'false positive' : `false positive: ${note}`.slice(0, 500)
+      $('#offer-expires').value = ''
+      $('#offer-form').hidden = false
+      kind.focus()
+    }
+  } catch (e) {
+    showError(e.message)
+  }
+}
+
+$('#mark-fp').addEventListener('click', () => markVerdict('false_positive'))
+$('#mark-tp').addEventListener('click', () => markVerdict('true_positive'))
+$('#offer-kind').addEventListener('change', () => { $('#offer-value').value = $('#offer-kind').selectedOptions[0]?.dataset.value ?? '' })
+$('#offer-skip').addEventListener('click', () => {
+  $('#offer-form').hidden = true
+  $('#mark-fp').focus()
+})
+
+/** An allowlist entry's body from a kind, value, reason and an optional UTC date (the entry expires as that day begins). */
+function allowBody (kind, value, reason, date) {
+  return { kind, value: value.trim(), reason: reason.trim(), ...(date === '' ? {} : { expires_at: `${date}T00:00:00Z` }) }
+}
+
+$('#offer-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault()
+  showError('')
+  try {
+    const e = await api('POST', '/api/v2/mgmt/allowlist', allowBody($('#offer-kind').value, $('#offer-value').value, $('#offer-reason').value, $('#offer-expires').value))
+    $('#offer-form').hidden = true
+    $('#fb-status').textContent = `Added to the allowlist as ${kKindNames[e.kind] ?? e.kind} ${e.value} (${e.id}); the next lookup is allowlisted. Manage entries on the Allowlist page.`
+    $('#indicator').focus()
+  } catch (e) {
+    showError(e.message)
+  }
+})
+
+// ---- allowlist page --------------------------------------------------------------------------------------------
+
+const kKindNames = { ip: 'IP address', domain: 'domain', domain_suffix: 'domain and subdomains', ip_block: 'CIDR block', asn: 'AS number', file_hash_sha256: 'SHA-256' }
+
+async function loadAllowlist (more) {
+  const q = new URLSearchParams({ limit: '100' })
+  if (more && state.allowCursor !== null) q.set('cursor', state.allowCursor)
+  const page = await api('GET', `/api/v2/mgmt/allowlist?${q}`)
+  state.allowCursor = page.next_cursor
+  const now = Date.now()
+  const rows = page.entries.map((e) => {
+    const expired = e.expires_at !== null && Date.parse(e.expires_at) <= now
+    const remove = el('button', { type: 'button', 'aria-label': `Remove ${e.value}` }, 'Remove')
+    remove.addEventListener('click', () => removeAllowEntry(e, remove))
+    return el('tr', { 'data-id': e.id }, el('td', {}, kKindNames[e.kind] ?? e.kind), el('td', {}, e.value), el('td', {}, e.reason), el('td', {}, e.created_by),
+      el('td', {}, e.created_at.slice(0, 16).replace('T', ' ')), el('td', expired ? { class: 'expired' } : {}, e.expires_at === null ? 'never' : `${e.expires_at.slice(0, 16).replace('T', ' ')}${expired ? ' (expired)' : ''}`),
+      el('td', {}, remove))
+  })
+  if (more) $('#allow-table tbody').append(...rows)
+  else $('#allow-table tbody').replaceChildren(...rows)
+  $('#allow-empty').hidden = $('#allow-table tbody').children.length > 0
+  $('#allow-next').hidden = page.next_cursor === null
+}
+
+async function removeAllowEntry (e, button) {
+  showError('')
+  try {
+    await api('DELETE', `/api/v2/mgmt/allowlist/${encodeURIComponent(e.id)}`)
+    const row = button.closest('tr')
+    const next = row.nextElementSibling ?? row.previousElementSibling
+    row.remove()
+    $('#allow-empty').hidden = $('#allow-table tbody').children.length > 0
+    $('#allow-status').textContent = `Removed ${e.value}; the next lookup no longer sees it.`
+    // Keep keyboard focus in the table rather than losing it with the removed button.
+    ;(next?.querySelector('button') ?? $('#al-value')).focus()
+  } catch (err) {
+    showError(err.message)
+  }
+}
+
+$('#allow-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault()
+  showError('')
+  try {
+    const e = await api('POST', '/api/v2/mgmt/allowlist', allowBody($('#al-kind').value, $('#al-value').value, $('#al-reason').value, $('#al-expires').value))
+    $('#allow-status').textContent = `Added ${e.value} (${kKindNames[e.kind] ?? e.kind}).`
+    $('#al-value').value = ''
+    $('#al-reason').value = ''
+    $('#al-expires').value = ''
+    await loadAllowlist(false)
+  } catch (err) {
+    showError(err.message)
+  }
+})
+$('#allow-next').addEventListener('click', () => loadAllowlist(true).catch((e) => showError(e.message)))
+
+// ---- feedback page ---------------------------------------------------------------------------------------------
+
+async function loadSummary () {
+  const q = new URLSearchParams()
+  if ($('#sum-from').value !== '') q.set('since', $('#sum-from').value)
+  if ($('#sum-to').value !== '') q.set('until', $('#sum-to').value)
+  const s = await api('GET', `/api/v2/mgmt/feedback/summary?${q}`)
+  $('#summary-totals').textContent = `${s.totals.false_positive} false positives and ${s.totals.true_positive} true positives recorded${s.since === null ? '' : ` since ${s.since.slice(0, 10)}`}${s.until === null ? '' : ` before ${s.until.slice(0, 10)}`}. An entry counts once for each signal its verdict had.`
+  $('#summary-table tbody').replaceChildren(...s.signals.map((r) => el('tr', {},
+    el('td', {}, r.signal_id), el('td', {}, r.false_positive), el('td', {}, r.true_positive),
+    el('td', {}, el('meter', { min: '0', max: '1', low: '0.2', high: '0.5', optimum: '0', value: String(r.false_positive_share), 'aria-label': `false-positive share of ${r.signal_id}` }), `${Math.round(r.false_positive_share * 100)}%`))))
+}
+
+function mayDelete (entry) {
+  return state.session.permissions.includes('admin') || entry.created_by === `user:${state.session.username}`
+}
+
+async function loadFeedback (more) {
+  const q = new URLSearchParams({ limit: '50' })
+  if ($('#fbl-verdict').value !== '') q.set('verdict', $('#fbl-verdict').value)
+  if ($('#fbl-indicator').value.trim() !== '') q.set('indicator', $('#fbl-indicator').value.trim())
+  if ($('#fbl-signal').value.trim() !== '') q.set('signal_id', $('#fbl-signal').value.trim())
+  if ($('#fbl-from').value !== '') q.set('since', $('#fbl-from').value)
+  if ($('#fbl-to').value !== '') q.set('until', $('#fbl-to').value)
+  if (more && state.feedbackCursor !== null) q.set('cursor', state.feedbackCursor)
+  const page = await api('GET', `/api/v2/mgmt/feedback?${q}`)
+  state.feedbackCursor = page.next_cursor
+  const rows = page.entries.map((e) => {
+    const actions = el('td', {})
+    if (mayDelete(e)) {
+      const del = el('button', { type: 'button', 'aria-label': `Delete feedback on ${e.indicator.value}` }, 'Delete')
+      del.addEventListener('click', () => deleteFeedback(e, del))
+      actions.append(del)
+    }
+    return el('tr', { 'data-id': e.id }, el('td', {}, e.created_at.slice(0, 19).replace('T', ' ')), el('td', {}, e.indicator.value),
+      el('td', {}, e.verdict === 'false_positive' ? 'false positive' : 'true positive'), el('td', {}, e.score), el('td', {}, e.category),
+      el('td', {}, e.signal_ids.join(' ')), el('td', {}, e.note), el('td', {}, e.created_by), actions)
+  })
+  if (more) $('#fbl-table tbody').append(...rows)
+  else $('#fbl-table tbody').replaceChildren(...rows)
+  $('#fbl-status').textContent = $('#fbl-table tbody').children.length === 0 ? 'No feedback matches.' : ''
+  $('#fbl-next').hidden = page.next_cursor === null
+}
+
+async function deleteFeedback (e, button) {
+  showError('')
+  try {
+    await api('DELETE', `/api/v2/mgmt/feedback/${encodeURIComponent(e.id)}`)
+    const row = button.closest('tr')
+    const next = row.nextElementSibling ?? row.previousElementSibling
+    row.remove()
+    $('#fbl-status').textContent = `Deleted the feedback on ${e.indicator.value}.`
+    ;(next?.querySelector('button') ?? $('#fbl-verdict')).focus()
+    await loadSummary()
+  } catch (err) {
+    showError(err.message)
+  }
+}
+
+$('#summary-form').addEventListener('submit', (ev) => {
+  ev.preventDefault()
+  loadSummary().catch((e) => showError(e.message))
+})
+$('#fbl-form').addEventListener('submit', (ev) => {
+  ev.preventDefault()
+  loadFeedback(false).catch((e) => showError(e.message))
+})
+$('#fbl-next').addEventListener('click', () => loadFeedback(true).catch((e) => showError(e.message)))
 
 // ---- bulk ------------------------------------------------------------------------------------------------------
 
