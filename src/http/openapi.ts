@@ -29,7 +29,7 @@ export async function registerOpenApi (app: FastifyInstance, version: string): P
       tags: [
         { name: 'verdicts', description: 'Single and bulk verdicts' },
         { name: 'service', description: 'Health and probes' },
-        { name: 'management', description: 'History, usage and intel, scoped to the key\'s tenant' }
+        { name: 'management', description: 'History, usage, intel, allowlist and feedback, scoped to the key\'s tenant' }
       ]
     }
   })

@@ -77,7 +77,7 @@ test('an analyst marks a false positive, allowlists it from the lookup, reviews 
   assert.ok(before.signals.length > 0)
   await page.getByLabel('Note', { exact: true }).fill('our sinkhole')
   await page.getByLabel('Note', { exact: true }).press('Tab')
-  assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'False positive', 'Tab reaches the labelled button')
+  assert.equal(await page.locator(':focus').textContent(), 'False positive', 'Tab reaches the labelled button')
   await page.keyboard.press('Enter')
   await page.getByRole('status').filter({ hasText: 'Recorded as a false positive' }).waitFor()
   const offer = page.locator('#offer-form')
