@@ -107,7 +107,7 @@ const kProfile202606: ScoringProfile = {
   saturation: [1, 15, 30, 50, 75],
   strength: [10, 25, 40],
   categoryPrecedence: kPrecedence,
-  lexical: { dgaThreshold: 0.948, dgaStrong: 0.98 },
+  lexical: { dgaThreshold: 0.821, dgaStrong: 0.885 },
   actions: kActions,
   trust: null
 }

@@ -297,7 +297,7 @@ describe('domain evidence', () => {
     assert.ok(dga.flags.includes('dga_like'))
     assert.equal(signal(dga, 'lexical:dga').signal_group, 'lexical')
     const ev = signal(dga, 'lexical:dga').evidence ?? {}
-    assert.ok(typeof ev.model_confidence === 'number' && ev.model_confidence >= 0.948, String(ev.model_confidence))
+    assert.ok(typeof ev.model_confidence === 'number' && ev.model_confidence >= DEFAULT_PROFILE.lexical.dgaThreshold, String(ev.model_confidence))
     assert.equal(ev.length, 14)
     assert.ok(dga.risk.score > 50, 'a very confident DGA name lifts the score above neutral')
     for (const name of ['dhbw-karlsruhe.de', 'stackoverflow.com']) assert.ok(!verdict(snap, name).flags.includes('dga_like'), name)
