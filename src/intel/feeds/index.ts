@@ -12,6 +12,7 @@ import { parseNetset } from './netset.ts'
 import { parsePlain } from './plain.ts'
 import { parseSpamhausAsndrop } from './spamhaus-asndrop.ts'
 import { parseSpamhausDrop } from './spamhaus-drop.ts'
+import { parseSslblCsv } from './sslbl-csv.ts'
 import { parseStix2 } from './stix2.ts'
 import { parseThreatfoxCsv } from './threatfox-csv.ts'
 import { parseUrlhausCsv } from './urlhaus-csv.ts'
@@ -32,7 +33,8 @@ export const kFeedParsers: Readonly<Record<FeedFormat, FeedParser>> = Object.fre
   hosts: parseHosts,
   adblock: parseAdblock,
   misp_json: parseMispJson,
-  stix2: parseStix2
+  stix2: parseStix2,
+  sslbl_csv: parseSslblCsv
 })
 
 /** Whether a string names a feed format. */
