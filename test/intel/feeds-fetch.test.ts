@@ -13,6 +13,7 @@ import { request } from 'undici'
 import { loadConfig } from '../../src/config.ts'
 import { startService, type Service } from '../../src/service.ts'
 import { kTestIntelCache } from '../helper.ts'
+import { zipArchive } from '../fixtures/zip-archive.ts'
 
 const kRoot = join(import.meta.dirname, '..', '..')
 type Handler = (req: IncomingMessage, res: ServerResponse) => void
@@ -177,6 +178,68 @@ test('a gzip body (content-encoding or a .gz file) is decoded', async (t) => {
   const svc2 = await start(t, dir2, writeManifest(dir2, { url: `${host.url}/list.netset.gz` }))
   assert.equal((await refresh(svc2)).sources[0]?.records, 20)
   assert.deepEqual(await verdictSources(svc2, '10.4.0.1'), ['remote_list'])
+})
+
+test('a zip body is unpacked: its only file, or the member the manifest names', async (t) => {
+  const host = await feedHost(t)
+  host.set((req, res) => {
+    res.setHeader('content-type', 'application/zip')
+    if (req.url === '/one.zip') res.end(zipArchive([{ name: 'export/list.netset', data: Buffer.from(netset(25, 5)) }]))
+    else res.end(zipArchive([{ name: 'README.txt', data: Buffer.from('terms of use\n') }, { name: 'b.netset', data: Buffer.from(netset(12, 6)), method: 0 }]))
+  })
+  const dir = tempDir(t)
+  const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/one.zip` }))
+  const r = await refresh(svc)
+  assert.equal(r.sources[0]?.status, 'ok')
+  assert.equal(r.sources[0]?.records, 25)
+  assert.deepEqual(await verdictSources(svc, '10.5.0.24'), ['remote_list'])
+  const dir2 = tempDir(t)
+  const svc2 = await start(t, dir2, writeManifest(dir2, { url: `${host.url}/two.zip`, zip_member: 'b.netset' }))
+  assert.equal((await refresh(svc2)).sources[0]?.records, 12)
+  assert.deepEqual(await verdictSources(svc2, '10.6.0.11'), ['remote_list'])
+})
+
+test('a zip bomb, an ambiguous or missing member, a corrupt archive and a non-zip with zip_member are refused; the last good copy stays', async (t) => {
+  const host = await feedHost(t)
+  let mode = 'good'
+  const zeros = Buffer.alloc(20 * 1024 * 1024, 0x30)
+  host.set((_req, res) => {
+    switch (mode) {
+      case 'good': res.end(zipArchive([{ name: 'list.netset', data: Buffer.from(netset(100, 8)) }])); break
+      // Honest about its 20 MiB: refused before inflating.
+      case 'bomb': res.end(zipArchive([{ name: 'list.netset', data: zeros }])); break
+      // Claims 1 KiB and inflates to 20 MiB: stopped while inflating.
+      case 'liar': res.end(zipArchive([{ name: 'list.netset', data: zeros, declaredSize: 1024 }])); break
+      case 'two': res.end(zipArchive([{ name: 'a.netset', data: Buffer.from(netset(100, 8)) }, { name: 'b.netset', data: Buffer.from(netset(100, 8)) }])); break
+      case 'corrupt': res.end(zipArchive([{ name: 'list.netset', data: Buffer.from(netset(100, 8)) }]).subarray(0, 200)); break
+    }
+  })
+  const dir = tempDir(t)
+  const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/feed.zip`, max_bytes: 200_000 }))
+  assert.equal((await refresh(svc)).sources[0]?.status, 'ok')
+  const version = (await sources(svc)).snapshot.version
+  for (const [m, pattern] of [
+    ['bomb', /larger than max_bytes \(200000\) uncompressed/],
+    ['liar', /not the size it declares/],
+    ['two', /holds 2 files; name the one to read with "zip_member"/],
+    ['corrupt', /not a valid zip archive/]
+  ] as const) {
+    mode = m
+    const r = await refresh(svc)
+    assert.equal(r.sources[0]?.status, 'failed', m)
+    assert.match(r.sources[0]?.error ?? '', pattern, m)
+    assert.equal(r.sources[0]?.records, 100, `${m}: the last good copy's records`)
+    assert.equal(r.snapshot.version, version, `${m}: the snapshot is unchanged`)
+    assert.deepEqual(await verdictSources(svc, '10.8.0.42'), ['remote_list'], `${m}: still listed`)
+  }
+  mode = 'good'
+  assert.equal((await refresh(svc)).sources[0]?.status, 'ok')
+  // A named member that the archive lacks, and a plain body where a zip was announced.
+  const dir2 = tempDir(t)
+  const svc2 = await start(t, dir2, writeManifest(dir2, { url: `${host.url}/feed.zip`, zip_member: 'other.csv' }))
+  assert.match((await refresh(svc2)).sources[0]?.error ?? '', /no member "other.csv"/)
+  host.set((_req, res) => { res.end(netset(10)) })
+  assert.match((await refresh(svc2)).sources[0]?.error ?? '', /not a zip archive/)
 })
 
 test('500s, an HTML error page, garbage, a timeout, an oversize body and a shrunken list are refused and the last good copy stays in use', async (t) => {
@@ -367,6 +430,8 @@ test('a manifest entry with both path and url, or bad refresh settings, is a sta
     [{ url: 'http://127.0.0.1:1/x', refresh_seconds: 1.5 }, /"refresh_seconds"/],
     [{ url: 'http://127.0.0.1:1/x', max_bytes: -1 }, /"max_bytes"/],
     [{ url: 'http://127.0.0.1:1/x', headers: { 'Bad Header': 'x' } }, /not a header name/],
+    [{ url: 'http://127.0.0.1:1/x', zip_member: '' }, /"zip_member"/],
+    [{ path: 'x.txt', zip_member: 'a.csv' }, /"zip_member" applies only to a feed with a "url"/],
     [{ url: 'http://127.0.0.1:1/x?key=hidden-value', timeout_seconds: 'x' }, /"timeout_seconds"/]
   ] as const) {
     const err = await start(t, dir, writeManifest(dir, feed)).then(() => null, (e: Error) => e)
