@@ -7,6 +7,7 @@
  * @see https://sslbl.abuse.ch/blacklist/
  */
 import type { FeedParseResult } from '../../engine/types.ts'
+import type { EntrySink } from './feed-result.ts'
 import { dateColumn, readAbuseChCsv } from './abuse-ch-csv.ts'
 import { isIpAddress } from './ip-literal.ts'
 
@@ -14,8 +15,8 @@ const kColumns = ['Firstseen', 'DstIP', 'DstPort'] as const
 const kWanted = ['Firstseen', 'DstIP'] as const
 
 /** Parses an SSLBL IP blacklist CSV (sslipblacklist.csv or its _aggressive variant). */
-export function parseSslblCsv (text: string): FeedParseResult {
-  return readAbuseChCsv(text, kColumns, kWanted, (row, line, out) => {
+export function parseSslblCsv (text: string, sink?: EntrySink): FeedParseResult {
+  return readAbuseChCsv(text, kColumns, kWanted, sink, (row, line, out) => {
     if (!isIpAddress(row.DstIP)) return out.reject(line, `DstIP is not an IP address: ${JSON.stringify(row.DstIP.slice(0, 80))}`)
     const first = dateColumn(row.Firstseen)
     if (!first.ok) return out.reject(line, 'invalid Firstseen date')
