@@ -65,48 +65,61 @@ function unquote (s: string): string {
   return s
 }
 
+/** Number(s) of a field of digits read straight from the bytes; other text goes through Number() as a string. */
+function decimalField (buf: Buffer, from: number, to: number): number {
+  if (to > from && to - from <= 15) {
+    let n = 0
+    for (let i = from; i < to; i++) {
+      const d = (buf[i] as number) - 48
+      if (d < 0 || d > 9) return Number(buf.toString('latin1', from, to))
+      n = n * 10 + d
+    }
+    return n
+  }
+  return Number(buf.toString('latin1', from, to))
+}
+
 /**
- * Reads `<prefix>-ipv4-num.csv` and `<prefix>-ipv6-num.csv` (start,end,value[,rest]) from a folder.
+ * Reads `<prefix>-ipv4-num.csv` and `<prefix>-ipv6-num.csv` (start,end,value[,rest]) from a folder. `value` gets the
+ * third field and the rest of the line as latin1 text (the bytes as they are: a caller decodes UTF-8 itself).
+ * Works on the file's bytes: digits are read in place and only the short fields become strings, so a 20 MB registry
+ * never becomes a 20 MB string plus a string per field.
  * @see https://github.com/sapics/ip-location-db#csv-format
  */
-async function readRangeCsv (dir: string, prefix: string, v6: boolean, value: (fields: string, rest: string) => number): Promise<RangeList> {
-  const text = await readFile(join(dir, `${prefix}-${v6 ? 'ipv6' : 'ipv4'}-num.csv`), 'latin1')
+async function readRangeCsv (dir: string, prefix: string, v6: boolean, value: (field: string, rest: string) => number): Promise<RangeList> {
+  const buf = await readFile(join(dir, `${prefix}-${v6 ? 'ipv6' : 'ipv4'}-num.csv`))
   const width = v6 ? 4 : 1
-  let cap = 1024
-  let starts = new Uint32Array(cap * width)
-  let ends = new Uint32Array(cap * width)
-  let values = new Uint32Array(cap)
+  let lines = 1
+  for (let at = buf.indexOf(10); at !== -1; at = buf.indexOf(10, at + 1)) lines++
+  const starts = new Uint32Array(lines * width)
+  const ends = new Uint32Array(lines * width)
+  const values = new Uint32Array(lines)
   let count = 0
   let pos = 0
-  while (pos < text.length) {
-    let eol = text.indexOf('\n', pos)
-    if (eol === -1) eol = text.length
-    const c1 = text.indexOf(',', pos)
-    const c2 = c1 === -1 ? -1 : text.indexOf(',', c1 + 1)
+  const len = buf.length
+  while (pos < len) {
+    let eol = buf.indexOf(10, pos)
+    if (eol === -1) eol = len
+    const c1 = buf.indexOf(44, pos)
+    const c2 = c1 === -1 ? -1 : buf.indexOf(44, c1 + 1)
     if (c2 !== -1 && c2 < eol) {
-      let c3 = text.indexOf(',', c2 + 1)
+      let c3 = buf.indexOf(44, c2 + 1)
       if (c3 === -1 || c3 > eol) c3 = eol
-      if (count === cap) {
-        cap *= 2
-        const s = new Uint32Array(cap * width); s.set(starts); starts = s
-        const e = new Uint32Array(cap * width); e.set(ends); ends = e
-        const v = new Uint32Array(cap); v.set(values); values = v
-      }
-      const a = text.slice(pos, c1)
-      const b = text.slice(c1 + 1, c2)
       if (v6) {
-        parseV6Decimal(a, starts, count * 4)
-        parseV6Decimal(b, ends, count * 4)
+        parseV6Decimal(buf.toString('latin1', pos, c1), starts, count * 4)
+        parseV6Decimal(buf.toString('latin1', c1 + 1, c2), ends, count * 4)
       } else {
-        starts[count] = Number(a)
-        ends[count] = Number(b)
+        starts[count] = decimalField(buf, pos, c1)
+        ends[count] = decimalField(buf, c1 + 1, c2)
       }
-      values[count] = value(text.slice(c2 + 1, c3), c3 < eol ? text.slice(c3 + 1, eol).replace(/\r$/, '') : '')
+      let restEnd = eol
+      if (c3 < eol && buf[restEnd - 1] === 13) restEnd--
+      values[count] = value(buf.toString('latin1', c2 + 1, c3), c3 < eol ? buf.toString('latin1', c3 + 1, restEnd) : '')
       count++
     }
     pos = eol + 1
   }
-  return { starts: starts.slice(0, count * width), ends: ends.slice(0, count * width), values: values.slice(0, count), count }
+  return { starts: starts.subarray(0, count * width), ends: ends.subarray(0, count * width), values: values.subarray(0, count), count }
 }
 
 /** Reads the IP -> AS number registry (default: the @ip-location-db/asn package). */
