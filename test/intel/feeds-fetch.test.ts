@@ -394,6 +394,38 @@ test('a changed feed swaps in during a bulk load with zero failed requests', asy
   assert.deepEqual(statuses.filter((s) => s !== 200), [])
 })
 
+test('a refresh where one feed changed re-parses that feed alone; the status shows which sources were parsed', async (t) => {
+  const host = await feedHost(t)
+  let seedA = 1
+  host.set((req, res) => { res.end(req.url === '/a' ? netset(40, seedA) : netset(60, 20)) })
+  const dir = tempDir(t)
+  const manifest = join(dir, 'manifest.json')
+  const feed = (name: string, url: string): object => ({
+    name, format: 'netset', url, direction: 'malicious', group: 'threat_feed', subgroup: 'attack_source', category: 'abuse', confidence: 0.8, half_life_days: 0
+  })
+  writeFileSync(manifest, JSON.stringify({ feeds: [feed('feed_a', `${host.url}/a`), feed('feed_b', `${host.url}/b`)] }))
+  const svc = await start(t, dir, manifest)
+  await refresh(svc)
+  seedA = 2
+  const r = await refresh(svc) as unknown as { snapshot: { build: { warm: boolean, parsed: string[], reused: number }, sources: Array<{ name: string, parsed: boolean, parse_ms: number, indexed: number }> } }
+  assert.equal(r.snapshot.build.warm, false)
+  assert.deepEqual(r.snapshot.build.parsed, ['feed_a'])
+  assert.ok(r.snapshot.build.reused >= 3, 'registries, built-in lists and feed_b were reused')
+  const a = r.snapshot.sources.find((s) => s.name === 'feed_a')
+  const b = r.snapshot.sources.find((s) => s.name === 'feed_b')
+  assert.equal(a?.parsed, true)
+  assert.equal(a?.indexed, 40)
+  assert.equal(b?.parsed, false)
+  assert.equal(b?.parse_ms, 0)
+  assert.equal(b?.indexed, 60)
+  assert.ok(r.snapshot.sources.filter((s) => s.name !== 'feed_a').every((s) => !s.parsed))
+  const verdict = await svc.app.inject({
+    method: 'POST', url: '/api/v2/ioc/verdict', headers: { 'x-api-key': svc.key, 'content-type': 'application/json' }, payload: { indicator: { value: '10.20.0.5' }, signal_details: 'all' }
+  })
+  assert.match(verdict.body, /feed_b/, 'the reused feed still scores')
+  assert.match(svc.logs.join(''), /"parsed":\["feed_a"\]/)
+})
+
 test('intel status prints the table from the status file the service writes', async (t) => {
   const host = await feedHost(t)
   host.set((_req, res) => { res.statusCode = 503; res.end() })
