@@ -118,6 +118,8 @@ function parseFeedPart (spec: FeedSpec, text: string): SourcePart {
 }
 
 const kEmptyLoader = { rejected: [] as RejectedLine[], lines: 0 }
+/** Dead bytes (read buffers, texts) after which a stage boundary runs a full collection. */
+const kCollectBytes = 16 * 1024 * 1024
 
 /** Everything a compile needs before the merge, with the report of how each source was obtained. */
 class Collector {
@@ -125,7 +127,9 @@ class Collector {
   private readonly cache: PartCache | null
   private readonly force: boolean
   private code: string | null = null
-  private collectedAt = 0
+  /** Bytes read and parsed since the last collection (texts and read buffers now dead), and in all. */
+  private garbage = 0
+  private collected = 0
 
   constructor (partsDir: string | null, force: boolean) {
     this.cache = partsDir === null ? null : new PartCache(partsDir)
@@ -157,6 +161,8 @@ class Collector {
       }
     }
     const value = await build()
+    // Registry CSVs and the built-in lists' packages are tens of MB once read.
+    if (kind !== 'feed') this.garbage += kCollectBytes
     this.note(name, kind, true, t0)
     if (file !== null) await this.cache?.put(file, async (p) => { await write(p, value) })
     return value
@@ -209,6 +215,7 @@ class Collector {
         throw new Error(`feed "${spec.name}": cannot read ${spec.path}: ${(err as Error).message}`, { cause: err })
       }
       if (known !== null && createHash('sha256').update(bytes).digest('hex') !== known) this.report.consistent = false
+      this.garbage += bytes.length * 2
       const text = bytes.toString('utf8')
       // The bytes are not needed once decoded; the text is dropped when the part is done.
       bytes = Buffer.alloc(0)
@@ -219,8 +226,12 @@ class Collector {
 
   /** Frees what the sources parsed since the last call left behind (texts, read buffers), before the next stage. */
   collect (again = false): void {
-    if (this.report.parsed > this.collectedAt || (again && this.report.parsed > 0)) collectGarbage()
-    this.collectedAt = this.report.parsed
+    // Small feeds leave little behind: a full collection (tens of ms on a large heap) pays only after big reads.
+    if (this.garbage >= kCollectBytes || (again && this.collected > 0)) {
+      collectGarbage()
+      this.collected += this.garbage
+      this.garbage = 0
+    }
   }
 
   async prune (): Promise<void> {
@@ -262,6 +273,24 @@ function insertAsnKeys (table: HashTableBuilder, asn: AsnPart, pair: KeyPair): v
   }
 }
 
+/**
+ * Writes one part's listings from entry `g` on and links each into its key's chain; returns the next entry index.
+ * A function of its own, with everything in locals: the hot loop of a merge (millions of entries) stays tight.
+ */
+function fillEntries (entries: Uint32Array, table: HashTableBuilder, part: SourcePart, labels: Uint32Array, id: number, g: number): number {
+  const { keys, first, last, label, count } = part
+  let b = g * kEntryStride
+  for (let j = 0; j < count; j++, b += kEntryStride) {
+    entries[b] = id
+    entries[b + 1] = first[j] as number
+    entries[b + 2] = last[j] as number
+    entries[b + 3] = labels[label[j] as number] as number
+    // The previous listing of the same key (an earlier source) becomes this one's next: each key heads a chain.
+    entries[b + 4] = table.swap(keys[j * 2] as number, keys[j * 2 + 1] as number, g + j + 1)
+  }
+  return g + count
+}
+
 /** Merges parts and registries into the snapshot's buffer. */
 function merge (inputs: PartInput[], asn: AsnPart, country: CountryPart): { buffer: SharedArrayBuffer, sections: SnapshotHeader['sections'], metas: SourceMeta[], v4: Set<number>, v6: Set<number>, strings: StringPool, keys: number, listings: number } {
   const strings = new StringPool()
@@ -286,23 +315,14 @@ function merge (inputs: PartInput[], asn: AsnPart, country: CountryPart): { buff
   const v4 = new Set<number>()
   const v6 = new Set<number>()
   let g = 0
-  inputs.forEach(({ traits, part }, id) => {
-    const labels = labelMaps[id] as Uint32Array
-    const { keys, first, last, label } = part
-    for (let j = 0; j < part.count; j++, g++) {
-      const b = g * kEntryStride
-      entries[b] = id
-      entries[b + 1] = first[j] as number
-      entries[b + 2] = last[j] as number
-      entries[b + 3] = labels[label[j] as number] as number
-      // The previous listing of the same key (an earlier source) becomes this one's next: each key heads a chain.
-      entries[b + 4] = table.swap(keys[j * 2] as number, keys[j * 2 + 1] as number, g + 1)
-    }
+  for (let id = 0; id < inputs.length; id++) {
+    const { traits, part } = inputs[id] as PartInput
+    g = fillEntries(entries, table, part, labelMaps[id] as Uint32Array, id, g)
     if (part.net4 !== null) for (let i = 0; i < presence.length; i++) presence[i] = (presence[i] as number) | (part.net4[i] as number)
     for (const p of part.v4Prefixes) v4.add(p)
     for (const p of part.v6Prefixes) v6.add(p)
     metas.push({ ...traits, lines: part.lines, id, indexed: part.count, rejected: part.rejected, rejectedSamples: part.rejectedSamples })
-  })
+  }
   const distinct = table.size
   const pair: KeyPair = { h1: 0, h2: 0 }
   const exact = tableCapacity(distinct + asns)
