@@ -13,7 +13,7 @@ import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { FeedSpec, RejectedLine } from '../engine/types.ts'
-import { builtinVersions, kReferenceDir, readAsnData, readBuiltinSources, readCountryData, readLookalikeTargets, type RangeList } from './builtin.ts'
+import { builtinVersions, kBuiltinSources, kReferenceDir, loadBuiltinData, readAsnData, readCountryData, readLookalikeTargets, type BuiltinData, type RangeList } from './builtin.ts'
 import { parseFeed } from './feeds/index.ts'
 import { HashTableBuilder, tableCapacity } from '../engine/snapshot/hash-table.ts'
 import { hashWords, KeyTag, type KeyPair } from '../engine/snapshot/hash.ts'
@@ -178,19 +178,23 @@ class Collector {
     return await this.obtain('registry', 'country', key, readCountryPart, writeCountryPart, async () => await readCountryData(dir))
   }
 
-  /** The built-in lists, each its own part, keyed by the package versions and reference files they come from. */
+  /**
+   * The built-in lists, each its own part, keyed by the package versions and reference files they come from. Their
+   * packages are read only when a part is missing.
+   */
   async builtins (): Promise<PartInput[]> {
     const ref = createHash('sha256')
     for (const name of ['infrastructure-asns.json', 'public-resolvers.txt']) ref.update(await readFile(join(kReferenceDir, name)))
     const base = ['builtin', JSON.stringify(builtinVersions()), ref.digest('hex')]
+    let data: Promise<BuiltinData> | null = null
     const out: PartInput[] = []
-    // Reading the lists (a few JSON packages) costs little next to normalizing their entries, which a part saves.
-    for (const src of await readBuiltinSources()) {
-      const { entries: _e, rejected: _r, lines: _l, ...traits } = src
-      const part = await this.obtain('builtin', src.name, [...base, src.name], readPartFile, writePartFile, async () => {
-        const builder = new PartBuilder(src.entries.length)
-        for (const e of src.entries) builder.addEntry(e)
-        return builder.finish({ rejected: src.rejected, lines: src.lines })
+    for (const { traits, entries } of kBuiltinSources) {
+      const part = await this.obtain('builtin', traits.name, [...base, traits.name], readPartFile, writePartFile, async () => {
+        data ??= loadBuiltinData()
+        const list = entries(await data)
+        const builder = new PartBuilder(list.length)
+        for (const e of list) builder.addEntry(e)
+        return builder.finish({ rejected: [], lines: list.length })
       })
       out.push({ traits, part })
     }
