@@ -252,8 +252,11 @@ async function intelStatus (config: Readonly<Config>, json: boolean): Promise<nu
     for (const s of status.sources) rows.push([s.name, s.status, String(s.records), s.last_success_at ?? '-', s.last_attempt_at ?? '-', s.error ?? ''])
     const widths = rows[0]!.map((_c, i) => Math.max(...rows.map((r) => (r[i] as string).length)))
     for (const r of rows) out(r.map((c, i) => i === r.length - 1 ? c : c.padEnd(widths[i] as number)).join('  ').trimEnd())
-    const snap = status.snapshot as { version?: string, data_timestamp?: string } | null
+    const snap = status.snapshot as { version?: string, data_timestamp?: string, build?: { warm: boolean, parsed: string[], reused: number } } | null
     if (snap !== null) out(`snapshot ${snap.version ?? '?'} built ${snap.data_timestamp ?? '?'} (status written ${status.writtenAt})`)
+    if (snap?.build !== undefined) {
+      out(snap.build.warm ? 'loaded whole from the snapshot cache' : `parsed: ${snap.build.parsed.join(', ') || 'none'}; reused from the parts cache: ${snap.build.reused}`)
+    }
   }
   return status.sources.some((s) => s.status === 'stale' || s.status === 'failed') ? 1 : 0
 }

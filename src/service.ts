@@ -11,7 +11,7 @@ import { buildApp } from './app.ts'
 import { redactUrl } from './http/edges.ts'
 import { storeOptions, type Config } from './config.ts'
 import { startHistory, type HistoryClient } from './history/client.ts'
-import { buildSnapshot, FeedRefresher, loadManifest, type IntelSourceOptions } from './intel/index.ts'
+import { buildSnapshot, buildSummary, FeedRefresher, loadManifest, type IntelSourceOptions } from './intel/index.ts'
 import { IntelService } from './pool/intel-service.ts'
 import { SpareBuffers } from './bytes/byte-sink.ts'
 import { openQuota, openStore, type QuotaCounter, type Store } from './store/index.ts'
@@ -80,12 +80,13 @@ export async function startService (config: Readonly<Config>, options: { logger?
     // The manifest is validated here first, so a bad one is a startup error on the main thread.
     const specs = await loadManifest(source.manifest, { feedsDir: source.feedsDir })
     const built = await buildSnapshot(source)
-    logger.info({ intel: { version: built.data.header.version, warm: built.warm, ms: Math.round(built.ms), bytes: built.data.buffer.byteLength } }, 'intel snapshot loaded')
+    const startBuild = buildSummary(built)
+    logger.info({ intel: { version: built.data.header.version, warm: built.warm, ms: Math.round(built.ms), bytes: built.data.buffer.byteLength, parsed: startBuild.parsed, reused: startBuild.reused } }, 'intel snapshot loaded')
     // scoringEntry swaps the scoring worker module (tests start fixtures that crash); it is not configuration.
     // Part buffers the history writer has stored come back through here to the scoring threads (byte-sink.ts).
     const historySpares = new SpareBuffers(kHistorySpares)
     const poolOptions = { size: config.poolSize, cacheSize: config.cacheSize, historySpares, ...(options.scoringEntry === undefined ? {} : { entry: options.scoringEntry }) }
-    const intel = new IntelService(built.data, poolOptions, source)
+    const intel = new IntelService(built.data, poolOptions, source, { warm: built.warm, ms: built.ms, report: built.report })
     closers.push(async () => await intel.close())
     await intel.ready()
 
@@ -99,9 +100,17 @@ export async function startService (config: Readonly<Config>, options: { logger?
       validation: { maxRejectedRatio: config.feedMaxRejectedPercent / 100, minShrinkRatio: config.feedMinShrinkPercent / 100 },
       onChange: async () => {
         const r = await intel.reload()
-        logger.info({ intel: r }, 'intel snapshot reloaded after a feed change')
+        const b = intel.build === null ? null : buildSummary(intel.build)
+        logger.info({ intel: { ...r, parsed: b?.parsed ?? [], reused: b?.reused ?? 0 } }, 'intel snapshot reloaded after a feed change')
       },
-      snapshot: () => ({ version: intel.snapshot.version, data_timestamp: intel.snapshot.dataTimestamp })
+      snapshot: () => {
+        const build = intel.build === null ? null : buildSummary(intel.build)
+        return {
+          version: intel.snapshot.version,
+          data_timestamp: intel.snapshot.dataTimestamp,
+          ...(build === null ? {} : { build: { warm: build.warm, build_ms: build.build_ms, parsed: build.parsed, reused: build.reused } })
+        }
+      }
     })
     closers.push(async () => await feeds.close())
     await feeds.start()

@@ -9,8 +9,11 @@ import { parseFeed } from '../src/intel/feeds/index.ts'
 
 const req = workerData as { format: FeedFormat, path: string }
 try {
-  const parsed = parseFeed(req.format, await readFile(req.path, 'utf8'))
-  parentPort?.postMessage({ ok: true, lines: parsed.lines, entries: parsed.entries.length, rejected: parsed.rejected.length, firstReason: parsed.rejected[0]?.reason ?? null })
+  // Entries are only counted: a sink keeps a million-line download from becoming a million entry objects.
+  let entries = 0
+  const parsed = parseFeed(req.format, await readFile(req.path, 'utf8'), () => { entries++ })
+  entries += parsed.entries.length
+  parentPort?.postMessage({ ok: true, lines: parsed.lines, entries, rejected: parsed.rejected.length, firstReason: parsed.rejected[0]?.reason ?? null })
 } catch (err) {
   parentPort?.postMessage({ ok: false, message: (err as Error).message })
 }

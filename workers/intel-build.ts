@@ -11,7 +11,7 @@ export type IntelBuildRequest = IntelSourceOptions & { force: boolean }
 const req = workerData as IntelBuildRequest
 try {
   const result = await loadSnapshot({ ...await compileInputs(req), cacheDir: req.cacheDir, force: req.force })
-  parentPort?.postMessage({ ok: true, data: result.data, warm: result.warm, ms: result.ms })
+  parentPort?.postMessage({ ok: true, data: result.data, warm: result.warm, ms: result.ms, build: result.build })
 } catch (err) {
   parentPort?.postMessage({ ok: false, message: (err as Error).message })
 }

@@ -45,7 +45,7 @@ export type NormalizeResult =
 /** Feed formats the loaders read (data/feeds/README.md describes each). */
 export const FEED_FORMATS = [
   'plain', 'netset', 'spamhaus_drop', 'spamhaus_asndrop', 'feodo_csv', 'threatfox_csv', 'urlhaus_csv',
-  'malwarebazaar_csv', 'hosts', 'adblock', 'misp_json', 'stix2'
+  'malwarebazaar_csv', 'hosts', 'adblock', 'misp_json', 'stix2', 'sslbl_csv'
 ] as const
 /** A feed format name as written in a manifest. */
 export type FeedFormat = typeof FEED_FORMATS[number]
@@ -97,7 +97,7 @@ export interface FeedSpec {
   remote?: RemoteFeed
 }
 
-/** How a fetched feed is downloaded and refreshed (manifest keys url, refresh_seconds, headers, max_bytes, timeout_seconds). */
+/** How a fetched feed is downloaded and refreshed (manifest keys url, refresh_seconds, headers, max_bytes, timeout_seconds, zip_member). */
 export interface RemoteFeed {
   url: string
   refreshSeconds: number
@@ -105,6 +105,8 @@ export interface RemoteFeed {
   headers: Record<string, string>
   maxBytes: number
   timeoutSeconds: number
+  /** The member to read when the body is a zip archive; null: the archive must hold exactly one file. */
+  zipMember: string | null
 }
 
 /** Signal detail levels (spec 2.2). */

@@ -247,13 +247,46 @@ export const sourcesSchema = {
           url: { type: 'string', description: 'Redacted: no credentials, no query values' },
           status: { type: 'string', enum: ['ok', 'stale', 'failed', 'pending'] },
           records: { type: 'integer' },
+          bytes: { type: 'integer' },
+          refresh_seconds: { type: 'integer' },
           last_attempt_at: { type: ['string', 'null'], format: 'date-time' },
           last_success_at: { type: ['string', 'null'], format: 'date-time' },
+          last_change_at: { type: ['string', 'null'], format: 'date-time' },
           error: { type: ['string', 'null'] }
         }
       }
     },
-    snapshot: { type: 'object', properties: { version: { type: 'string' }, data_timestamp: { type: 'string' }, sources: { type: 'array', items: { type: 'object' } } } }
+    snapshot: {
+      type: 'object',
+      properties: {
+        version: { type: 'string' },
+        data_timestamp: { type: 'string' },
+        build: {
+          type: 'object',
+          description: 'How the snapshot in use was obtained: whole from the disk cache (warm) or compiled; which sources that compile read and parsed, and how many it reused from the parts cache',
+          properties: {
+            warm: { type: 'boolean' },
+            build_ms: { type: 'integer' },
+            parsed: { type: 'array', items: { type: 'string' } },
+            reused: { type: 'integer' }
+          }
+        },
+        sources: {
+          type: 'array',
+          items: {
+            type: 'object',
+            properties: {
+              name: { type: 'string' },
+              kind: { type: 'string', enum: ['builtin', 'feed'] },
+              indexed: { type: 'integer' },
+              rejected: { type: 'integer' },
+              parsed: { type: 'boolean', description: 'Read and parsed by the build that made this snapshot (false: its compiled part was reused)' },
+              parse_ms: { type: 'integer' }
+            }
+          }
+        }
+      }
+    }
   }
 } as const
 

@@ -4,7 +4,7 @@
  */
 import type { FastifyInstance } from 'fastify'
 import { InvalidRequestError } from '../errors.ts'
-import type { FeedRefresher } from '../intel/index.ts'
+import { buildSummary, type FeedRefresher } from '../intel/index.ts'
 import type { IntelService } from '../pool/intel-service.ts'
 import { INDICATOR_TYPES } from '../engine/types.ts'
 import { DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, StoreError, utcDayOf, type QuotaCounter, type SearchFilters, type Store } from '../store/index.ts'
@@ -121,12 +121,17 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
   // Fetched feeds and the snapshot in use. URLs are shown redacted (no credentials, no query values).
   const sources = (): object => {
     const snap = deps.intel.snapshot
+    const build = deps.intel.build === null ? null : buildSummary(deps.intel.build)
     return {
       sources: deps.feeds.rows(),
       snapshot: {
         version: snap.version,
         data_timestamp: snap.dataTimestamp,
-        sources: snap.sources.map((s) => ({ name: s.name, kind: s.kind, indexed: s.indexed, rejected: s.rejected }))
+        ...(build === null ? {} : { build: { warm: build.warm, build_ms: build.build_ms, parsed: build.parsed, reused: build.reused } }),
+        sources: snap.sources.map((s) => {
+          const b = build?.sources.get(s.name)
+          return { name: s.name, kind: s.kind, indexed: s.indexed, rejected: s.rejected, parsed: b?.parsed ?? false, parse_ms: b?.parsed === true ? b.ms : 0 }
+        })
       }
     }
   }

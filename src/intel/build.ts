@@ -4,7 +4,7 @@
 import { Worker } from 'node:worker_threads'
 import type { SnapshotData } from '../engine/index.ts'
 import { kWorkerShim, workerEntry } from '../worker-entry.ts'
-import type { CompileOptions } from './compile.ts'
+import type { BuildReport, CompileOptions } from './compile.ts'
 import { loadManifest } from './manifest.ts'
 
 /** Where snapshots come from. */
@@ -26,14 +26,22 @@ export async function compileInputs (source: IntelSourceOptions): Promise<Compil
   }
 }
 
+/** How a snapshot in use was obtained: whole from the disk cache (warm), or compiled, with what each source cost. */
+export interface BuildInfo {
+  warm: boolean
+  ms: number
+  /** Per source: parsed in this build or its part reused; null when warm. */
+  report: BuildReport | null
+}
+
 /** Loads or compiles a snapshot on a worker thread. */
-export async function buildSnapshot (options: IntelSourceOptions, force = false): Promise<{ data: SnapshotData, warm: boolean, ms: number }> {
+export async function buildSnapshot (options: IntelSourceOptions, force = false): Promise<{ data: SnapshotData } & BuildInfo> {
   return await new Promise((resolve, reject) => {
     const worker = new Worker(kWorkerShim, { workerData: { entry: workerEntry('intel-build'), ...options, force } })
     let settled = false
-    worker.once('message', (msg: { ok: true, data: SnapshotData, warm: boolean, ms: number } | { ok: false, message: string }) => {
+    worker.once('message', (msg: { ok: true, data: SnapshotData, warm: boolean, ms: number, build: BuildReport | null } | { ok: false, message: string }) => {
       settled = true
-      if (msg.ok) resolve({ data: msg.data, warm: msg.warm, ms: msg.ms })
+      if (msg.ok) resolve({ data: msg.data, warm: msg.warm, ms: msg.ms, report: msg.build })
       else reject(new Error(`intel build failed: ${msg.message}`))
     })
     worker.once('error', (err) => {
@@ -44,4 +52,17 @@ export async function buildSnapshot (options: IntelSourceOptions, force = false)
       if (!settled) reject(new Error(`intel build worker exited with code ${code}`))
     })
   })
+}
+
+/** The build facts the status route and status file show: per source, whether it was parsed, and the totals. */
+export function buildSummary (info: BuildInfo): { warm: boolean, build_ms: number, parsed: string[], reused: number, sources: Map<string, { parsed: boolean, ms: number }> } {
+  const sources = new Map<string, { parsed: boolean, ms: number }>()
+  for (const s of info.report?.sources ?? []) sources.set(s.kind === 'registry' ? `registry:${s.name}` : s.name, { parsed: s.parsed, ms: s.ms })
+  return {
+    warm: info.warm,
+    build_ms: Math.round(info.ms),
+    parsed: [...sources].filter(([, s]) => s.parsed).map(([name]) => name),
+    reused: info.report?.reused ?? 0,
+    sources
+  }
 }

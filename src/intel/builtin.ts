@@ -7,7 +7,7 @@ import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { FeedEntry, IndicatorType } from '../engine/types.ts'
-import type { SourceInput } from '../engine/snapshot/source.ts'
+import type { SourceInput, SourceTraits } from '../engine/snapshot/source.ts'
 
 const kRequire = createRequire(import.meta.url)
 /** The project's data/reference folder. */
@@ -65,48 +65,61 @@ function unquote (s: string): string {
   return s
 }
 
+/** Number(s) of a field of digits read straight from the bytes; other text goes through Number() as a string. */
+function decimalField (buf: Buffer, from: number, to: number): number {
+  if (to > from && to - from <= 15) {
+    let n = 0
+    for (let i = from; i < to; i++) {
+      const d = (buf[i] as number) - 48
+      if (d < 0 || d > 9) return Number(buf.toString('latin1', from, to))
+      n = n * 10 + d
+    }
+    return n
+  }
+  return Number(buf.toString('latin1', from, to))
+}
+
 /**
- * Reads `<prefix>-ipv4-num.csv` and `<prefix>-ipv6-num.csv` (start,end,value[,rest]) from a folder.
+ * Reads `<prefix>-ipv4-num.csv` and `<prefix>-ipv6-num.csv` (start,end,value[,rest]) from a folder. `value` gets the
+ * third field and the rest of the line as latin1 text (the bytes as they are: a caller decodes UTF-8 itself).
+ * Works on the file's bytes: digits are read in place and only the short fields become strings, so a 20 MB registry
+ * never becomes a 20 MB string plus a string per field.
  * @see https://github.com/sapics/ip-location-db#csv-format
  */
-async function readRangeCsv (dir: string, prefix: string, v6: boolean, value: (fields: string, rest: string) => number): Promise<RangeList> {
-  const text = await readFile(join(dir, `${prefix}-${v6 ? 'ipv6' : 'ipv4'}-num.csv`), 'latin1')
+async function readRangeCsv (dir: string, prefix: string, v6: boolean, value: (field: string, rest: string) => number): Promise<RangeList> {
+  const buf = await readFile(join(dir, `${prefix}-${v6 ? 'ipv6' : 'ipv4'}-num.csv`))
   const width = v6 ? 4 : 1
-  let cap = 1024
-  let starts = new Uint32Array(cap * width)
-  let ends = new Uint32Array(cap * width)
-  let values = new Uint32Array(cap)
+  let lines = 1
+  for (let at = buf.indexOf(10); at !== -1; at = buf.indexOf(10, at + 1)) lines++
+  const starts = new Uint32Array(lines * width)
+  const ends = new Uint32Array(lines * width)
+  const values = new Uint32Array(lines)
   let count = 0
   let pos = 0
-  while (pos < text.length) {
-    let eol = text.indexOf('\n', pos)
-    if (eol === -1) eol = text.length
-    const c1 = text.indexOf(',', pos)
-    const c2 = c1 === -1 ? -1 : text.indexOf(',', c1 + 1)
+  const len = buf.length
+  while (pos < len) {
+    let eol = buf.indexOf(10, pos)
+    if (eol === -1) eol = len
+    const c1 = buf.indexOf(44, pos)
+    const c2 = c1 === -1 ? -1 : buf.indexOf(44, c1 + 1)
     if (c2 !== -1 && c2 < eol) {
-      let c3 = text.indexOf(',', c2 + 1)
+      let c3 = buf.indexOf(44, c2 + 1)
       if (c3 === -1 || c3 > eol) c3 = eol
-      if (count === cap) {
-        cap *= 2
-        const s = new Uint32Array(cap * width); s.set(starts); starts = s
-        const e = new Uint32Array(cap * width); e.set(ends); ends = e
-        const v = new Uint32Array(cap); v.set(values); values = v
-      }
-      const a = text.slice(pos, c1)
-      const b = text.slice(c1 + 1, c2)
       if (v6) {
-        parseV6Decimal(a, starts, count * 4)
-        parseV6Decimal(b, ends, count * 4)
+        parseV6Decimal(buf.toString('latin1', pos, c1), starts, count * 4)
+        parseV6Decimal(buf.toString('latin1', c1 + 1, c2), ends, count * 4)
       } else {
-        starts[count] = Number(a)
-        ends[count] = Number(b)
+        starts[count] = decimalField(buf, pos, c1)
+        ends[count] = decimalField(buf, c1 + 1, c2)
       }
-      values[count] = value(text.slice(c2 + 1, c3), c3 < eol ? text.slice(c3 + 1, eol).replace(/\r$/, '') : '')
+      let restEnd = eol
+      if (c3 < eol && buf[restEnd - 1] === 13) restEnd--
+      values[count] = value(buf.toString('latin1', c2 + 1, c3), c3 < eol ? buf.toString('latin1', c3 + 1, restEnd) : '')
       count++
     }
     pos = eol + 1
   }
-  return { starts: starts.slice(0, count * width), ends: ends.slice(0, count * width), values: values.slice(0, count), count }
+  return { starts: starts.subarray(0, count * width), ends: ends.subarray(0, count * width), values: values.subarray(0, count), count }
 }
 
 /** Reads the IP -> AS number registry (default: the @ip-location-db/asn package). */
@@ -137,11 +150,6 @@ export async function readCountryData (dir = packageDir('@ip-location-db/geo-who
     v4: await readRangeCsv(dir, 'geo-whois-asn-country', false, value),
     v6: await readRangeCsv(dir, 'geo-whois-asn-country', true, value)
   }
-}
-
-/** Signal-bearing built-in source definitions, in the same shape as an operator feed. */
-function source (name: string, fields: Omit<SourceInput, 'name' | 'kind' | 'entries' | 'rejected' | 'lines' | 'halfLifeDays'>, entries: FeedEntry[]): SourceInput {
-  return { name, kind: 'builtin', halfLifeDays: 0, ...fields, entries, rejected: [], lines: entries.length }
 }
 
 function entriesOf (type: IndicatorType | null, values: Iterable<string>, label?: string): FeedEntry[] {
@@ -188,45 +196,79 @@ function specialRanges (): Array<{ cidr: string, name: string }> {
   return out
 }
 
-/** Every built-in signal source, read from its package or data file. */
-export async function readBuiltinSources (): Promise<SourceInput[]> {
-  const phishing = kRequire('eth-phishing-detect/src/config.json') as { blacklist: string[], whitelist: string[] }
-  const disposable = kRequire('disposable-email-domains') as string[]
-  const cloudflare = kRequire('cloudflare-ip/ips.json') as string[]
-  const infra = JSON.parse(await readFile(join(kReferenceDir, 'infrastructure-asns.json'), 'utf8')) as Record<'cdn' | 'cloud', Array<{ asn: number, org: string }>>
+/** What the built-in lists are made from, read from their packages and data files. */
+export interface BuiltinData {
+  phishing: { blacklist: string[], whitelist: string[] }
+  disposable: string[]
+  cloudflare: string[]
+  infra: Record<'cdn' | 'cloud', Array<{ asn: number, org: string }>>
+  resolvers: string[]
+  special: Array<{ cidr: string, name: string }>
+}
+
+/** Reads every package and data file the built-in lists come from. */
+export async function loadBuiltinData (): Promise<BuiltinData> {
   const resolvers = (await readFile(join(kReferenceDir, 'public-resolvers.txt'), 'utf8'))
     .split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'))
+  return {
+    phishing: kRequire('eth-phishing-detect/src/config.json') as BuiltinData['phishing'],
+    disposable: kRequire('disposable-email-domains') as string[],
+    cloudflare: kRequire('cloudflare-ip/ips.json') as string[],
+    infra: JSON.parse(await readFile(join(kReferenceDir, 'infrastructure-asns.json'), 'utf8')) as BuiltinData['infra'],
+    resolvers,
+    special: specialRanges()
+  }
+}
 
-  const special = specialRanges()
-  const nonRoutable = special.filter((r) => kNonRoutable.has(r.name) && !kDocumentation.has(r.cidr))
-  const documentation = special.filter((r) => kDocumentation.has(r.cidr))
-  const protocol = special.filter((r) => !kNonRoutable.has(r.name) && !kDocumentation.has(r.cidr))
-  const labelled = (rows: Array<{ cidr: string, name: string }>): FeedEntry[] =>
-    rows.map((r, i) => ({ type: 'ip_block', value: r.cidr, line: i + 1, label: r.name }))
+/** A built-in list: what the snapshot header says about it, and its entries once its data is read. */
+export interface BuiltinSource {
+  traits: SourceTraits
+  entries: (data: BuiltinData) => FeedEntry[]
+}
 
-  return [
-    source('eth-phishing-detect', { direction: 'malicious', group: 'reputation', subgroup: 'phishing', category: 'phishing', confidence: 0.9 },
-      // The list holds a few bare IP addresses too: let each entry's type be inferred.
-      entriesOf(null, phishing.blacklist)),
-    source('eth-phishing-allowlist', { direction: 'safe', group: 'reputation', subgroup: 'allowlist', category: 'allowlisted', confidence: 0.9 },
-      entriesOf(null, phishing.whitelist)),
-    source('disposable-email-domains', { direction: 'malicious', group: 'reputation', subgroup: 'disposable_email', category: 'disposable_email', confidence: 0.5 },
-      entriesOf('domain', disposable)),
-    source('special-purpose', { direction: 'safe', group: 'network', subgroup: 'non_routable', category: 'special_purpose', confidence: 1 },
-      labelled(nonRoutable)),
-    source('documentation-ranges', { direction: 'safe', group: 'network', subgroup: 'documentation', category: 'special_purpose', confidence: 1 },
-      labelled(documentation)),
-    source('protocol-assignments', { direction: 'safe', group: 'network', subgroup: 'protocol_assignment', category: 'special_purpose', confidence: 1 },
-      labelled(protocol)),
-    source('cloudflare-ranges', { direction: 'safe', group: 'network', subgroup: 'cdn', category: 'shared_infrastructure', confidence: 0.8 },
-      entriesOf('ip_block', cloudflare, 'Cloudflare')),
-    source('cdn-asns', { direction: 'safe', group: 'network', subgroup: 'cdn', category: 'shared_infrastructure', confidence: 0.6 },
-      infra.cdn.map((r, i) => ({ type: 'asn', value: String(r.asn), line: i + 1, label: r.org }))),
-    source('cloud-asns', { direction: 'safe', group: 'network', subgroup: 'cloud', category: 'cloud_hosting', confidence: 0.5 },
-      infra.cloud.map((r, i) => ({ type: 'asn', value: String(r.asn), line: i + 1, label: r.org }))),
-    source('public-resolvers', { direction: 'safe', group: 'reputation', subgroup: 'public_resolver', category: 'public_dns_resolver', confidence: 1 },
-      entriesOf('ip', resolvers))
-  ]
+/** One built-in list, in the same shape as an operator feed. */
+function builtin (name: string, fields: Omit<SourceTraits, 'name' | 'kind' | 'halfLifeDays'>, entries: (data: BuiltinData) => FeedEntry[]): BuiltinSource {
+  return { traits: { name, kind: 'builtin', halfLifeDays: 0, ...fields }, entries }
+}
+
+const labelled = (rows: Array<{ cidr: string, name: string }>): FeedEntry[] =>
+  rows.map((r, i) => ({ type: 'ip_block', value: r.cidr, line: i + 1, label: r.name }))
+const nonRoutable = (d: BuiltinData): Array<{ cidr: string, name: string }> => d.special.filter((r) => kNonRoutable.has(r.name) && !kDocumentation.has(r.cidr))
+const documentation = (d: BuiltinData): Array<{ cidr: string, name: string }> => d.special.filter((r) => kDocumentation.has(r.cidr))
+const protocol = (d: BuiltinData): Array<{ cidr: string, name: string }> => d.special.filter((r) => !kNonRoutable.has(r.name) && !kDocumentation.has(r.cidr))
+
+/** Every built-in signal source, in snapshot order. The list is fixed by the code: no package is read to know it. */
+export const kBuiltinSources: readonly BuiltinSource[] = [
+  builtin('eth-phishing-detect', { direction: 'malicious', group: 'reputation', subgroup: 'phishing', category: 'phishing', confidence: 0.9 },
+    // The list holds a few bare IP addresses too: let each entry's type be inferred.
+    (d) => entriesOf(null, d.phishing.blacklist)),
+  builtin('eth-phishing-allowlist', { direction: 'safe', group: 'reputation', subgroup: 'allowlist', category: 'allowlisted', confidence: 0.9 },
+    (d) => entriesOf(null, d.phishing.whitelist)),
+  builtin('disposable-email-domains', { direction: 'malicious', group: 'reputation', subgroup: 'disposable_email', category: 'disposable_email', confidence: 0.5 },
+    (d) => entriesOf('domain', d.disposable)),
+  builtin('special-purpose', { direction: 'safe', group: 'network', subgroup: 'non_routable', category: 'special_purpose', confidence: 1 },
+    (d) => labelled(nonRoutable(d))),
+  builtin('documentation-ranges', { direction: 'safe', group: 'network', subgroup: 'documentation', category: 'special_purpose', confidence: 1 },
+    (d) => labelled(documentation(d))),
+  builtin('protocol-assignments', { direction: 'safe', group: 'network', subgroup: 'protocol_assignment', category: 'special_purpose', confidence: 1 },
+    (d) => labelled(protocol(d))),
+  builtin('cloudflare-ranges', { direction: 'safe', group: 'network', subgroup: 'cdn', category: 'shared_infrastructure', confidence: 0.8 },
+    (d) => entriesOf('ip_block', d.cloudflare, 'Cloudflare')),
+  builtin('cdn-asns', { direction: 'safe', group: 'network', subgroup: 'cdn', category: 'shared_infrastructure', confidence: 0.6 },
+    (d) => d.infra.cdn.map((r, i) => ({ type: 'asn', value: String(r.asn), line: i + 1, label: r.org }))),
+  builtin('cloud-asns', { direction: 'safe', group: 'network', subgroup: 'cloud', category: 'cloud_hosting', confidence: 0.5 },
+    (d) => d.infra.cloud.map((r, i) => ({ type: 'asn', value: String(r.asn), line: i + 1, label: r.org }))),
+  builtin('public-resolvers', { direction: 'safe', group: 'reputation', subgroup: 'public_resolver', category: 'public_dns_resolver', confidence: 1 },
+    (d) => entriesOf('ip', d.resolvers))
+]
+
+/** Every built-in signal source with its entries, read from its package or data file. */
+export async function readBuiltinSources (): Promise<SourceInput[]> {
+  const data = await loadBuiltinData()
+  return kBuiltinSources.map(({ traits, entries }) => {
+    const list = entries(data)
+    return { ...traits, entries: list, rejected: [], lines: list.length }
+  })
 }
 
 /** Domains eth-phishing-detect guards against lookalikes of, and its edit-distance tolerance. */

@@ -3,6 +3,7 @@
  * The CLI prints these reports; the functions return plain data.
  */
 import type { CompileOptions } from './compile.ts'
+import { buildSummary } from './build.ts'
 import { loadSnapshot, type LoadResult } from './cache.ts'
 
 /** One source's line of the report. */
@@ -13,6 +14,9 @@ export interface SourceReport {
   indexed: number
   rejected: number
   rejectedSamples: Array<{ line: number, reason: string }>
+  /** Read and parsed by this compile (false: its part was reused from the parts cache, or the snapshot was warm). */
+  parsed: boolean
+  parseMs: number
 }
 
 /** What `intel check` / `intel build` report. */
@@ -25,10 +29,13 @@ export interface IntelReport {
   cachePath: string | null
   counts: Record<string, number>
   sources: SourceReport[]
+  /** Every source and registry this compile read and parsed, and how many it reused (null when warm). */
+  build: { parsed: string[], reused: number } | null
 }
 
 function report (r: LoadResult): IntelReport {
   const { header } = r.data
+  const build = buildSummary({ warm: r.warm, ms: r.ms, report: r.build })
   return {
     version: header.version,
     dataTimestamp: header.dataTimestamp,
@@ -37,7 +44,11 @@ function report (r: LoadResult): IntelReport {
     snapshotBytes: r.data.buffer.byteLength,
     cachePath: r.path,
     counts: header.counts,
-    sources: header.sources.map((s) => ({ name: s.name, kind: s.kind, lines: s.lines, indexed: s.indexed, rejected: s.rejected, rejectedSamples: s.rejectedSamples }))
+    sources: header.sources.map((s) => {
+      const b = build.sources.get(s.name)
+      return { name: s.name, kind: s.kind, lines: s.lines, indexed: s.indexed, rejected: s.rejected, rejectedSamples: s.rejectedSamples, parsed: b?.parsed ?? false, parseMs: b?.parsed === true ? b.ms : 0 }
+    }),
+    build: r.build === null ? null : { parsed: build.parsed, reused: build.reused }
   }
 }
 

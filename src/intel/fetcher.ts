@@ -1,7 +1,8 @@
 /**
  * Downloads one fetched feed: a conditional GET (If-None-Match / If-Modified-Since) so an unchanged feed costs a 304,
  * gzip bodies (Content-Encoding or a .gz URL / gzip magic) decoded while streaming, the size cap enforced on the
- * decoded bytes as they arrive, a timeout per attempt, and retries with exponential backoff and full jitter for
+ * decoded bytes as they arrive, zip bodies unpacked to their one member (or the manifest's zip_member) under the same
+ * cap, a timeout per attempt, and retries with exponential backoff and full jitter for
  * transient failures (network errors, timeouts, 408 / 429 / 5xx).
  *
  * Nothing this module returns or throws carries a secret: header values, URL credentials and query values are
@@ -11,6 +12,7 @@ import { createGunzip } from 'node:zlib'
 import { Agent, interceptors, request, type Dispatcher } from 'undici'
 import type { RemoteFeed } from '../engine/types.ts'
 import { kEnvReference } from './manifest.ts'
+import { isZip, readZipMember, ZipError } from './unzip.ts'
 
 /** A URL as it may be shown: no userinfo, every query value replaced by ***. */
 export function redactUrl (url: string): string {
@@ -188,6 +190,16 @@ async function readCapped (body: Dispatcher.ResponseData['body'], gzip: boolean 
   return Buffer.concat(chunks, total)
 }
 
+/** The feed's member of a zip body, held to the same max_bytes once inflated. A bad archive is not retried. */
+async function unzipBody (zip: Buffer, feed: RemoteFeed): Promise<Buffer> {
+  try {
+    return await readZipMember(zip, feed.zipMember, feed.maxBytes)
+  } catch (err) {
+    if (err instanceof ZipError) throw new AttemptError(err.reason, err.message, false)
+    throw new AttemptError('bad_zip', 'body is not a valid zip archive', false)
+  }
+}
+
 /** One attempt. */
 async function attempt (feed: RemoteFeed, headers: Record<string, string>, validators: Validators, dispatcher: Dispatcher | undefined): Promise<AttemptOutcome> {
   const h: Record<string, string> = { 'accept-encoding': 'gzip', 'user-agent': 'ioc-verdict', ...headers }
@@ -233,7 +245,9 @@ async function attempt (feed: RemoteFeed, headers: Record<string, string>, valid
       res.body.destroy()
       throw new AttemptError('oversize', `body larger than max_bytes (${feed.maxBytes})`, false)
     }
-    const body = await readCapped(res.body, encoding === 'gzip' || encoding === 'x-gzip' ? true : 'sniff', feed.maxBytes)
+    let body = await readCapped(res.body, encoding === 'gzip' || encoding === 'x-gzip' ? true : 'sniff', feed.maxBytes)
+    if (isZip(body)) body = await unzipBody(body, feed)
+    else if (feed.zipMember !== null) throw new AttemptError('bad_zip', 'body is not a zip archive (the feed names a "zip_member")', false)
     return { kind: 'body', body, etag: header('etag'), lastModified: header('last-modified'), contentType: header('content-type') }
   } catch (err) {
     if (err instanceof AttemptError) throw err

@@ -21,7 +21,7 @@ const kFeedKeys = [
   'name', 'format', 'path', 'direction', 'group', 'subgroup', 'category', 'confidence', 'half_life_days'
 ] as const
 /** Keys of a fetched feed (with `url` in place of `path`). */
-const kRemoteKeys = ['url', 'refresh_seconds', 'headers', 'max_bytes', 'timeout_seconds'] as const
+const kRemoteKeys = ['url', 'refresh_seconds', 'headers', 'max_bytes', 'timeout_seconds', 'zip_member'] as const
 const kFeedKeySet = new Set<string>([...kFeedKeys, ...kRemoteKeys])
 export const kDefaultRefreshSeconds = 3600
 export const kDefaultMaxBytes = 64 * 1024 * 1024
@@ -127,6 +127,10 @@ function checkRemote (feed: Json, problems: string[]): RemoteFeed {
   if (!isIntegerIn(refresh, 1, 31_536_000)) problems.push('"refresh_seconds" must be an integer from 1 to 31536000 (default 3600)')
   if (!isIntegerIn(maxBytes, 1, 2 ** 32)) problems.push('"max_bytes" must be an integer from 1 to 4294967296 (default 64 MiB)')
   if (!isIntegerIn(timeout, 1, 3600)) problems.push('"timeout_seconds" must be an integer from 1 to 3600 (default 60)')
+  const zipMember = feed.zip_member
+  if (zipMember !== undefined && (typeof zipMember !== 'string' || zipMember === '' || zipMember.length > 1024 || /\p{Cc}/u.test(zipMember))) {
+    problems.push('"zip_member" must be a file name inside the zip archive (1-1024 characters, no control characters)')
+  }
   const headerMap: Record<string, string> = Object.create(null) as Record<string, string>
   if (headers !== undefined) {
     if (!isObject(headers)) {
@@ -140,7 +144,14 @@ function checkRemote (feed: Json, problems: string[]): RemoteFeed {
       }
     }
   }
-  return { url: typeof url === 'string' ? url : '', refreshSeconds: refresh as number, headers: headerMap, maxBytes: maxBytes as number, timeoutSeconds: timeout as number }
+  return {
+    url: typeof url === 'string' ? url : '',
+    refreshSeconds: refresh as number,
+    headers: headerMap,
+    maxBytes: maxBytes as number,
+    timeoutSeconds: timeout as number,
+    zipMember: typeof zipMember === 'string' ? zipMember : null
+  }
 }
 
 /** The environment variables a feed's headers name (`${NAME}`). */

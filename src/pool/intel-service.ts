@@ -7,7 +7,7 @@
  */
 import type { Snapshot, SnapshotData } from '../engine/index.ts'
 import { PoolClosedError } from '../errors.ts'
-import { buildSnapshot, type IntelSourceOptions } from '../intel/index.ts'
+import { buildSnapshot, type BuildInfo, type IntelSourceOptions } from '../intel/index.ts'
 import { ScoringPool, type ScoringPoolOptions } from './scoring-pool.ts'
 
 /** Result of a reload. */
@@ -22,11 +22,14 @@ export interface PoolLease {
 /** A pool and the requests holding it. */
 class Generation {
   readonly pool: ScoringPool
+  /** How its snapshot was obtained (null: handed in without build facts). */
+  readonly build: BuildInfo | null
   leases = 0
   private drained: (() => void) | null = null
 
-  constructor (pool: ScoringPool) {
+  constructor (pool: ScoringPool, build: BuildInfo | null) {
     this.pool = pool
+    this.build = build
   }
 
   /** Resolves once no lease is held; afterwards the pool is closed by the caller. */
@@ -52,16 +55,22 @@ export class IntelService {
   private readonly live = new Set<Generation>()
   private closing: Promise<void> | null = null
 
-  constructor (data: SnapshotData, poolOptions: ScoringPoolOptions, source: IntelSourceOptions) {
+  /** `build`: how `data` was obtained (buildSnapshot), shown by the sources status. */
+  constructor (data: SnapshotData, poolOptions: ScoringPoolOptions, source: IntelSourceOptions, build: BuildInfo | null = null) {
     this.poolOptions = poolOptions
     this.source = source
-    this.current = new Generation(new ScoringPool(data, poolOptions))
+    this.current = new Generation(new ScoringPool(data, poolOptions), build)
     this.live.add(this.current)
   }
 
   /** The snapshot new requests are scored on. */
   get snapshot (): Snapshot {
     return this.current.pool.snapshot
+  }
+
+  /** How the current snapshot was obtained: warm from the disk cache, or compiled (which sources were parsed). */
+  get build (): BuildInfo | null {
+    return this.current.build
   }
 
   /** Scoring threads (0 = inline). */
@@ -123,7 +132,7 @@ export class IntelService {
           throw new PoolClosedError()
         }
         this.retire(this.current)
-        this.current = new Generation(next)
+        this.current = new Generation(next, { warm: built.warm, ms: built.ms, report: built.report })
         this.live.add(this.current)
         return { version: next.snapshot.version, data_timestamp: next.snapshot.dataTimestamp, warm: built.warm, build_ms: Math.round(built.ms) }
       } finally {

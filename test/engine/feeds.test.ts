@@ -67,6 +67,15 @@ describe('shipped sample feeds', () => {
     assert.deepEqual(entry(r, 'AS65550'), { type: 'asn', value: 'AS65550', line: 3 })
   })
 
+  test('the SSLBL sample gives C2 addresses dated by Firstseen, with no label', async () => {
+    const r = await parseFile('sslbl_csv', kSamples, 'sslbl-ipblacklist-sample.csv')
+    assert.equal(r.entries.length, 3)
+    assert.equal(r.rejected.length, 0)
+    assert.equal(r.lines, 10)
+    assert.deepEqual(entry(r, '192.0.2.50'), { type: 'ip', value: '192.0.2.50', line: 8, firstSeen: Date.UTC(2025, 9, 24, 6, 41, 19) })
+    assert.deepEqual(values(r), ['192.0.2.50', '198.51.100.40', '192.0.2.51'])
+  })
+
   test('the Feodo sample gives C2 addresses with malware label and first/last seen dates in UTC', async () => {
     const r = await parseFile('feodo_csv', kSamples, 'feodo-ipblocklist-sample.csv')
     assert.equal(r.entries.length, 4)
@@ -304,6 +313,27 @@ describe('malformed lines', () => {
       { line: 6, reason: 'dst_ip is not an IP address: "evil.example"' },
       { line: 7, reason: 'invalid first_seen_utc date' },
       { line: 8, reason: 'invalid last_online date' }
+    ])
+  })
+
+  test('sslbl_csv: a bad address, a bad date and a short row are rejected by line; an uncommented header is read too', () => {
+    const r = parseFeed('sslbl_csv', [
+      '# abuse.ch SSLBL Botnet C2 IP Blacklist (CSV)',
+      'Firstseen,DstIP,DstPort',
+      '2025-10-01 00:00:00,192.0.2.1,443',
+      '2025-10-01 00:00:00,c2.example,443',
+      'yesterday,192.0.2.3,443',
+      '2025-10-01 00:00:00',
+      ',2001:db8::5,443'
+    ].join('\n'))
+    assert.deepEqual(r.entries, [
+      { type: 'ip', value: '192.0.2.1', line: 3, firstSeen: Date.UTC(2025, 9, 1) },
+      { type: 'ip', value: '2001:db8::5', line: 7 }
+    ])
+    assert.deepEqual(r.rejected, [
+      { line: 4, reason: 'DstIP is not an IP address: "c2.example"' },
+      { line: 5, reason: 'invalid Firstseen date' },
+      { line: 6, reason: 'expected at least 2 fields, got 1' }
     ])
   })
 
@@ -569,7 +599,7 @@ describe('feed manifest', () => {
 
   test('the shipped manifest loads, covers every format, and every feed path exists and parses', async () => {
     const specs = await loadManifest(join(kSamples, 'manifest.json'))
-    assert.equal(specs.length, 12)
+    assert.equal(specs.length, 13)
     assert.deepEqual(new Set(specs.map((s) => s.format)), new Set(FEED_FORMATS))
     assert.equal(specs.filter((s) => s.direction === 'safe').length, 1)
     for (const spec of specs) {

@@ -229,7 +229,8 @@ describe('sample feeds', () => {
     urlhaus_filter_hosts: { indexed: 43, rejected: 0 },
     urlhaus_filter: { indexed: 301, rejected: 0 },
     sample_misp: { indexed: 10, rejected: 0 },
-    sample_stix2: { indexed: 8, rejected: 1 }
+    sample_stix2: { indexed: 8, rejected: 1 },
+    sample_sslbl: { indexed: 3, rejected: 0 }
   }
 
   test('each sample feed indexes the known number of distinct entries with the known rejects', async () => {

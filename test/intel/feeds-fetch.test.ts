@@ -13,6 +13,7 @@ import { request } from 'undici'
 import { loadConfig } from '../../src/config.ts'
 import { startService, type Service } from '../../src/service.ts'
 import { kTestIntelCache } from '../helper.ts'
+import { zipArchive } from '../fixtures/zip-archive.ts'
 
 const kRoot = join(import.meta.dirname, '..', '..')
 type Handler = (req: IncomingMessage, res: ServerResponse) => void
@@ -179,6 +180,68 @@ test('a gzip body (content-encoding or a .gz file) is decoded', async (t) => {
   assert.deepEqual(await verdictSources(svc2, '10.4.0.1'), ['remote_list'])
 })
 
+test('a zip body is unpacked: its only file, or the member the manifest names', async (t) => {
+  const host = await feedHost(t)
+  host.set((req, res) => {
+    res.setHeader('content-type', 'application/zip')
+    if (req.url === '/one.zip') res.end(zipArchive([{ name: 'export/list.netset', data: Buffer.from(netset(25, 5)) }]))
+    else res.end(zipArchive([{ name: 'README.txt', data: Buffer.from('terms of use\n') }, { name: 'b.netset', data: Buffer.from(netset(12, 6)), method: 0 }]))
+  })
+  const dir = tempDir(t)
+  const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/one.zip` }))
+  const r = await refresh(svc)
+  assert.equal(r.sources[0]?.status, 'ok')
+  assert.equal(r.sources[0]?.records, 25)
+  assert.deepEqual(await verdictSources(svc, '10.5.0.24'), ['remote_list'])
+  const dir2 = tempDir(t)
+  const svc2 = await start(t, dir2, writeManifest(dir2, { url: `${host.url}/two.zip`, zip_member: 'b.netset' }))
+  assert.equal((await refresh(svc2)).sources[0]?.records, 12)
+  assert.deepEqual(await verdictSources(svc2, '10.6.0.11'), ['remote_list'])
+})
+
+test('a zip bomb, an ambiguous or missing member, a corrupt archive and a non-zip with zip_member are refused; the last good copy stays', async (t) => {
+  const host = await feedHost(t)
+  let mode = 'good'
+  const zeros = Buffer.alloc(20 * 1024 * 1024, 0x30)
+  host.set((_req, res) => {
+    switch (mode) {
+      case 'good': res.end(zipArchive([{ name: 'list.netset', data: Buffer.from(netset(100, 8)) }])); break
+      // Honest about its 20 MiB: refused before inflating.
+      case 'bomb': res.end(zipArchive([{ name: 'list.netset', data: zeros }])); break
+      // Claims 1 KiB and inflates to 20 MiB: stopped while inflating.
+      case 'liar': res.end(zipArchive([{ name: 'list.netset', data: zeros, declaredSize: 1024 }])); break
+      case 'two': res.end(zipArchive([{ name: 'a.netset', data: Buffer.from(netset(100, 8)) }, { name: 'b.netset', data: Buffer.from(netset(100, 8)) }])); break
+      case 'corrupt': res.end(zipArchive([{ name: 'list.netset', data: Buffer.from(netset(100, 8)) }]).subarray(0, 200)); break
+    }
+  })
+  const dir = tempDir(t)
+  const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/feed.zip`, max_bytes: 200_000 }))
+  assert.equal((await refresh(svc)).sources[0]?.status, 'ok')
+  const version = (await sources(svc)).snapshot.version
+  for (const [m, pattern] of [
+    ['bomb', /larger than max_bytes \(200000\) uncompressed/],
+    ['liar', /not the size it declares/],
+    ['two', /holds 2 files; name the one to read with "zip_member"/],
+    ['corrupt', /not a valid zip archive/]
+  ] as const) {
+    mode = m
+    const r = await refresh(svc)
+    assert.equal(r.sources[0]?.status, 'failed', m)
+    assert.match(r.sources[0]?.error ?? '', pattern, m)
+    assert.equal(r.sources[0]?.records, 100, `${m}: the last good copy's records`)
+    assert.equal(r.snapshot.version, version, `${m}: the snapshot is unchanged`)
+    assert.deepEqual(await verdictSources(svc, '10.8.0.42'), ['remote_list'], `${m}: still listed`)
+  }
+  mode = 'good'
+  assert.equal((await refresh(svc)).sources[0]?.status, 'ok')
+  // A named member that the archive lacks, and a plain body where a zip was announced.
+  const dir2 = tempDir(t)
+  const svc2 = await start(t, dir2, writeManifest(dir2, { url: `${host.url}/feed.zip`, zip_member: 'other.csv' }))
+  assert.match((await refresh(svc2)).sources[0]?.error ?? '', /no member "other.csv"/)
+  host.set((_req, res) => { res.end(netset(10)) })
+  assert.match((await refresh(svc2)).sources[0]?.error ?? '', /not a zip archive/)
+})
+
 test('500s, an HTML error page, garbage, a timeout, an oversize body and a shrunken list are refused and the last good copy stays in use', async (t) => {
   const host = await feedHost(t)
   let mode = 'good'
@@ -331,6 +394,38 @@ test('a changed feed swaps in during a bulk load with zero failed requests', asy
   assert.deepEqual(statuses.filter((s) => s !== 200), [])
 })
 
+test('a refresh where one feed changed re-parses that feed alone; the status shows which sources were parsed', async (t) => {
+  const host = await feedHost(t)
+  let seedA = 1
+  host.set((req, res) => { res.end(req.url === '/a' ? netset(40, seedA) : netset(60, 20)) })
+  const dir = tempDir(t)
+  const manifest = join(dir, 'manifest.json')
+  const feed = (name: string, url: string): object => ({
+    name, format: 'netset', url, direction: 'malicious', group: 'threat_feed', subgroup: 'attack_source', category: 'abuse', confidence: 0.8, half_life_days: 0
+  })
+  writeFileSync(manifest, JSON.stringify({ feeds: [feed('feed_a', `${host.url}/a`), feed('feed_b', `${host.url}/b`)] }))
+  const svc = await start(t, dir, manifest)
+  await refresh(svc)
+  seedA = 2
+  const r = await refresh(svc) as unknown as { snapshot: { build: { warm: boolean, parsed: string[], reused: number }, sources: Array<{ name: string, parsed: boolean, parse_ms: number, indexed: number }> } }
+  assert.equal(r.snapshot.build.warm, false)
+  assert.deepEqual(r.snapshot.build.parsed, ['feed_a'])
+  assert.ok(r.snapshot.build.reused >= 3, 'registries, built-in lists and feed_b were reused')
+  const a = r.snapshot.sources.find((s) => s.name === 'feed_a')
+  const b = r.snapshot.sources.find((s) => s.name === 'feed_b')
+  assert.equal(a?.parsed, true)
+  assert.equal(a?.indexed, 40)
+  assert.equal(b?.parsed, false)
+  assert.equal(b?.parse_ms, 0)
+  assert.equal(b?.indexed, 60)
+  assert.ok(r.snapshot.sources.filter((s) => s.name !== 'feed_a').every((s) => !s.parsed))
+  const verdict = await svc.app.inject({
+    method: 'POST', url: '/api/v2/ioc/verdict', headers: { 'x-api-key': svc.key, 'content-type': 'application/json' }, payload: { indicator: { value: '10.20.0.5' }, signal_details: 'all' }
+  })
+  assert.match(verdict.body, /feed_b/, 'the reused feed still scores')
+  assert.match(svc.logs.join(''), /"parsed":\["feed_a"\]/)
+})
+
 test('intel status prints the table from the status file the service writes', async (t) => {
   const host = await feedHost(t)
   host.set((_req, res) => { res.statusCode = 503; res.end() })
@@ -367,6 +462,8 @@ test('a manifest entry with both path and url, or bad refresh settings, is a sta
     [{ url: 'http://127.0.0.1:1/x', refresh_seconds: 1.5 }, /"refresh_seconds"/],
     [{ url: 'http://127.0.0.1:1/x', max_bytes: -1 }, /"max_bytes"/],
     [{ url: 'http://127.0.0.1:1/x', headers: { 'Bad Header': 'x' } }, /not a header name/],
+    [{ url: 'http://127.0.0.1:1/x', zip_member: '' }, /"zip_member"/],
+    [{ path: 'x.txt', zip_member: 'a.csv' }, /"zip_member" applies only to a feed with a "url"/],
     [{ url: 'http://127.0.0.1:1/x?key=hidden-value', timeout_seconds: 'x' }, /"timeout_seconds"/]
   ] as const) {
     const err = await start(t, dir, writeManifest(dir, feed)).then(() => null, (e: Error) => e)

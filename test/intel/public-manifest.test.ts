@@ -15,7 +15,7 @@ test('the shipped public manifest is valid and fetches every feed over https int
   }
   // abuse.ch keys come from the environment, never from the file.
   const abusech = specs.filter((s) => s.remote?.url.includes('abuse.ch'))
-  assert.equal(abusech.length, 3)
+  assert.equal(abusech.length, 4)
   for (const s of abusech) assert.equal(s.remote?.headers['auth-key'], '$' + '{ABUSECH_AUTH_KEY}')
 })
 

@@ -11,20 +11,35 @@ export interface SectionInfo { kind: SectionKind, offset: number, length: number
 
 const kBytes: Record<SectionKind, number> = { u32: 4, u16: 2, u8: 1 }
 
-/** Builds the shared buffer from named typed arrays (each copied once). */
-export function packSections (sections: Record<string, Uint32Array | Uint16Array | Uint8Array>): { buffer: SharedArrayBuffer, table: Record<string, SectionInfo> } {
+/** A section to lay out: its name, element kind and element count. */
+export interface SectionSpec { name: string, kind: SectionKind, length: number }
+
+/**
+ * Lays out sections in the given order and allocates the zeroed shared buffer that holds them, so a compiler can
+ * write each section in place (through view()) instead of building it elsewhere and copying it in.
+ */
+export function allocateSections (specs: readonly SectionSpec[]): { buffer: SharedArrayBuffer, table: Record<string, SectionInfo> } {
   // A plain object, as the table is after a JSON round trip (disk cache) or a structured clone (worker threads):
   // a compiled and a loaded snapshot have the same header.
   const table: Record<string, SectionInfo> = {}
   let size = 0
-  for (const [name, arr] of Object.entries(sections)) {
-    const kind: SectionKind = arr instanceof Uint32Array ? 'u32' : arr instanceof Uint16Array ? 'u16' : 'u8'
+  for (const { name, kind, length } of specs) {
     // 8-byte alignment keeps every view valid whatever the section before it.
     size = (size + 7) & ~7
-    table[name] = { kind, offset: size, length: arr.length }
-    size += arr.byteLength
+    table[name] = { kind, offset: size, length }
+    size += length * kBytes[kind]
   }
-  const buffer = new SharedArrayBuffer(Math.max(8, (size + 7) & ~7))
+  return { buffer: new SharedArrayBuffer(Math.max(8, (size + 7) & ~7)), table }
+}
+
+/** The kind of a typed array. */
+function kindOf (arr: Uint32Array | Uint16Array | Uint8Array): SectionKind {
+  return arr instanceof Uint32Array ? 'u32' : arr instanceof Uint16Array ? 'u16' : 'u8'
+}
+
+/** Builds the shared buffer from named typed arrays (each copied once). */
+export function packSections (sections: Record<string, Uint32Array | Uint16Array | Uint8Array>): { buffer: SharedArrayBuffer, table: Record<string, SectionInfo> } {
+  const { buffer, table } = allocateSections(Object.entries(sections).map(([name, arr]) => ({ name, kind: kindOf(arr), length: arr.length })))
   const bytes = new Uint8Array(buffer)
   for (const [name, arr] of Object.entries(sections)) {
     bytes.set(new Uint8Array(arr.buffer, arr.byteOffset, arr.byteLength), (table[name] as SectionInfo).offset)

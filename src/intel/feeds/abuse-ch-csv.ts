@@ -8,8 +8,8 @@
 import type { FeedParseResult } from '../../engine/types.ts'
 import { splitCsvRecord } from './csv-record.ts'
 import { parseFeedDate } from './feed-dates.ts'
-import { FeedResultBuilder } from './feed-result.ts'
-import { splitLines } from './text-lines.ts'
+import { FeedResultBuilder, type EntrySink } from './feed-result.ts'
+import { eachLine } from './text-lines.ts'
 
 /** One data row, fields looked up by column name ('' when the row is short of that column). */
 export type CsvRow<K extends string> = Record<K, string>
@@ -28,21 +28,22 @@ function columnIndexes<K extends string> (header: readonly string[], wanted: rea
   return indexes
 }
 
-/** Reads an abuse.ch CSV export: `columns` in documented order, `wanted` the columns `onRow` reads by name. */
+/**
+ * Reads an abuse.ch CSV export: `columns` in documented order, `wanted` the columns `onRow` reads by name; entries go
+ * to `sink` when one is given (FeedResultBuilder).
+ */
 // Rows with unbalanced quotes or fewer fields than the wanted columns need are rejected here, before onRow.
 export function readAbuseChCsv<K extends string> (
-  text: string, columns: readonly string[], wanted: readonly K[], onRow: CsvRowHandler<K>
+  text: string, columns: readonly string[], wanted: readonly K[], sink: EntrySink | undefined, onRow: CsvRowHandler<K>
 ): FeedParseResult {
-  const out = new FeedResultBuilder()
-  const lines = splitLines(text)
-  out.lines = lines.length
+  const out = new FeedResultBuilder(sink)
   const firstColumn = columns[0] as string
   const quotedFirstColumn = `"${firstColumn}"`
   let indexes = columnIndexes(columns, wanted) as number[]
   let needed = Math.max(...indexes) + 1
-  for (let i = 0; i < lines.length; i++) {
-    let line = (lines[i] as string).trim()
-    if (line === '') continue
+  out.lines = eachLine(text, (raw, lineNo) => {
+    let line = raw.trim()
+    if (line === '') return
     const comment = line[0] === '#'
     if (comment) line = line.slice(1).trim()
     // Cheap test first: only a line that starts with the first column name can be the header.
@@ -52,23 +53,23 @@ export function readAbuseChCsv<K extends string> (
       if (found !== null) {
         indexes = found
         needed = Math.max(...indexes) + 1
-        continue
+        return
       }
     }
-    if (comment) continue
+    if (comment) return
     const fields = splitCsvRecord(line)
     if (fields === null) {
-      out.reject(i + 1, 'malformed CSV: unbalanced quotes')
-      continue
+      out.reject(lineNo, 'malformed CSV: unbalanced quotes')
+      return
     }
     if (fields.length < needed) {
-      out.reject(i + 1, `expected at least ${needed} fields, got ${fields.length}`)
-      continue
+      out.reject(lineNo, `expected at least ${needed} fields, got ${fields.length}`)
+      return
     }
     const row = {} as CsvRow<K>
     for (let w = 0; w < wanted.length; w++) row[wanted[w] as K] = fields[indexes[w] as number] as string
-    onRow(row, i + 1, out)
-  }
+    onRow(row, lineNo, out)
+  })
   return out.result()
 }
 

@@ -11,7 +11,7 @@
  * @see https://github.com/gorhill/uBlock/wiki/Static-filter-syntax
  */
 import type { FeedParseResult } from '../../engine/types.ts'
-import { FeedResultBuilder } from './feed-result.ts'
+import { FeedResultBuilder, type EntrySink } from './feed-result.ts'
 import { hostType } from './ip-literal.ts'
 import { eachDataLine } from './text-lines.ts'
 
@@ -57,8 +57,8 @@ function hostWideOptions (options: string): boolean {
 }
 
 /** Parses an adblock-style filter list into host entries. */
-export function parseAdblock (text: string): FeedParseResult {
-  const out = new FeedResultBuilder()
+export function parseAdblock (text: string, sink?: EntrySink): FeedParseResult {
+  const out = new FeedResultBuilder(sink)
   eachDataLine(text, out, '![#', (line, lineNo) => {
     // `!` comments, `[Adblock Plus 2.0]` headers, uBlock `# ` comments, `@@` exceptions: nothing to list.
     if (line.startsWith('@@')) return

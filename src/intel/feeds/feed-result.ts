@@ -10,14 +10,32 @@ export interface EntryFacts {
   label?: string | undefined
 }
 
-/** Accumulates one loader's result; absent facts are omitted, never set to undefined (exactOptionalPropertyTypes). */
+/**
+ * Receives entries as a loader finds them, instead of the loader collecting them: the snapshot compiler folds each
+ * into its compact per-source form at once, so a million-line feed never exists as a million entry objects.
+ */
+export type EntrySink = (type: IndicatorType | null, value: string, line: number, facts: EntryFacts | undefined) => void
+
+/**
+ * Accumulates one loader's result; absent facts are omitted, never set to undefined (exactOptionalPropertyTypes).
+ * With a sink, entries go to the sink and `entries` stays empty; rejected lines and the line count are kept either way.
+ */
 export class FeedResultBuilder {
   readonly entries: FeedEntry[] = []
   readonly rejected: RejectedLine[] = []
   lines = 0
+  private readonly sink: EntrySink | undefined
+
+  constructor (sink?: EntrySink) {
+    this.sink = sink
+  }
 
   /** Records one indicator found at `line`. */
   add (type: IndicatorType | null, value: string, line: number, facts?: EntryFacts): void {
+    if (this.sink !== undefined) {
+      this.sink(type, value, line, facts)
+      return
+    }
     const entry: FeedEntry = { type, value, line }
     if (facts !== undefined) {
       if (facts.firstSeen !== undefined) entry.firstSeen = facts.firstSeen

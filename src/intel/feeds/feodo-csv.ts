@@ -6,6 +6,7 @@
  * @see https://feodotracker.abuse.ch/blocklist/
  */
 import type { FeedParseResult } from '../../engine/types.ts'
+import type { EntrySink } from './feed-result.ts'
 import { dateColumn, readAbuseChCsv } from './abuse-ch-csv.ts'
 import { cleanLabel } from './feed-label.ts'
 import { isIpAddress } from './ip-literal.ts'
@@ -14,8 +15,8 @@ const kColumns = ['first_seen_utc', 'dst_ip', 'dst_port', 'c2_status', 'last_onl
 const kWanted = ['first_seen_utc', 'dst_ip', 'last_online', 'malware'] as const
 
 /** Parses a Feodo Tracker ipblocklist CSV. */
-export function parseFeodoCsv (text: string): FeedParseResult {
-  return readAbuseChCsv(text, kColumns, kWanted, (row, line, out) => {
+export function parseFeodoCsv (text: string, sink?: EntrySink): FeedParseResult {
+  return readAbuseChCsv(text, kColumns, kWanted, sink, (row, line, out) => {
     if (!isIpAddress(row.dst_ip)) {
       out.reject(line, `dst_ip is not an IP address: ${JSON.stringify(row.dst_ip.slice(0, 80))}`)
       return

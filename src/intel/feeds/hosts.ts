@@ -4,9 +4,9 @@
  * @see https://man7.org/linux/man-pages/man5/hosts.5.html
  */
 import type { FeedParseResult } from '../../engine/types.ts'
-import { FeedResultBuilder } from './feed-result.ts'
+import { FeedResultBuilder, type EntrySink } from './feed-result.ts'
 import { isIpAddress } from './ip-literal.ts'
-import { splitLines, stripInlineComment } from './text-lines.ts'
+import { eachLine, stripInlineComment } from './text-lines.ts'
 
 /** Names every hosts file carries for the machine itself; listing them would flag the local host. */
 const kLocalNames = new Set(['localhost', 'localhost.localdomain', 'broadcasthost', 'local'])
@@ -19,30 +19,27 @@ function isLocalName (name: string): boolean {
 }
 
 /** Parses a hosts-format blocklist into domain entries. */
-export function parseHosts (text: string): FeedParseResult {
-  const out = new FeedResultBuilder()
-  const lines = splitLines(text)
-  out.lines = lines.length
-  for (let i = 0; i < lines.length; i++) {
-    const raw = lines[i] as string
+export function parseHosts (text: string, sink?: EntrySink): FeedParseResult {
+  const out = new FeedResultBuilder(sink)
+  out.lines = eachLine(text, (raw, lineNo) => {
     const line = raw.includes('#') ? stripInlineComment(raw, '#') : raw.trim()
-    if (line === '') continue
+    if (line === '') return
     const fields = line.split(kWhitespace)
     const address = fields[0] as string
     if (!isIpAddress(address)) {
-      out.reject(i + 1, `expected an IP address before the host names, got ${JSON.stringify(address.slice(0, 80))}`)
-      continue
+      out.reject(lineNo, `expected an IP address before the host names, got ${JSON.stringify(address.slice(0, 80))}`)
+      return
     }
     if (fields.length < 2) {
-      out.reject(i + 1, 'no host name after the address')
-      continue
+      out.reject(lineNo, 'no host name after the address')
+      return
     }
     for (let f = 1; f < fields.length; f++) {
       const name = fields[f] as string
       // `0.0.0.0 0.0.0.0` appears in popular lists; an address is never a host name.
       if (isLocalName(name) || isIpAddress(name)) continue
-      out.add('domain', name, i + 1)
+      out.add('domain', name, lineNo)
     }
-  }
+  })
   return out.result()
 }

@@ -15,7 +15,7 @@
 import type { FeedParseResult } from '../../engine/types.ts'
 import { parseEpochSeconds, parseFeedDate } from './feed-dates.ts'
 import { cleanLabel } from './feed-label.ts'
-import { FeedResultBuilder, wholeFileRejected } from './feed-result.ts'
+import { FeedResultBuilder, wholeFileRejected, type EntrySink } from './feed-result.ts'
 import { classifyIp, isIpAddress } from './ip-literal.ts'
 import { arrayMember, isRecord, parseJsonDocument, type JsonRecord } from './json-value.ts'
 
@@ -114,14 +114,14 @@ function eventOf (value: unknown): JsonRecord | null {
 }
 
 /** Parses a MISP event (or array of events) into entries, numbering attributes as items. */
-export function parseMispJson (text: string): FeedParseResult {
+export function parseMispJson (text: string, sink?: EntrySink): FeedParseResult {
   const doc = parseJsonDocument(text)
   if (!doc.ok) return wholeFileRejected(doc.reason)
   const events = Array.isArray(doc.value) ? doc.value : [doc.value]
   if (!Array.isArray(doc.value) && eventOf(doc.value) === null) {
     return wholeFileRejected('not a MISP event: expected {"Event": {...}} or an array of events')
   }
-  const out = new FeedResultBuilder()
+  const out = new FeedResultBuilder(sink)
   let item = 0
   for (const element of events) {
     const event = eventOf(element)

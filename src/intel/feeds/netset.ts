@@ -3,13 +3,13 @@
  * @see https://iplists.firehol.org/
  */
 import type { FeedParseResult } from '../../engine/types.ts'
-import { FeedResultBuilder } from './feed-result.ts'
+import { FeedResultBuilder, type EntrySink } from './feed-result.ts'
 import { classifyIp } from './ip-literal.ts'
 import { eachDataLine, firstToken } from './text-lines.ts'
 
 /** Parses a FireHOL netset. */
-export function parseNetset (text: string): FeedParseResult {
-  const out = new FeedResultBuilder()
+export function parseNetset (text: string, sink?: EntrySink): FeedParseResult {
+  const out = new FeedResultBuilder(sink)
   eachDataLine(text, out, '#', (line, lineNo) => {
     const value = firstToken(line)
     const type = classifyIp(value)

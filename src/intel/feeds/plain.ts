@@ -4,7 +4,7 @@
  * @see ../../../../data/feeds/README.md ("plain")
  */
 import type { FeedParseResult } from '../../engine/types.ts'
-import { FeedResultBuilder } from './feed-result.ts'
+import { FeedResultBuilder, type EntrySink } from './feed-result.ts'
 import { eachDataLine, firstToken } from './text-lines.ts'
 
 /**
@@ -27,8 +27,8 @@ function unexpectedCharacter (token: string): string | undefined {
 }
 
 /** Parses a plain indicator list. */
-export function parsePlain (text: string): FeedParseResult {
-  const out = new FeedResultBuilder()
+export function parsePlain (text: string, sink?: EntrySink): FeedParseResult {
+  const out = new FeedResultBuilder(sink)
   eachDataLine(text, out, '#;', (line, lineNo) => {
     const value = firstToken(line)
     const bad = unexpectedCharacter(value)

@@ -5,7 +5,7 @@
  * @see https://www.spamhaus.org/blocklists/do-not-route-or-peer/
  */
 import type { FeedParseResult } from '../../engine/types.ts'
-import { FeedResultBuilder } from './feed-result.ts'
+import { FeedResultBuilder, type EntrySink } from './feed-result.ts'
 import { parseJsonLine } from './json-value.ts'
 import { eachDataLine } from './text-lines.ts'
 
@@ -30,8 +30,8 @@ function asnValue (raw: unknown): string | null {
 }
 
 /** Parses a Spamhaus ASN-DROP file (text or JSON lines) into `asn` entries. */
-export function parseSpamhausAsndrop (text: string): FeedParseResult {
-  const out = new FeedResultBuilder()
+export function parseSpamhausAsndrop (text: string, sink?: EntrySink): FeedParseResult {
+  const out = new FeedResultBuilder(sink)
   eachDataLine(text, out, ';#', (line, lineNo) => {
     let raw: unknown
     if (line[0] === '{') {

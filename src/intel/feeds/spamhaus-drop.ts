@@ -7,14 +7,14 @@
  */
 import type { FeedParseResult } from '../../engine/types.ts'
 import { cleanLabel } from './feed-label.ts'
-import { FeedResultBuilder } from './feed-result.ts'
+import { FeedResultBuilder, type EntrySink } from './feed-result.ts'
 import { classifyIp } from './ip-literal.ts'
 import { parseJsonLine } from './json-value.ts'
 import { eachDataLine } from './text-lines.ts'
 
 /** Parses a Spamhaus DROP / EDROP / DROPv6 file (text or JSON lines). */
-export function parseSpamhausDrop (text: string): FeedParseResult {
-  const out = new FeedResultBuilder()
+export function parseSpamhausDrop (text: string, sink?: EntrySink): FeedParseResult {
+  const out = new FeedResultBuilder(sink)
   eachDataLine(text, out, ';#', (line, lineNo) => {
     let value: string
     let label: string | undefined

@@ -16,7 +16,7 @@
 import type { FeedParseResult, IndicatorType } from '../../engine/types.ts'
 import { parseFeedDate } from './feed-dates.ts'
 import { cleanLabel } from './feed-label.ts'
-import { FeedResultBuilder, wholeFileRejected, type EntryFacts } from './feed-result.ts'
+import { FeedResultBuilder, wholeFileRejected, type EntryFacts, type EntrySink } from './feed-result.ts'
 import { classifyIp, hostType } from './ip-literal.ts'
 import { isRecord, parseJsonDocument, type JsonRecord } from './json-value.ts'
 import { parseStixPattern, type StixComparison } from './stix-pattern.ts'
@@ -95,7 +95,7 @@ function readObject (object: unknown, item: number, out: FeedResultBuilder): voi
 }
 
 /** Parses a STIX 2.1 bundle into entries, numbering the bundle's objects as items. */
-export function parseStix2 (text: string): FeedParseResult {
+export function parseStix2 (text: string, sink?: EntrySink): FeedParseResult {
   const doc = parseJsonDocument(text)
   if (!doc.ok) return wholeFileRejected(doc.reason)
   const value = doc.value
@@ -103,7 +103,7 @@ export function parseStix2 (text: string): FeedParseResult {
     ? value
     : isRecord(value) && value.type === 'bundle' && Array.isArray(value.objects) ? value.objects : null
   if (objects === null) return wholeFileRejected('not a STIX bundle: expected {"type": "bundle", "objects": [...]}')
-  const out = new FeedResultBuilder()
+  const out = new FeedResultBuilder(sink)
   out.lines = objects.length
   for (let i = 0; i < objects.length; i++) readObject(objects[i], i + 1, out)
   return out.result()

@@ -17,18 +17,35 @@ export function splitLines (text: string): string[] {
 }
 
 /**
+ * Calls `onLine` with each line of a text as splitLines gives them (BOM dropped, CRLF or LF, no phantom last line) and
+ * its 1-based number; returns the number of lines. Lines are cut one at a time rather than split into an array first:
+ * a feed of millions of lines never holds millions of line strings at once.
+ */
+export function eachLine (text: string, onLine: (line: string, lineNo: number) => void): number {
+  let pos = text.charCodeAt(0) === 0xfeff ? 1 : 0
+  const end = text.length
+  let n = 0
+  while (pos < end) {
+    let eol = text.indexOf('\n', pos)
+    if (eol < 0) eol = end
+    const cut = eol > pos && text.charCodeAt(eol - 1) === 13 ? eol - 1 : eol
+    onLine(text.slice(pos, cut), ++n)
+    pos = eol + 1
+  }
+  return n
+}
+
+/**
  * Calls `onLine` with every line of a feed worth reading, trimmed, and its 1-based line number: blank lines and
  * comments (lines whose first character is one of `comments`) are skipped. Counts every line of the file into
  * `counter.lines`, so rejected and skipped lines stay part of what the loader examined.
  */
 export function eachDataLine (text: string, counter: { lines: number }, comments: string, onLine: (line: string, lineNo: number) => void): void {
-  const lines = splitLines(text)
-  counter.lines = lines.length
-  for (let i = 0; i < lines.length; i++) {
-    const line = (lines[i] as string).trim()
-    if (line === '' || comments.includes(line[0] as string)) continue
-    onLine(line, i + 1)
-  }
+  counter.lines = eachLine(text, (raw, lineNo) => {
+    const line = raw.trim()
+    if (line === '' || comments.includes(line[0] as string)) return
+    onLine(line, lineNo)
+  })
 }
 
 /** The first whitespace-separated token of an already trimmed line (the rest is an inline comment or extra columns). */

@@ -8,6 +8,7 @@
  */
 import type { FeedParseResult, IndicatorType } from '../../engine/types.ts'
 import { dateColumn, readAbuseChCsv } from './abuse-ch-csv.ts'
+import type { EntrySink } from './feed-result.ts'
 import { cleanLabel } from './feed-label.ts'
 import { hostType, isIpAddress } from './ip-literal.ts'
 import { hostFromUrl } from './url-host.ts'
@@ -32,8 +33,8 @@ function ipOfIpPort (value: string): string | null {
 }
 
 /** Parses a ThreatFox CSV export. */
-export function parseThreatfoxCsv (text: string): FeedParseResult {
-  return readAbuseChCsv(text, kColumns, kWanted, (row, line, out) => {
+export function parseThreatfoxCsv (text: string, sink?: EntrySink): FeedParseResult {
+  return readAbuseChCsv(text, kColumns, kWanted, sink, (row, line, out) => {
     let type: IndicatorType
     let value: string
     switch (row.ioc_type) {

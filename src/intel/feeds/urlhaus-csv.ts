@@ -5,6 +5,7 @@
  * @see https://urlhaus.abuse.ch/api/#csv
  */
 import type { FeedParseResult } from '../../engine/types.ts'
+import type { EntrySink } from './feed-result.ts'
 import { dateColumn, readAbuseChCsv } from './abuse-ch-csv.ts'
 import { cleanLabel } from './feed-label.ts'
 import { hostType } from './ip-literal.ts'
@@ -14,8 +15,8 @@ const kColumns = ['id', 'dateadded', 'url', 'url_status', 'last_online', 'threat
 const kWanted = ['id', 'dateadded', 'url', 'last_online', 'threat'] as const
 
 /** Parses a URLhaus CSV dump into host entries. */
-export function parseUrlhausCsv (text: string): FeedParseResult {
-  return readAbuseChCsv(text, kColumns, kWanted, (row, line, out) => {
+export function parseUrlhausCsv (text: string, sink?: EntrySink): FeedParseResult {
+  return readAbuseChCsv(text, kColumns, kWanted, sink, (row, line, out) => {
     const host = hostFromUrl(row.url)
     if (host === null) return out.reject(line, `url has no host: ${JSON.stringify(row.url.slice(0, 80))}`)
     const added = dateColumn(row.dateadded)
