@@ -58,6 +58,24 @@ export interface ScoringProfile {
    * positive sum, in score points, of malicious evidence from at most one independent source with no date.
    */
   trust: { contextSubgroups: string[], singleSourceUndatedCap: number } | null
+  /**
+   * Known-good and infrastructure context (null: none, as in the profiles before 2026-12; docs/SCORING.md,
+   * "Popularity" and "Cloud addresses").
+   *
+   * - `popularity`: a rank list entry for the name (or `www.` + name) weighs `weights.popularity x rank factor`, with
+   *   rank factor = 1 - log10(rank) / log10(maxRank) (1 at rank 1, 0.5 at rank 1,000 of a million, 0 at maxRank),
+   *   `unrankedFactor` for an entry without a rank. A deeper subdomain of a ranked name inherits `subdomainFactor`
+   *   of it (never enough to reach `allow`) and no damping. Malicious evidence from fewer than two independent sources
+   *   about a ranked name is multiplied by 1 - damping x rank factor.
+   * - `cloud`: on an address in a cloud provider's range, listings age with a half-life of at most `halfLifeDays`,
+   *   and undated or inherited (block, AS) listings from fewer than two independent sources count `factor` of their
+   *   weight. The cloud signal itself adds nothing.
+   * - Context signals of weight 0 (cloud, protocol assignments) are shown with contribution 0.
+   */
+  knownGood: {
+    popularity: { maxRank: number, unrankedFactor: number, subdomainFactor: number, damping: number }
+    cloud: { halfLifeDays: number, factor: number }
+  } | null
 }
 
 const kActions: ActionRule[] = [
@@ -71,6 +89,16 @@ const kActions: ActionRule[] = [
   { action: 'monitor', when: { minScore: 40, maxScore: 50 } },
   { action: 'allow', when: { maxScore: 39, flagsNone: ['non_routable', 'documentation'] } }
 ]
+
+/**
+ * 2026-12: special-purpose AS numbers carry `non_routable` too; for an AS number that asks to check the data, not
+ * to look for an internal host.
+ */
+const kActions202612: ActionRule[] = kActions.flatMap((rule): ActionRule[] => {
+  if (rule.action === 'investigate_internal_host') return [{ action: rule.action, when: { ...rule.when, types: ['ip', 'ip_block'] } }]
+  if (rule.action === 'verify_data_quality') return [rule, { action: 'verify_data_quality', when: { flagsAny: ['non_routable'], flagsNone: ['documentation'], types: ['asn'] } }]
+  return [rule]
+})
 
 const kPrecedence = ['botnet_c2', 'malware', 'malware_distribution', 'ransomware', 'phishing', 'hijacked_network',
   'exploit', 'scanner', 'bruteforce', 'spam', 'lookalike', 'suspicious', 'disposable_email']
@@ -93,7 +121,8 @@ const kProfile202606: ScoringProfile = {
     dga: 10,
     homograph: 20,
     lookalike: 20,
-    private_suffix_hosting: 4
+    private_suffix_hosting: 4,
+    popularity: 0
   },
   attenuation: {
     parentDomain: 0.6,
@@ -109,7 +138,8 @@ const kProfile202606: ScoringProfile = {
   categoryPrecedence: kPrecedence,
   lexical: { dgaThreshold: 0.821, dgaStrong: 0.885 },
   actions: kActions,
-  trust: null
+  trust: null,
+  knownGood: null
 }
 
 /** Profile of 2026-11 (default): subgroup weights tuned per feed kind, and CDN edge addresses damped. */
@@ -140,7 +170,14 @@ const kProfile202611: ScoringProfile = {
 const kProfile202612: ScoringProfile = {
   ...kProfile202611,
   version: '2026-12',
-  trust: { contextSubgroups: ['private_suffix_hosting', 'disposable_email', 'homograph'], singleSourceUndatedCap: 25 }
+  weights: { ...kProfile202611.weights, popularity: 30 },
+  groupCaps: { ...kProfile202611.groupCaps, popularity: 30 },
+  actions: kActions202612,
+  trust: { contextSubgroups: ['private_suffix_hosting', 'disposable_email', 'homograph'], singleSourceUndatedCap: 25 },
+  knownGood: {
+    popularity: { maxRank: 1_000_000, unrankedFactor: 0.5, subdomainFactor: 0.3, damping: 0.6 },
+    cloud: { halfLifeDays: 7, factor: 0.5 }
+  }
 }
 
 /** Every profile, newest first. */

@@ -20,7 +20,7 @@ import {
 } from './types.ts'
 
 /** How a listing reached the indicator. */
-export type MatchKind = 'exact' | 'parent_domain' | 'supernet' | 'asn' | 'lexical'
+export type MatchKind = 'exact' | 'parent_domain' | 'supernet' | 'asn' | 'range' | 'lexical'
 
 /** A weighed signal with its full evidence; the cacheable form. */
 export interface ScoredSignal {
@@ -85,6 +85,7 @@ const kSubgroupFlags: Record<string, string[]> = {
   documentation: ['documentation'],
   cdn: ['shared_infrastructure', 'cdn'],
   cloud: ['cloud_hosting'],
+  popularity: ['popular'],
   public_resolver: ['public_resolver', 'shared_infrastructure'],
   allowlist: ['allowlisted'],
   disposable_email: ['disposable_email'],
@@ -159,7 +160,12 @@ class HitSet {
     for (let e = head; e !== 0; e = snap.entryNext(e)) {
       const src = snap.sources[snap.entrySource(e)] as SourceMeta
       const att = rangeFact && src.direction === 'safe' ? 1 : attenuation
-      this.add({ src, match, matched, attenuation: att, firstDay: snap.entryFirstDay(e), lastDay: snap.entryLastDay(e), label: snap.entryLabel(e) })
+      if (src.subgroup === 'popularity') {
+        // A rank list's label is the rank: read as a number, never decoded into the string cache.
+        this.add({ src, match, matched, attenuation: att, firstDay: 0, lastDay: 0, label: null, extra: { rank: snap.entryLabelNumber(e) } })
+      } else {
+        this.add({ src, match, matched, attenuation: att, firstDay: snap.entryFirstDay(e), lastDay: snap.entryLastDay(e), label: snap.entryLabel(e) })
+      }
     }
   }
 
@@ -278,14 +284,24 @@ function signalName (h: Hit): string {
   }
   const where = match === 'exact'
     ? ''
-    : match === 'parent_domain' ? ` (parent domain ${matched})` : match === 'supernet' ? ` (containing network ${matched})` : ` (announcing network ${matched})`
+    : match === 'parent_domain'
+      ? ` (parent domain ${matched})`
+      : match === 'supernet' ? ` (containing network ${matched})` : match === 'range' ? ` (range ${matched})` : ` (announcing network ${matched})`
   if (src.direction === 'malicious') return `Listed by ${src.name}${where}`
+  const what = h.match === 'range' ? 'AS number' : 'address'
   switch (src.subgroup) {
-    case 'non_routable': return `Special-purpose address range: ${h.label ?? 'reserved'}${where}`
-    case 'documentation': return `Documentation address range${where}`
+    case 'non_routable': return `Special-purpose ${what} range: ${h.label ?? 'reserved'}${where}`
+    case 'documentation': return `Documentation ${what} range${where}`
+    case 'protocol_assignment': return `IANA protocol assignment: ${h.label ?? 'reserved'}${where}`
     case 'cdn': return `Shared CDN infrastructure: ${h.label ?? src.name}${where}`
+    case 'cloud': return `Cloud provider network: ${h.label ?? src.name}${where}`
     case 'public_resolver': return `Public DNS resolver${where}`
     case 'allowlist': return `Allowlisted by ${src.name}${where}`
+    case 'popularity': {
+      const rank = h.extra?.rank
+      const ranked = typeof rank === 'number' ? `rank ${rank} in ${src.name}` : `listed by ${src.name}`
+      return h.extra?.popular_name === true ? `Popular domain (${ranked})` : `Subdomain of a popular domain: ${matched} (${ranked})`
+    }
     default: return `Known good per ${src.name}${where}`
   }
 }
@@ -309,6 +325,12 @@ export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap:
     case 'asn': {
       const asn = ind.asn as number
       hits.addEntries(snap, snap.findAsn(asn), 'exact', ind.normalized, 1)
+      const special = snap.specialAsn(asn)
+      if (special !== null) {
+        const { range, source } = special
+        const matched = range.first === range.last ? `AS${range.first}` : `AS${range.first}-AS${range.last}`
+        hits.add({ src: source, match: 'range', matched, attenuation: 1, firstDay: 0, lastDay: 0, label: range.label, extra: { range_name: range.name } })
+      }
       const info = snap.asnInfo(asn)
       ctx.asn = asn
       ctx.as_org = info?.org ?? null
@@ -319,12 +341,13 @@ export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap:
   }
 
   if (hits.empty) return unlisted(ind, profile, ctx)
-  const all = hits.all()
+  const all = ind.type === 'ip' || ind.type === 'ip_block' ? mostSpecificSpecial(hits.all(), ind) : hits.all()
   const flags = new Set<string>()
   const sharedInfra = all.some((h) => h.src.direction === 'safe' && (h.src.subgroup === 'cdn' || h.src.subgroup === 'public_resolver'))
   const maliciousSources = new Set<string>()
+  const known = knownGoodContext(ind, profile, all)
 
-  interface Weighed { hit: Hit, raw: number, decay: number, ageDays: number | null, infra: number, weight: number }
+  interface Weighed { hit: Hit, raw: number, decay: number, ageDays: number | null, halfLife: number, infra: number, weight: number, extra: Record<string, number> | null }
   const weighed: Weighed[] = []
   for (const h of all) {
     const subgroupFlags = kSubgroupFlags[h.src.subgroup]
@@ -333,19 +356,26 @@ export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap:
       if (h.label !== null) flags.add(h.label)
     }
     const weight = profile.weights[h.src.subgroup] ?? profile.weights.default ?? 0
-    if (weight === 0) continue
+    // Under a known-good profile, context of weight 0 (a cloud network, a protocol assignment) is shown, adding 0.
+    if (weight === 0 && (known === null || h.src.direction !== 'safe')) continue
     let decay = 1
     let ageDays: number | null = null
+    let halfLife = h.src.halfLifeDays
     if (h.lastDay !== 0) {
       ageDays = Math.max(0, snap.dataDay - h.lastDay)
-      if (h.src.halfLifeDays > 0) decay = Math.max(profile.decayFloor, Math.pow(0.5, ageDays / h.src.halfLifeDays))
+      // Cloud addresses change hands within days: a listing of one ages at least as fast as the cloud half-life.
+      if (known !== null && known.cloud && h.src.direction === 'malicious') halfLife = halfLife > 0 ? Math.min(halfLife, known.cloudHalfLife) : known.cloudHalfLife
+      if (halfLife > 0) decay = Math.max(profile.decayFloor, Math.pow(0.5, ageDays / halfLife))
     }
     // CDN edges and public resolvers are shared by many tenants: their address says little about one of them.
     const infra = sharedInfra && h.src.direction === 'malicious' && h.match !== 'lexical' && ind.type !== 'domain'
       ? profile.attenuation.sharedInfrastructure
       : 1
+    const extra = known === null ? null : knownGoodFactors(h, known)
+    let factor = 1
+    if (extra !== null) for (const k in extra) factor *= extra[k] as number
     const sign = h.src.direction === 'malicious' ? 1 : -1
-    weighed.push({ hit: h, raw: sign * weight * h.src.confidence * decay * h.attenuation * infra, decay, ageDays, infra, weight })
+    weighed.push({ hit: h, raw: sign * weight * h.src.confidence * decay * h.attenuation * infra * factor, decay, ageDays, halfLife, infra, weight, extra })
     if (h.src.direction === 'malicious' && h.match !== 'lexical') {
       flags.add('listed')
       if (h.match !== 'exact') flags.add('inherited')
@@ -391,11 +421,12 @@ export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap:
       shared_infrastructure_factor: w.infra,
       decay: round2(w.decay * 100) / 100,
       age_days: w.ageDays,
-      half_life_days: hit.src.halfLifeDays,
+      half_life_days: w.halfLife,
       first_seen: dayToDate(hit.firstDay),
       last_seen: dayToDate(hit.lastDay),
       group_cap_scale: Math.round(capScale * 10000) / 10000,
-      ...(hit.extra ?? {})
+      ...(hit.extra ?? {}),
+      ...(w.extra ?? {})
     }
     if (trust !== null) {
       evidence.context_only = trust.context[i] as boolean
@@ -432,6 +463,95 @@ export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap:
     flags: flagList,
     recommended_actions: actionsOf(score, ind.type, flagList, profile)
   }
+}
+
+/** Subgroups of the IANA special-purpose sources: one address falls in several nested ranges. */
+const kSpecialSubgroups = new Set(['non_routable', 'documentation', 'protocol_assignment'])
+
+/**
+ * Of the special-purpose ranges holding an address, only the most specific counts, as in the IANA registries: a
+ * more specific entry overrides the block around it (192.0.0.9/32, a globally reachable anycast address, sits in
+ * 192.0.0.0/24, which is not globally reachable).
+ */
+function mostSpecificSpecial (hits: Hit[], ind: NormalizedIndicator): Hit[] {
+  let best: Hit | null = null
+  let bestPrefix = -1
+  let count = 0
+  const own = ind.type === 'ip' ? (ind.ip?.version === 4 ? 32 : 128) : ind.prefix as number
+  for (const h of hits) {
+    if (h.src.direction !== 'safe' || !kSpecialSubgroups.has(h.src.subgroup)) continue
+    count++
+    const p = h.match === 'exact' ? own : Number(h.matched.slice(h.matched.lastIndexOf('/') + 1))
+    if (p > bestPrefix) {
+      best = h
+      bestPrefix = p
+    }
+  }
+  return count < 2 ? hits : hits.filter((h) => h === best || h.src.direction !== 'safe' || !kSpecialSubgroups.has(h.src.subgroup))
+}
+
+/** What the known-good rules of a profile need to know about one indicator's evidence as a whole. */
+interface KnownGood {
+  /** Rank factor of the strongest popularity entry for the name itself (or `www.` + name); 0 when none. */
+  popularity: number
+  /** The indicator is an address or block in a cloud provider's network. */
+  cloud: boolean
+  cloudHalfLife: number
+  cloudFactor: number
+  damping: number
+  /** The malicious evidence comes from fewer than two independent sources, so it is weak enough to damp. */
+  weak: boolean
+}
+
+function round4 (x: number): number {
+  return Math.round(x * 10000) / 10000 + 0
+}
+
+/**
+ * The known-good context of an indicator (null when the profile has no known-good rules, so older profiles replay
+ * unchanged). Sets each popularity hit's match attenuation and evidence: the name itself (or `www.` + name) counts
+ * fully, a deeper subdomain only `subdomainFactor`, because subdomains are often run by others (user sites, hosted
+ * services) while the registrable owner is popular.
+ */
+function knownGoodContext (ind: NormalizedIndicator, profile: ScoringProfile, hits: Hit[]): KnownGood | null {
+  const kg = profile.knownGood
+  if (kg === null) return null
+  const context = profile.trust?.contextSubgroups ?? []
+  const sources = new Set<string>()
+  let popularity = 0
+  let cloud = false
+  for (const h of hits) {
+    if (h.src.direction === 'malicious') {
+      if (h.match !== 'lexical' && !context.includes(h.src.subgroup)) sources.add(h.src.name)
+    } else if (h.src.subgroup === 'popularity' && ind.type === 'domain') {
+      const rank = typeof h.extra?.rank === 'number' ? h.extra.rank : null
+      const f = rank === null ? kg.popularity.unrankedFactor : Math.min(1, Math.max(0, 1 - Math.log10(rank) / Math.log10(kg.popularity.maxRank)))
+      const name = ind.normalized
+      const same = h.match === 'exact' || (name.startsWith('www.') && h.matched === name.slice(4))
+      h.attenuation = same ? 1 : kg.popularity.subdomainFactor
+      h.extra = { rank, popular_name: same, rank_factor: round4(f) }
+      if (same && f > popularity) popularity = f
+    } else if (h.src.subgroup === 'cloud' && (ind.type === 'ip' || ind.type === 'ip_block')) {
+      cloud = true
+    }
+  }
+  return { popularity, cloud, cloudHalfLife: kg.cloud.halfLifeDays, cloudFactor: kg.cloud.factor, damping: kg.popularity.damping, weak: sources.size < 2 }
+}
+
+/**
+ * Factors the known-good rules apply to one hit, by evidence key (null: none). A popularity entry weighs its rank
+ * factor; weak malicious evidence is damped on a popular name, and when undated or inherited on a cloud address.
+ */
+function knownGoodFactors (h: Hit, known: KnownGood): Record<string, number> | null {
+  if (h.src.subgroup === 'popularity' && h.src.direction === 'safe') {
+    const f = h.extra?.rank_factor
+    return typeof f === 'number' ? { rank_factor: f } : null
+  }
+  if (h.src.direction !== 'malicious' || !known.weak) return null
+  let out: Record<string, number> | null = null
+  if (known.popularity > 0) (out ??= {}).popularity_factor = round4(1 - known.damping * known.popularity)
+  if (known.cloud && h.match !== 'lexical' && (h.lastDay === 0 || h.match === 'supernet' || h.match === 'asn')) (out ??= {}).cloud_factor = known.cloudFactor
+  return out
 }
 
 /**
@@ -544,6 +664,11 @@ function categoryOf (score: number, profile: ScoringProfile, signals: ScoredSign
     return signals.find((s) => s.contribution > 0)?.category ?? 'suspicious'
   }
   if (score < profile.baseline) return signals.find((s) => s.contribution < 0)?.category ?? 'benign'
+  // Context alone (a cloud network, a protocol assignment): name it rather than call the evidence inconclusive.
+  if (profile.knownGood !== null && signals.every((s) => s.contribution === 0)) {
+    const context = signals.find((s) => s.direction === 'safe')
+    if (context !== undefined) return context.category
+  }
   return 'inconclusive'
 }
 

@@ -45,7 +45,8 @@ export type NormalizeResult =
 /** Feed formats the loaders read (data/feeds/README.md describes each). */
 export const FEED_FORMATS = [
   'plain', 'netset', 'spamhaus_drop', 'spamhaus_asndrop', 'feodo_csv', 'threatfox_csv', 'urlhaus_csv',
-  'malwarebazaar_csv', 'hosts', 'adblock', 'misp_json', 'stix2', 'sslbl_csv'
+  'malwarebazaar_csv', 'hosts', 'adblock', 'misp_json', 'stix2', 'sslbl_csv', 'rank_csv', 'aws_ip_ranges',
+  'google_ip_ranges', 'azure_service_tags', 'oracle_ip_ranges', 'github_meta', 'fastly_ip_list'
 ] as const
 /** A feed format name as written in a manifest. */
 export type FeedFormat = typeof FEED_FORMATS[number]

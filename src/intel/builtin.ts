@@ -2,16 +2,29 @@
  * Built-in reference data, read from npm packages and data/reference at compile time (never on the scoring path).
  * Each reader returns plain arrays; compile.ts packs them into the shared snapshot.
  */
-import { readFile } from 'node:fs/promises'
+import { createHash } from 'node:crypto'
+import { readdir, readFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { FeedEntry, IndicatorType } from '../engine/types.ts'
+import type { SpecialAsnRange } from '../engine/snapshot/format.ts'
 import type { SourceInput, SourceTraits } from '../engine/snapshot/source.ts'
+import { parseRankCsv } from './feeds/rank-csv.ts'
 
 const kRequire = createRequire(import.meta.url)
 /** The project's data/reference folder. */
 export const kReferenceDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'data', 'reference')
+
+/**
+ * Digest of every file in data/reference (names and bytes): part of every cache key of built-in data, so a new or
+ * edited list there can never reuse an old part or snapshot.
+ */
+export async function referenceDigest (): Promise<string> {
+  const h = createHash('sha256')
+  for (const name of (await readdir(kReferenceDir)).sort()) h.update(name).update('\0').update(await readFile(join(kReferenceDir, name)))
+  return h.digest('hex')
+}
 
 /** Folder of an installed package. */
 export function packageDir (name: string): string {
@@ -21,7 +34,7 @@ export function packageDir (name: string): string {
 /** Versions of every package the built-in data comes from: part of the snapshot cache key. */
 export function builtinVersions (): Record<string, string> {
   // The readers' own revision: bumped when they read the same packages differently (a cached snapshot is then stale).
-  const out: Record<string, string> = { 'builtin-readers': '2' }
+  const out: Record<string, string> = { 'builtin-readers': '3' }
   for (const name of kBuiltinPackages) {
     out[name] = (kRequire(`${name}/package.json`) as { version: string }).version
   }
@@ -30,7 +43,7 @@ export function builtinVersions (): Record<string, string> {
 
 const kBuiltinPackages = [
   '@ip-location-db/asn', '@ip-location-db/geo-whois-asn-country', 'eth-phishing-detect', 'disposable-email-domains',
-  'cloudflare-ip', 'ipaddr.js', 'tldts'
+  'cloudflare-ip', 'tldts'
 ]
 
 /** Non-overlapping address ranges with one uint32 value each, sorted by start. */
@@ -162,36 +175,49 @@ function entriesOf (type: IndicatorType | null, values: Iterable<string>, label?
   return out
 }
 
-/** IANA special-purpose ranges (via ipaddr.js), split by how much they say about a threat. */
-const kNonRoutable = new Set(['unspecified', 'broadcast', 'multicast', 'linkLocal', 'loopback', 'carrierGradeNat', 'private',
-  'uniqueLocal', 'deprecatedSiteLocal', 'discard', 'benchmarking', 'reservedFutureUse'])
-const kDocumentation = new Set(['192.0.2.0/24', '198.51.100.0/24', '203.0.113.0/24', '2001:db8::/32', '3fff::/20'])
-/**
- * Ranges ipaddr.js files under its catch-all `reserved` name that the IANA IPv4 special-purpose registry marks as
- * not globally reachable, with the registry's name for each.
- * @see https://www.iana.org/assignments/iana-ipv4-special-registry/
- */
-const kReservedNonRoutable: Record<string, string> = {
-  '198.18.0.0/15': 'benchmarking',
-  '240.0.0.0/4': 'reservedFutureUse'
+/** How much a special-purpose range says: the subgroup its listing goes to. */
+type SpecialKind = 'non_routable' | 'documentation' | 'protocol_assignment'
+
+/** One row of data/reference/iana-special-purpose.json's address tables. */
+interface SpecialPrefix { prefix: string, name: string, rfc: string, reachable: boolean | null, id: string, kind: SpecialKind }
+/** One row of its AS number table. */
+interface SpecialAsnRow { first: number, last: number, name: string, rfc: string, id: string, kind: SpecialKind }
+
+/** The source each kind of special-purpose range is listed under (one source per subgroup). */
+const kSpecialSources: Record<SpecialKind, string> = {
+  non_routable: 'special-purpose',
+  documentation: 'documentation-ranges',
+  protocol_assignment: 'protocol-assignments'
 }
 
-interface IpaddrRange { toString: () => string }
-type SpecialRanges = Record<string, [IpaddrRange, number] | Array<[IpaddrRange, number]>>
+/**
+ * The IANA special-purpose registries, as transcribed into data/reference/iana-special-purpose.json: address
+ * blocks (IPv4, IPv6) and AS numbers, each with the registry's name, its RFC and how much it says about a threat.
+ * @see https://www.iana.org/assignments/iana-ipv4-special-registry/
+ * @see https://www.iana.org/assignments/iana-ipv6-special-registry/
+ * @see https://www.iana.org/assignments/iana-as-numbers-special-registry/
+ */
+export async function readSpecialPurpose (): Promise<{ prefixes: SpecialPrefix[], asns: SpecialAsnRow[] }> {
+  const doc = JSON.parse(await readFile(join(kReferenceDir, 'iana-special-purpose.json'), 'utf8')) as { ipv4: SpecialPrefix[], ipv6: SpecialPrefix[], asn: SpecialAsnRow[] }
+  return { prefixes: [...doc.ipv4, ...doc.ipv6], asns: doc.asn }
+}
 
-function specialRanges (): Array<{ cidr: string, name: string }> {
-  const ipaddr = kRequire('ipaddr.js') as { IPv4: { prototype: { SpecialRanges: SpecialRanges } }, IPv6: { prototype: { SpecialRanges: SpecialRanges } } }
-  const out: Array<{ cidr: string, name: string }> = []
-  for (const table of [ipaddr.IPv4.prototype.SpecialRanges, ipaddr.IPv6.prototype.SpecialRanges]) {
-    for (const [name, spec] of Object.entries(table)) {
-      // IPv4-mapped / translated forms normalize into IPv4 space: they would cover every IPv4 address.
-      if (name === 'unicast' || name === 'ipv4Mapped' || name === 'rfc6145') continue
-      const list = Array.isArray(spec[0]) ? spec as Array<[IpaddrRange, number]> : [spec as [IpaddrRange, number]]
-      for (const [addr, bits] of list) {
-        const cidr = `${addr.toString()}/${bits}`
-        out.push({ cidr, name: kReservedNonRoutable[cidr] ?? name })
-      }
-    }
+/**
+ * Special-purpose AS number ranges for the snapshot header: the engine cannot index them as listings (the 32-bit
+ * private-use range alone holds 94,967,295 numbers), so it looks an AS number up in these few rows.
+ */
+export async function readSpecialAsns (): Promise<SpecialAsnRange[]> {
+  const { asns } = await readSpecialPurpose()
+  return asns.map((r) => ({ first: r.first, last: r.last, source: kSpecialSources[r.kind], label: r.id, name: r.name }))
+}
+
+/** Public resolver addresses: the first token of each line that is not a comment (data/reference/public-resolvers.txt). */
+function resolverAddresses (text: string): string[] {
+  const out: string[] = []
+  for (const line of text.split('\n')) {
+    const t = line.trim()
+    if (t === '' || t.startsWith('#')) continue
+    out.push(t.split(/\s/)[0] as string)
   }
   return out
 }
@@ -203,20 +229,22 @@ export interface BuiltinData {
   cloudflare: string[]
   infra: Record<'cdn' | 'cloud', Array<{ asn: number, org: string }>>
   resolvers: string[]
-  special: Array<{ cidr: string, name: string }>
+  special: SpecialPrefix[]
+  /** data/reference/top-sites.csv as the rank_csv reader gives it. */
+  popular: FeedEntry[]
 }
 
 /** Reads every package and data file the built-in lists come from. */
 export async function loadBuiltinData (): Promise<BuiltinData> {
-  const resolvers = (await readFile(join(kReferenceDir, 'public-resolvers.txt'), 'utf8'))
-    .split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'))
+  const resolvers = resolverAddresses(await readFile(join(kReferenceDir, 'public-resolvers.txt'), 'utf8'))
   return {
     phishing: kRequire('eth-phishing-detect/src/config.json') as BuiltinData['phishing'],
     disposable: kRequire('disposable-email-domains') as string[],
     cloudflare: kRequire('cloudflare-ip/ips.json') as string[],
     infra: JSON.parse(await readFile(join(kReferenceDir, 'infrastructure-asns.json'), 'utf8')) as BuiltinData['infra'],
     resolvers,
-    special: specialRanges()
+    special: (await readSpecialPurpose()).prefixes,
+    popular: parseRankCsv(await readFile(join(kReferenceDir, 'top-sites.csv'), 'utf8')).entries
   }
 }
 
@@ -231,11 +259,9 @@ function builtin (name: string, fields: Omit<SourceTraits, 'name' | 'kind' | 'ha
   return { traits: { name, kind: 'builtin', halfLifeDays: 0, ...fields }, entries }
 }
 
-const labelled = (rows: Array<{ cidr: string, name: string }>): FeedEntry[] =>
-  rows.map((r, i) => ({ type: 'ip_block', value: r.cidr, line: i + 1, label: r.name }))
-const nonRoutable = (d: BuiltinData): Array<{ cidr: string, name: string }> => d.special.filter((r) => kNonRoutable.has(r.name) && !kDocumentation.has(r.cidr))
-const documentation = (d: BuiltinData): Array<{ cidr: string, name: string }> => d.special.filter((r) => kDocumentation.has(r.cidr))
-const protocol = (d: BuiltinData): Array<{ cidr: string, name: string }> => d.special.filter((r) => !kNonRoutable.has(r.name) && !kDocumentation.has(r.cidr))
+/** The special-purpose blocks of one kind, labelled with their id (which becomes a verdict flag). */
+const labelled = (d: BuiltinData, kind: SpecialKind): FeedEntry[] =>
+  d.special.filter((r) => r.kind === kind).map((r, i) => ({ type: 'ip_block', value: r.prefix, line: i + 1, label: r.id }))
 
 /** Every built-in signal source, in snapshot order. The list is fixed by the code: no package is read to know it. */
 export const kBuiltinSources: readonly BuiltinSource[] = [
@@ -247,11 +273,11 @@ export const kBuiltinSources: readonly BuiltinSource[] = [
   builtin('disposable-email-domains', { direction: 'malicious', group: 'reputation', subgroup: 'disposable_email', category: 'disposable_email', confidence: 0.5 },
     (d) => entriesOf('domain', d.disposable)),
   builtin('special-purpose', { direction: 'safe', group: 'network', subgroup: 'non_routable', category: 'special_purpose', confidence: 1 },
-    (d) => labelled(nonRoutable(d))),
+    (d) => labelled(d, 'non_routable')),
   builtin('documentation-ranges', { direction: 'safe', group: 'network', subgroup: 'documentation', category: 'special_purpose', confidence: 1 },
-    (d) => labelled(documentation(d))),
+    (d) => labelled(d, 'documentation')),
   builtin('protocol-assignments', { direction: 'safe', group: 'network', subgroup: 'protocol_assignment', category: 'special_purpose', confidence: 1 },
-    (d) => labelled(protocol(d))),
+    (d) => labelled(d, 'protocol_assignment')),
   builtin('cloudflare-ranges', { direction: 'safe', group: 'network', subgroup: 'cdn', category: 'shared_infrastructure', confidence: 0.8 },
     (d) => entriesOf('ip_block', d.cloudflare, 'Cloudflare')),
   builtin('cdn-asns', { direction: 'safe', group: 'network', subgroup: 'cdn', category: 'shared_infrastructure', confidence: 0.6 },
@@ -259,7 +285,10 @@ export const kBuiltinSources: readonly BuiltinSource[] = [
   builtin('cloud-asns', { direction: 'safe', group: 'network', subgroup: 'cloud', category: 'cloud_hosting', confidence: 0.5 },
     (d) => d.infra.cloud.map((r, i) => ({ type: 'asn', value: String(r.asn), line: i + 1, label: r.org }))),
   builtin('public-resolvers', { direction: 'safe', group: 'reputation', subgroup: 'public_resolver', category: 'public_dns_resolver', confidence: 1 },
-    (d) => entriesOf('ip', d.resolvers))
+    (d) => entriesOf('ip', d.resolvers)),
+  // Moz ranks sites by the domains linking to them, not by traffic: a little less trust than a traffic ranking.
+  builtin('top-sites', { direction: 'safe', group: 'popularity', subgroup: 'popularity', category: 'popular', confidence: 0.8 },
+    (d) => d.popular)
 ]
 
 /** Every built-in signal source with its entries, read from its package or data file. */

@@ -6,10 +6,10 @@
  * File layout: 8-byte magic, uint32 header length (LE), header JSON, zero padding to 8 bytes, buffer bytes.
  */
 import { createHash } from 'node:crypto'
-import { mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises'
+import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { FeedSpec } from '../engine/types.ts'
-import { builtinVersions, kReferenceDir } from './builtin.ts'
+import { builtinVersions, referenceDigest } from './builtin.ts'
 import { compile, kSnapshotFormat, type BuildReport, type CompileOptions, type SnapshotData, type SnapshotHeader } from './compile.ts'
 import { compilerDigest, fileDigest } from './part-cache.ts'
 
@@ -28,7 +28,7 @@ export async function feedDigests (feeds: readonly FeedSpec[]): Promise<Map<stri
 export async function inputKey (options: Pick<CompileOptions, 'feeds' | 'asnDir' | 'countryDir' | 'digests'>): Promise<string> {
   const h = createHash('sha256')
   h.update(JSON.stringify({ format: kSnapshotFormat, versions: builtinVersions(), asnDir: options.asnDir ?? null, countryDir: options.countryDir ?? null }))
-  for (const name of ['infrastructure-asns.json', 'public-resolvers.txt']) h.update(await readFile(join(kReferenceDir, name)))
+  h.update(await referenceDigest())
   // The compiler's own code decides what a snapshot holds: a changed loader or normalizer must not reuse old caches.
   h.update(await compilerDigest())
   for (const dir of [options.asnDir, options.countryDir]) {

@@ -11,9 +11,8 @@
  */
 import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
-import { join } from 'node:path'
 import type { FeedSpec, RejectedLine } from '../engine/types.ts'
-import { builtinVersions, kBuiltinSources, kReferenceDir, loadBuiltinData, readAsnData, readCountryData, readLookalikeTargets, type BuiltinData, type RangeList } from './builtin.ts'
+import { builtinVersions, kBuiltinSources, loadBuiltinData, readAsnData, readCountryData, readLookalikeTargets, readSpecialAsns, referenceDigest, type BuiltinData, type RangeList } from './builtin.ts'
 import { parseFeed } from './feeds/index.ts'
 import { HashTableBuilder, tableCapacity } from '../engine/snapshot/hash-table.ts'
 import { hashWords, KeyTag, type KeyPair } from '../engine/snapshot/hash.ts'
@@ -183,9 +182,7 @@ class Collector {
    * packages are read only when a part is missing.
    */
   async builtins (): Promise<PartInput[]> {
-    const ref = createHash('sha256')
-    for (const name of ['infrastructure-asns.json', 'public-resolvers.txt']) ref.update(await readFile(join(kReferenceDir, name)))
-    const base = ['builtin', JSON.stringify(builtinVersions()), ref.digest('hex')]
+    const base = ['builtin', JSON.stringify(builtinVersions()), await referenceDigest()]
     let data: Promise<BuiltinData> | null = null
     const out: PartInput[] = []
     for (const { traits, entries } of kBuiltinSources) {
@@ -409,6 +406,7 @@ export async function compile (options: CompileOptions): Promise<{ data: Snapsho
       v6Prefixes: [...merged.v6].sort((a, b) => b - a),
       sections: merged.sections,
       lookalike: readLookalikeTargets(),
+      specialAsns: await readSpecialAsns(),
       counts: {
         listings: merged.listings,
         keys: merged.keys,

@@ -541,6 +541,106 @@ describe('JSON formats', () => {
   })
 })
 
+/** Formats that carry popularity and infrastructure knowledge, not threats (no sample in the default manifest). */
+const kKnownGoodFormats: readonly FeedFormat[] = ['rank_csv', 'aws_ip_ranges', 'google_ip_ranges', 'azure_service_tags', 'oracle_ip_ranges', 'github_meta', 'fastly_ip_list']
+
+describe('known-good formats (layout samples in test/fixtures/feeds)', () => {
+  test('rank_csv reads Tranco-style rank,domain lines with the rank as label and rejects lines without both', async () => {
+    const r = await parseFile('rank_csv', kFixtures, 'rank-tranco-layout.csv')
+    assert.deepEqual(values(r), ['popular.example', 'www.second.example', 'third.example', 'tail.example'])
+    assert.deepEqual(entry(r, 'popular.example'), { type: 'domain', value: 'popular.example', line: 1, label: '1' })
+    assert.equal(entry(r, 'tail.example').label, '100000')
+    assert.deepEqual(r.rejected.map((x) => x.line), [4, 5, 6])
+    assert.equal(r.lines, 7)
+  })
+
+  test('rank_csv reads the Chrome UX Report origin,rank layout: header skipped, origin reduced to its host', async () => {
+    const r = await parseFile('rank_csv', kFixtures, 'rank-crux-layout.csv')
+    assert.deepEqual(r.entries, [
+      { type: 'domain', value: 'www.crux-one.example', line: 2, label: '1000' },
+      { type: 'domain', value: 'crux-two.example', line: 3, label: '10000' },
+      { type: 'domain', value: 'crux-three.example', line: 4, label: '1000000' }
+    ])
+    assert.equal(r.rejected.length, 0)
+  })
+
+  test('rank_csv skips only a first-line header: a later line without a rank is rejected', () => {
+    const r = parseFeed('rank_csv', 'rank,domain\n1,a.example\nrank,domain\n0,zero.example\n2,"quoted.example"\n')
+    assert.deepEqual(values(r), ['a.example'])
+    assert.deepEqual(r.rejected.map((x) => x.line), [3, 4, 5])
+  })
+
+  test('aws_ip_ranges reads IPv4 and IPv6 prefixes, one entry per prefix labelled with its specific service', async () => {
+    const r = await parseFile('aws_ip_ranges', kFixtures, 'aws-ip-ranges-layout.json')
+    assert.deepEqual(r.entries, [
+      { type: 'ip_block', value: '192.0.2.0/25', line: 1, label: 'AWS EC2 us-east-1' },
+      { type: 'ip_block', value: '198.51.100.0/26', line: 3, label: 'AWS S3 eu-west-1' },
+      { type: 'ip_block', value: '2001:db8:a::/48', line: 6, label: 'AWS AMAZON us-west-2' },
+      { type: 'ip_block', value: '2001:db8:b::/48', line: 7, label: 'AWS CLOUDFRONT GLOBAL' }
+    ])
+    assert.deepEqual(r.rejected.map((x) => x.line), [4, 5])
+    assert.equal(r.lines, 7)
+  })
+
+  test('google_ip_ranges reads cloud.json with service and scope, and goog.json with bare prefixes', async () => {
+    const cloud = await parseFile('google_ip_ranges', kFixtures, 'google-cloud-layout.json')
+    assert.deepEqual(cloud.entries, [
+      { type: 'ip_block', value: '192.0.2.128/26', line: 1, label: 'Google Cloud europe-west1' },
+      { type: 'ip_block', value: '2001:db8:c::/48', line: 2, label: 'Google Cloud us-central1' }
+    ])
+    assert.deepEqual(cloud.rejected, [{ line: 3, reason: 'prefix entry has neither "ipv4Prefix" nor "ipv6Prefix"' }])
+    const goog = await parseFile('google_ip_ranges', kFixtures, 'goog-layout.json')
+    assert.deepEqual(goog.entries.map((e) => [e.value, e.label]), [['203.0.113.0/25', 'Google'], ['2001:db8:d::/48', 'Google']])
+  })
+
+  test('azure_service_tags reads every tag\'s addressPrefixes labelled with the tag, rejecting bad prefixes and tags', async () => {
+    const r = await parseFile('azure_service_tags', kFixtures, 'azure-service-tags-layout.json')
+    assert.deepEqual(r.entries.map((e) => [e.value, e.label]), [
+      ['198.51.100.64/26', 'Azure AzureCloud.westeurope'],
+      ['2001:db8:e::/48', 'Azure AzureCloud.westeurope'],
+      ['198.51.100.64/26', 'Azure Storage.WestEurope'],
+      ['198.51.100.128/27', 'Azure Storage.WestEurope']
+    ])
+    assert.deepEqual(r.rejected.map((x) => x.line), [5, 6])
+  })
+
+  test('oracle_ip_ranges reads regions[].cidrs[].cidr labelled with the region', async () => {
+    const r = await parseFile('oracle_ip_ranges', kFixtures, 'oracle-ip-ranges-layout.json')
+    assert.deepEqual(r.entries.map((e) => [e.value, e.label]), [
+      ['203.0.113.128/26', 'Oracle Cloud us-phoenix-1'], ['2001:db8:f::/48', 'Oracle Cloud us-phoenix-1'], ['203.0.113.192/27', 'Oracle Cloud eu-frankfurt-1']
+    ])
+    assert.deepEqual(r.rejected, [{ line: 4, reason: 'cidr entry is not an object' }])
+  })
+
+  test('github_meta reads every service\'s address list and skips keys, fingerprints and domains', async () => {
+    const r = await parseFile('github_meta', kFixtures, 'github-meta-layout.json')
+    assert.deepEqual(r.entries.map((e) => [e.value, e.label]), [
+      ['192.0.2.240/28', 'GitHub hooks'], ['2001:db8:10::/48', 'GitHub hooks'], ['192.0.2.224/28', 'GitHub web'],
+      ['192.0.2.224/28', 'GitHub api'], ['198.51.100.192/27', 'GitHub actions']
+    ])
+    assert.equal(r.rejected.length, 0)
+  })
+
+  test('fastly_ip_list reads addresses and ipv6_addresses; a bare address is an ip entry', async () => {
+    const r = await parseFile('fastly_ip_list', kFixtures, 'fastly-ip-list-layout.json')
+    assert.deepEqual(r.entries, [
+      { type: 'ip_block', value: '203.0.113.224/27', line: 1, label: 'Fastly' },
+      { type: 'ip', value: '203.0.113.250', line: 2, label: 'Fastly' },
+      { type: 'ip_block', value: '2001:db8:11::/48', line: 3, label: 'Fastly' }
+    ])
+  })
+
+  for (const format of ['aws_ip_ranges', 'google_ip_ranges', 'azure_service_tags', 'oracle_ip_ranges', 'github_meta', 'fastly_ip_list'] as const) {
+    test(`${format}: a body that is not JSON, or JSON of another shape, gives one rejected entry at line 1`, () => {
+      for (const wrong of ['', 'not json', '<html>', '42', 'null', '[]', '{"unrelated": true}', '{"prefixes": 7, "values": 7, "regions": 7, "addresses": 7}']) {
+        const r = parseFeed(format, wrong)
+        assert.equal(r.entries.length, 0, `${format} ${wrong}`)
+        assert.deepEqual(r.rejected.map((x) => x.line), [1], `${format} ${wrong}`)
+      }
+    })
+  }
+})
+
 describe('every format', () => {
   test('every FEED_FORMAT has a parser and parseFeed dispatches to it', () => {
     assert.deepEqual(Object.keys(kFeedParsers).sort(), [...FEED_FORMATS].sort())
@@ -597,10 +697,12 @@ describe('feed manifest', () => {
     return path
   }
 
-  test('the shipped manifest loads, covers every format, and every feed path exists and parses', async () => {
+  test('the shipped manifest loads, covers every threat format, and every feed path exists and parses', async () => {
     const specs = await loadManifest(join(kSamples, 'manifest.json'))
     assert.equal(specs.length, 13)
-    assert.deepEqual(new Set(specs.map((s) => s.format)), new Set(FEED_FORMATS))
+    // Known-good formats (rank lists, providers' range documents) describe popularity and infrastructure, not threats:
+    // the default run gets those from built-in data, and their layout samples are test fixtures (test/fixtures/feeds).
+    assert.deepEqual(new Set(specs.map((s) => s.format)), new Set(FEED_FORMATS.filter((f) => !kKnownGoodFormats.includes(f))))
     assert.equal(specs.filter((s) => s.direction === 'safe').length, 1)
     for (const spec of specs) {
       assert.ok(isAbsolute(spec.path), spec.path)

@@ -15,7 +15,7 @@ import { mixedCorpus } from '../../bench/corpus.ts'
 import { DEFAULT_PROFILE, normalize, score, Snapshot, type FeedEntry, type ParsedIp, type SnapshotData } from '../../src/engine/index.ts'
 import { loadManifest, loadSnapshot } from '../../src/intel/index.ts'
 import { decodeSnapshotFile, encodeSnapshotFile } from '../../src/intel/cache.ts'
-import { readBuiltinSources } from '../../src/intel/builtin.ts'
+import { readBuiltinSources, readSpecialPurpose } from '../../src/intel/builtin.ts'
 import { listingKey } from '../../src/engine/snapshot/format.ts'
 import { view } from '../../src/engine/snapshot/layout.ts'
 import { readFeed } from '../../src/intel/manifest.ts'
@@ -99,6 +99,27 @@ describe('built-in registry data', () => {
     assert.match(quad9.org ?? '', /Quad9/)
     assert.equal(asnOf(snap, '2001:4860:4860::8888').asn, 15169)
     assert.equal(asnOf(snap, '2606:4700:4700::1111').asn, 13335)
+  })
+
+  test('every public resolver address is announced by the operator its section in public-resolvers.txt names', async () => {
+    const snap = await sampleSnapshot()
+    const text = await readFile(join(kRoot, 'data', 'reference', 'public-resolvers.txt'), 'utf8')
+    let org: RegExp | null = null
+    let checked = 0
+    for (const raw of text.split('\n')) {
+      const line = raw.trim()
+      if (line === '') continue
+      if (line.startsWith('#')) {
+        const fields = line.slice(1).split(' | ')
+        if (fields.length === 3) org = new RegExp(fields[1]?.trim() as string)
+        continue
+      }
+      assert.ok(org !== null, `${line} sits under a section header`)
+      const got = asnOf(snap, line)
+      assert.match(got.org ?? '', org, `${line}: announced by AS${got.asn} "${got.org}"`)
+      checked++
+    }
+    assert.ok(checked >= 100, `${checked} addresses`)
   })
 
   test('AS records count the ranges each AS announces and an unknown AS has none', async () => {
@@ -194,13 +215,37 @@ describe('built-in sources', () => {
     assert.ok(snap.findDomain('mailinator.com') !== 0)
   })
 
-  test('special-purpose, documentation and protocol ranges come from ipaddr.js, split by meaning', async () => {
+  test('special-purpose, documentation and protocol ranges come from the IANA registries, split by reachability', async () => {
     const snap = await sampleSnapshot()
+    const { prefixes, asns } = await readSpecialPurpose()
     const by = (name: string): number => snap.sources.find((s) => s.name === name)?.indexed ?? -1
-    assert.equal(by('special-purpose'), 19) // ipaddr.js's 17, plus 198.18.0.0/15 (benchmarking) and 240.0.0.0/4 (reserved)
+    const count = (kind: string): number => prefixes.filter((r) => r.kind === kind).length
+    assert.equal(by('special-purpose'), count('non_routable'))
     assert.equal(by('documentation-ranges'), 5)
-    assert.equal(by('protocol-assignments'), 17) // ipaddr.js's reserved ranges less those two
+    assert.equal(by('protocol-assignments'), count('protocol_assignment'))
+    assert.equal(by('special-purpose') + by('documentation-ranges') + by('protocol-assignments'), prefixes.length)
+    // The rule the file follows: documentation is documentation; otherwise not globally reachable = non_routable.
+    for (const r of prefixes) {
+      const want = r.id === 'documentation' ? 'documentation' : r.reachable === false ? 'non_routable' : 'protocol_assignment'
+      assert.equal(r.kind, want, r.prefix)
+    }
+    for (const r of asns) assert.equal(r.kind, r.id === 'documentation' ? 'documentation' : r.id === 'as112' ? 'protocol_assignment' : 'non_routable', `AS${r.first}`)
+    assert.deepEqual(snap.header.specialAsns?.map((r) => [r.first, r.last]), asns.map((r) => [r.first, r.last]))
     assert.ok(snap.header.v4Prefixes.includes(8) && snap.header.v6Prefixes.includes(10), 'the /8 and fe80::/10 ranges are indexed')
+  })
+
+  test('every special range ipaddr.js knows is in the IANA file with the same prefix (nothing was lost)', async () => {
+    const ipaddr = kRequire('ipaddr.js') as Record<'IPv4' | 'IPv6', { prototype: { SpecialRanges: Record<string, unknown> } }>
+    const { prefixes } = await readSpecialPurpose()
+    const have = new Set(prefixes.map((r) => r.prefix))
+    for (const v of ['IPv4', 'IPv6'] as const) {
+      for (const [name, spec] of Object.entries(ipaddr[v].prototype.SpecialRanges)) {
+        // IPv4-mapped and -translated forms normalize into IPv4 space (they would hold every IPv4 address).
+        if (name === 'unicast' || name === 'ipv4Mapped' || name === 'rfc6145') continue
+        const list = (Array.isArray((spec as unknown[])[0]) ? spec : [spec]) as Array<[{ toString: () => string }, number]>
+        for (const [addr, bits] of list) assert.ok(have.has(`${addr.toString()}/${bits}`), `${name} ${addr.toString()}/${bits}`)
+      }
+    }
   })
 
   test('CDN ranges, CDN and cloud AS lists and public resolvers are all indexed', async () => {
@@ -208,9 +253,11 @@ describe('built-in sources', () => {
     const cloudflare = kRequire('cloudflare-ip/ips.json') as string[]
     const by = (name: string): number => snap.sources.find((s) => s.name === name)?.indexed ?? -1
     assert.equal(by('cloudflare-ranges'), cloudflare.length)
-    assert.equal(by('cdn-asns'), 8)
-    assert.equal(by('cloud-asns'), 13)
-    assert.equal(by('public-resolvers'), 16)
+    const infra = JSON.parse(await readFile(join(kRoot, 'data', 'reference', 'infrastructure-asns.json'), 'utf8')) as Record<'cdn' | 'cloud', unknown[]>
+    assert.equal(by('cdn-asns'), infra.cdn.length)
+    assert.equal(by('cloud-asns'), infra.cloud.length)
+    assert.ok(by('public-resolvers') >= 100)
+    assert.ok(by('top-sites') >= 490)
     assert.ok(snap.findAsn(13335) !== 0)
   })
 })

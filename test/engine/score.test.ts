@@ -149,12 +149,23 @@ describe('network evidence', () => {
     assert.equal(inner.threat_context.prefix_length, 25)
   })
 
-  test('a listed AS number scores malicious', async () => {
-    const v = verdict(await sampleSnapshot(), 'AS64511')
+  test('under profile 2026-11 a listed AS number scores malicious', async () => {
+    const v = verdict(await sampleSnapshot(), 'AS64511', undefined, kProfile202611)
     assert.ok(v.risk.score >= 65, `score ${v.risk.score}`)
     assert.equal(v.risk.category, 'hijacked_network')
     assert.equal(signal(v, 'sample_spamhaus_asndrop:exact').direction, 'malicious')
     assert.ok(actions(v).includes('alert'))
+  })
+
+  test('a listing of a documentation AS number never lifts it to hijacked_network', async () => {
+    // The sample ASN-DROP lists AS64511, which RFC 5398 reserves for documentation (test/engine/known-good.test.ts
+    // holds a listed, routable AS number).
+    const v = verdict(await sampleSnapshot(), 'AS64511')
+    assert.ok(v.risk.score <= 50, `score ${v.risk.score}`)
+    assert.notEqual(v.risk.category, 'hijacked_network')
+    assert.ok(v.flags.includes('documentation'), v.flags.join())
+    assert.equal(contribution(signal(v, 'sample_spamhaus_asndrop:exact')), 0)
+    assert.deepEqual(actions(v), ['verify_data_quality'])
   })
 
   test('an address on a CDN edge is shared infrastructure and its malicious listings are damped', async (t) => {

@@ -32,7 +32,24 @@ export interface SnapshotHeader {
   sections: Record<string, SectionInfo>
   /** Guarded domains for the lookalike signal, and the edit distance that counts as a lookalike. */
   lookalike: { targets: string[], tolerance: number }
+  /**
+   * Special-purpose AS number ranges (IANA), by first number: too wide to index as listings. Absent in snapshots
+   * compiled before they existed.
+   */
+  specialAsns?: SpecialAsnRange[]
   counts: Record<string, number>
+}
+
+/** A special-purpose range of AS numbers and the built-in source whose signal it gives. */
+export interface SpecialAsnRange {
+  first: number
+  last: number
+  /** Name of the built-in special-purpose source (special-purpose, documentation-ranges, protocol-assignments). */
+  source: string
+  /** Short id, shown as a flag (`private`, `documentation`, `asTrans`, ...). */
+  label: string
+  /** The registry's name of the range. */
+  name: string
 }
 
 /** A compiled snapshot: header plus the shared bytes. Both cross threads without copying the bytes. */

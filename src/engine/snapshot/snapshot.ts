@@ -6,7 +6,7 @@
  */
 import { HashTableView } from './hash-table.ts'
 import { hashString, hashWords, KeyTag, type KeyPair } from './hash.ts'
-import { kAsnInfoStride, kEntryStride, kNet4PresenceBytes, type SnapshotData, type SnapshotHeader } from './format.ts'
+import { kAsnInfoStride, kEntryStride, kNet4PresenceBytes, type SnapshotData, type SnapshotHeader, type SpecialAsnRange } from './format.ts'
 import { view } from './layout.ts'
 import { formatIPv4, formatIPv6 } from '../normalize/ip.ts'
 import type { SourceMeta } from './source.ts'
@@ -235,6 +235,36 @@ export class Snapshot {
   entryLabel (e: number): string | null {
     const l = this.entries[(e - 1) * kEntryStride + 3] as number
     return l === 0 ? null : this.string(l - 1)
+  }
+
+  /**
+   * The label of entry `e` read as a positive decimal integer (a popularity rank), or null when it is none. Read from
+   * the pool's bytes and not cached: a rank list has a distinct label per entry (a million for Tranco), which the
+   * string cache would otherwise keep for the life of the thread.
+   */
+  entryLabelNumber (e: number): number | null {
+    const l = this.entries[(e - 1) * kEntryStride + 3] as number
+    if (l === 0) return null
+    const start = this.strOffsets[l - 1] as number
+    const end = this.strOffsets[l] as number
+    if (end === start || end - start > 10) return null
+    let n = 0
+    for (let i = start; i < end; i++) {
+      const c = this.strBytes[i] as number
+      if (c < 48 || c > 57) return null
+      n = n * 10 + (c - 48)
+    }
+    return n === 0 ? null : n
+  }
+
+  /** The special-purpose AS range (IANA) holding `asn` and the built-in source it belongs to, or null. */
+  specialAsn (asn: number): { range: SpecialAsnRange, source: SourceMeta } | null {
+    for (const range of this.header.specialAsns ?? []) {
+      if (asn < range.first || asn > range.last) continue
+      const source = this.sources.find((x) => x.name === range.source)
+      return source === undefined ? null : { range, source }
+    }
+    return null
   }
 
   /** Next listing of the same key, or 0. */

@@ -11,6 +11,10 @@ import { parseMalwarebazaarCsv } from './malwarebazaar-csv.ts'
 import { parseMispJson } from './misp-json.ts'
 import { parseNetset } from './netset.ts'
 import { parsePlain } from './plain.ts'
+import {
+  parseAwsIpRanges, parseAzureServiceTags, parseFastlyIpList, parseGithubMeta, parseGoogleIpRanges, parseOracleIpRanges
+} from './provider-ranges.ts'
+import { parseRankCsv } from './rank-csv.ts'
 import { parseSpamhausAsndrop } from './spamhaus-asndrop.ts'
 import { parseSpamhausDrop } from './spamhaus-drop.ts'
 import { parseSslblCsv } from './sslbl-csv.ts'
@@ -40,7 +44,14 @@ export const kFeedParsers: Readonly<Record<FeedFormat, FeedParser>> = Object.fre
   adblock: parseAdblock,
   misp_json: parseMispJson,
   stix2: parseStix2,
-  sslbl_csv: parseSslblCsv
+  sslbl_csv: parseSslblCsv,
+  rank_csv: parseRankCsv,
+  aws_ip_ranges: parseAwsIpRanges,
+  google_ip_ranges: parseGoogleIpRanges,
+  azure_service_tags: parseAzureServiceTags,
+  oracle_ip_ranges: parseOracleIpRanges,
+  github_meta: parseGithubMeta,
+  fastly_ip_list: parseFastlyIpList
 })
 
 /** Whether a string names a feed format. */
