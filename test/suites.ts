@@ -19,6 +19,7 @@ export const kSuites = {
     'bytes/byte-sink.test.ts',
     'config/config.test.ts',
     'engine/feeds.test.ts',
+    'engine/known-good-sets.test.ts',
     'engine/known-good.test.ts',
     'engine/lexical.test.ts',
     'engine/normalize.test.ts',

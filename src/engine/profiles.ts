@@ -164,8 +164,9 @@ const kProfile202611: ScoringProfile = {
 
 /**
  * Profile of 2026-12 (default): context is not evidence, and single-source undated evidence is capped below `block`
- * (docs/SCORING.md). The cap is 25 points: one undated list entry tops out at 75 (`alert`, `investigate`); a second
- * independent source or a dated listing removes the cap.
+ * (docs/SCORING.md). The cap is 19 points: one undated list entry tops out at 69 (`alert`, `investigate`), below the
+ * 70 that no known-good name may reach (a legitimate name wrongly on one list stays under it); a second independent
+ * source or a dated listing removes the cap. Popularity, cloud context and zero-weight context signals: `knownGood`.
  */
 const kProfile202612: ScoringProfile = {
   ...kProfile202611,
@@ -173,7 +174,7 @@ const kProfile202612: ScoringProfile = {
   weights: { ...kProfile202611.weights, popularity: 30 },
   groupCaps: { ...kProfile202611.groupCaps, popularity: 30 },
   actions: kActions202612,
-  trust: { contextSubgroups: ['private_suffix_hosting', 'disposable_email', 'homograph'], singleSourceUndatedCap: 25 },
+  trust: { contextSubgroups: ['private_suffix_hosting', 'disposable_email', 'homograph'], singleSourceUndatedCap: 19 },
   knownGood: {
     popularity: { maxRank: 1_000_000, unrankedFactor: 0.5, subdomainFactor: 0.3, damping: 0.6 },
     cloud: { halfLifeDays: 7, factor: 0.5 }

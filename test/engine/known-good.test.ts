@@ -144,9 +144,11 @@ describe('popularity', () => {
 
   test('a popular registrable domain does not whitewash a listed user subdomain', () => {
     const v = verdict(snap, 'evil.weebly.com')
-    assert.equal(signal(v, 'probe_phish:exact').evidence?.popularity_factor, undefined)
-    assert.ok(v.risk.score >= 65, `score ${v.risk.score}`)
-    assert.ok(actions(v).includes('alert'))
+    const listed = signal(v, 'probe_phish:exact')
+    assert.equal(listed.evidence?.popularity_factor, undefined)
+    assert.equal(contribution(listed), DEFAULT_PROFILE.trust?.singleSourceUndatedCap, 'the listing counts in full (up to the cap)')
+    assert.ok(v.risk.score > 60, `score ${v.risk.score}`)
+    assert.ok(actions(v).includes('investigate'))
   })
 
   test('a site under a private suffix never inherits the popularity of the suffix', () => {
