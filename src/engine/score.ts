@@ -425,8 +425,8 @@ export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap:
       first_seen: dayToDate(hit.firstDay),
       last_seen: dayToDate(hit.lastDay),
       group_cap_scale: Math.round(capScale * 10000) / 10000,
-      ...(hit.extra ?? {}),
-      ...(w.extra ?? {})
+      ...hit.extra,
+      ...w.extra
     }
     if (trust !== null) {
       evidence.context_only = trust.context[i] as boolean
@@ -516,14 +516,13 @@ function round4 (x: number): number {
 function knownGoodContext (ind: NormalizedIndicator, profile: ScoringProfile, hits: Hit[]): KnownGood | null {
   const kg = profile.knownGood
   if (kg === null) return null
-  const context = profile.trust?.contextSubgroups ?? []
-  const sources = new Set<string>()
   let popularity = 0
   let cloud = false
+  let any = false
   for (const h of hits) {
-    if (h.src.direction === 'malicious') {
-      if (h.match !== 'lexical' && !context.includes(h.src.subgroup)) sources.add(h.src.name)
-    } else if (h.src.subgroup === 'popularity' && ind.type === 'domain') {
+    if (h.src.direction === 'malicious') continue
+    if (h.src.subgroup === 'popularity' && ind.type === 'domain') {
+      any = true
       const rank = typeof h.extra?.rank === 'number' ? h.extra.rank : null
       const f = rank === null ? kg.popularity.unrankedFactor : Math.min(1, Math.max(0, 1 - Math.log10(rank) / Math.log10(kg.popularity.maxRank)))
       const name = ind.normalized
@@ -532,17 +531,35 @@ function knownGoodContext (ind: NormalizedIndicator, profile: ScoringProfile, hi
       h.extra = { rank, popular_name: same, rank_factor: round4(f) }
       if (same && f > popularity) popularity = f
     } else if (h.src.subgroup === 'cloud' && (ind.type === 'ip' || ind.type === 'ip_block')) {
-      cloud = true
+      any = cloud = true
     }
   }
-  return { popularity, cloud, cloudHalfLife: kg.cloud.halfLifeDays, cloudFactor: kg.cloud.factor, damping: kg.popularity.damping, weak: sources.size < 2 }
+  // Most assessed indicators have neither: share one answer instead of counting sources.
+  if (!any) return kNoKnownGood
+  const context = profile.trust?.contextSubgroups ?? kNoSubgroups
+  let first: string | null = null
+  let weak = true
+  for (const h of hits) {
+    if (h.src.direction !== 'malicious' || h.match === 'lexical' || context.includes(h.src.subgroup)) continue
+    if (first === null) first = h.src.name
+    else if (h.src.name !== first) {
+      weak = false
+      break
+    }
+  }
+  return { popularity, cloud, cloudHalfLife: kg.cloud.halfLifeDays, cloudFactor: kg.cloud.factor, damping: kg.popularity.damping, weak }
 }
+
+/** The known-good context of an indicator with neither a popularity nor a cloud signal. */
+const kNoKnownGood: KnownGood = Object.freeze({ popularity: 0, cloud: false, cloudHalfLife: 0, cloudFactor: 1, damping: 0, weak: false })
+const kNoSubgroups: readonly string[] = Object.freeze([])
 
 /**
  * Factors the known-good rules apply to one hit, by evidence key (null: none). A popularity entry weighs its rank
  * factor; weak malicious evidence is damped on a popular name, and when undated or inherited on a cloud address.
  */
 function knownGoodFactors (h: Hit, known: KnownGood): Record<string, number> | null {
+  if (known === kNoKnownGood) return null
   if (h.src.subgroup === 'popularity' && h.src.direction === 'safe') {
     const f = h.extra?.rank_factor
     return typeof f === 'number' ? { rank_factor: f } : null

@@ -1,0 +1,114 @@
+/**
+ * A/B cost of an engine change: two checkouts' engines in one process, scoring the same mixed corpora in alternating
+ * rounds, so a busy machine slows both alike and the ratio stays meaningful where absolute rates do not.
+ *
+ *   git worktree add --detach ../base main && ln -s "$PWD/node_modules" ../base/node_modules
+ *   node --import tsx bench/engine-ab.ts ../base .            (A = ../base, B = this checkout)
+ *
+ * Each checkout compiles its own snapshot (its built-in data and the sample feeds) with its own compiler. A round
+ * scores one fresh 10,000-indicator mixed corpus (bench/corpus.ts, normalize + assess + render at signal_details
+ * none, as the engine bench's mixed task) AB_REPEAT times with A, then with B (the order flips every round). Prints
+ * per-round CPU time (process user + system) and the median ratio B / A of indicators per CPU-second, then the same
+ * with the load order reversed (in a child process) and the geometric mean of both. AB_ROUNDS,
+ * AB_REPEAT and AB_TYPES (e.g. `ip,domain`) change the defaults (60 rounds, 5 passes, every type).
+ */
+import { execFileSync } from 'node:child_process'
+import { join, resolve } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import { mixedCorpus } from './corpus.ts'
+
+interface Engine {
+  name: string
+  score: (value: unknown, type: unknown, params: unknown, snap: unknown) => { ok: boolean }
+  profile: unknown
+  snap: unknown
+}
+
+const [rootA, rootB] = [resolve(process.argv[2] ?? ''), resolve(process.argv[3] ?? '.')]
+const kRounds = Number(process.env.AB_ROUNDS ?? 60)
+/** Passes over each round's corpus: about 0.2 s of CPU per engine and round, far above the accounting tick. */
+const kRepeat = Number(process.env.AB_REPEAT ?? 5)
+const kCorpusSize = 10_000
+/** AB_TYPES=ip,domain keeps only corpus items of those types (as normalized), to find where a cost is. */
+const kTypes = process.env.AB_TYPES === undefined ? null : new Set(process.env.AB_TYPES.split(','))
+
+async function load (name: string, root: string): Promise<Engine> {
+  const engine = await import(pathToFileURL(join(root, 'src', 'engine', 'index.ts')).href) as Record<string, unknown>
+  const intel = await import(pathToFileURL(join(root, 'src', 'intel', 'index.ts')).href) as Record<string, unknown>
+  const loadManifest = intel.loadManifest as (p: string) => Promise<unknown[]>
+  const compileSnapshot = intel.compileSnapshot as (o: unknown) => Promise<unknown>
+  const SnapshotCtor = engine.Snapshot as new (d: unknown) => unknown
+  const feeds = await loadManifest(join(root, 'data', 'feeds', 'manifest.json'))
+  const snap = new SnapshotCtor(await compileSnapshot({ feeds }))
+  return { name, score: engine.score as Engine['score'], profile: engine.DEFAULT_PROFILE, snap }
+}
+
+function cpuMs (): number {
+  const u = process.cpuUsage()
+  return (u.user + u.system) / 1000
+}
+
+/** Scores a corpus `kRepeat` times; CPU milliseconds (a round must be long against the kernel's accounting tick). */
+function run (e: Engine, corpus: Array<{ type?: string, value: string }>): number {
+  const params = { profile: e.profile, signalDetails: 'none', evidenceDetails: 'none' }
+  let ok = 0
+  const t0 = cpuMs()
+  for (let i = 0; i < kRepeat; i++) for (const it of corpus) if (e.score(it.value, it.type, params, e.snap).ok) ok++
+  if (ok === 0) throw new Error(`${e.name}: nothing scored`)
+  return cpuMs() - t0
+}
+
+function median (xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b)
+  const m = s.length >> 1
+  return s.length % 2 === 1 ? s[m] as number : ((s[m - 1] as number) + (s[m] as number)) / 2
+}
+
+const a = await load('A', rootA)
+const { normalize } = await import(pathToFileURL(join(rootB, 'src', 'engine', 'index.ts')).href) as { normalize: (v: unknown, t: unknown) => { ok: boolean, indicator?: { type: string } } }
+function corpusOf (seed: number): Array<{ type?: string, value: string }> {
+  const all = mixedCorpus(kCorpusSize, seed)
+  if (kTypes === null) return all
+  return all.filter((it) => { const n = normalize(it.value, it.type); return n.ok && kTypes.has(n.indicator?.type ?? '') })
+}
+const b = await load('B', rootB)
+// Warm both (JIT, per-thread caches of immutable snapshot facts) on corpora the rounds do not use.
+for (let seed = 900; seed < 905; seed++) {
+  const c = corpusOf(seed)
+  run(a, c)
+  run(b, c)
+}
+const ratios: number[] = []
+const msA: number[] = []
+const msB: number[] = []
+for (let r = 0; r < kRounds; r++) {
+  const corpus = corpusOf(1000 + r)
+  const first = r % 2 === 0 ? a : b
+  const second = first === a ? b : a
+  const t1 = run(first, corpus)
+  const t2 = run(second, corpus)
+  const ta = first === a ? t1 : t2
+  const tb = first === a ? t2 : t1
+  msA.push(ta)
+  msB.push(tb)
+  ratios.push(ta / tb)
+}
+const size = corpusOf(1000).length
+const perSec = (ms: number): number => Math.round((size * kRepeat) / (ms / 1000))
+const ratio = median(ratios)
+if (process.env.AB_CHILD === '1') {
+  // The reversed run reports its ratio to the parent only.
+  process.stdout.write(JSON.stringify({ ratio }))
+  process.exit(0)
+}
+console.log(`A ${rootA}\nB ${rootB}`)
+console.log(`${kRounds} rounds of ${kRepeat} x ${size.toLocaleString('en')} mixed indicators${kTypes === null ? '' : ` (${[...kTypes].join(', ')})`}, CPU time per round (user + system)`)
+console.log(`A: median ${median(msA).toFixed(1)} ms (${perSec(median(msA)).toLocaleString('en')} indicators per CPU-second)`)
+console.log(`B: median ${median(msB).toFixed(1)} ms (${perSec(median(msB)).toLocaleString('en')} indicators per CPU-second)`)
+console.log(`B / A indicators per CPU-second: median of per-round ratios ${ratio.toFixed(3)} (range ${Math.min(...ratios).toFixed(3)}-${Math.max(...ratios).toFixed(3)})`)
+// The engine loaded second runs a few percent slower or faster for reasons of memory placement alone (an A/A run
+// shows it): a second process loads them the other way round, and the geometric mean of both ratios cancels it.
+const child = execFileSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), rootB, rootA], { env: { ...process.env, AB_CHILD: '1' }, encoding: 'utf8' })
+const reversed = 1 / (JSON.parse(child) as { ratio: number }).ratio
+console.log(`reversed load order (B loaded first): B / A ${reversed.toFixed(3)}`)
+console.log(`B / A, both load orders (geometric mean): ${Math.sqrt(ratio * reversed).toFixed(3)}`)
