@@ -254,6 +254,18 @@ describe('IANA special-purpose addresses', () => {
     }
   })
 
+  test('a documentation address inside a listed DROP block is never hijacked_network', async () => {
+    // 203.0.113.9: on the sample Feodo list and inside the sample Spamhaus DROP block 203.0.113.0/24 (data/feeds).
+    const v = verdict(await sampleSnapshot(), '203.0.113.9')
+    for (const id of ['sample_feodo:exact', 'sample_spamhaus_drop:supernet']) {
+      assert.equal(contribution(signal(v, id)), 0, id)
+      assert.equal(signal(v, id).evidence?.context_only, true, id)
+    }
+    assert.equal(v.risk.score, 50 - DEFAULT_PROFILE.weights.documentation!)
+    assert.equal(v.risk.category, 'special_purpose')
+    assert.deepEqual(actions(v), ['verify_data_quality'])
+  })
+
   test('NAT64 and anycast assignments are named, not unknown: 64:ff9b::1, 192.0.0.9, 2001:1::1', async () => {
     const s0 = await sampleSnapshot()
     const nat64 = verdict(s0, '64:ff9b::1')
