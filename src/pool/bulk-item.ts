@@ -18,7 +18,8 @@
  * which is also what its MessagePack holds (test/pool/bulk-item.test.ts holds every writer to that).
  */
 import { Packr } from 'msgpackr'
-import type { Verdict } from '../engine/types.ts'
+import { INDICATOR_TYPES, type IndicatorType, type Verdict } from '../engine/types.ts'
+import type { ByteSink } from '../bytes/byte-sink.ts'
 
 /** msgpack for clients: standard maps, no record extension (API.md). */
 export const clientPackr = new Packr({ useRecords: false, variableMapSize: true })
@@ -26,6 +27,23 @@ export const clientPackr = new Packr({ useRecords: false, variableMapSize: true 
 /** `{"indicator":<indicator>,`: the start of an item, before its tail. */
 export function itemHead (indicatorJson: string): string {
   return `{"indicator":${indicatorJson},`
+}
+
+/** `{"indicator":{"type":"<type>","value":` per indicator type, as bytes. */
+const kIndicatorStart = Object.fromEntries(INDICATOR_TYPES.map((t) => [t, Buffer.from(`{"indicator":{"type":"${t}","value":`)])) as Record<IndicatorType, Buffer>
+const kNormalizedMember = Buffer.from(',"normalized":')
+const kIndicatorEnd = Buffer.from('},')
+
+/**
+ * Writes itemHead of a valid indicator whose value was sent as a string: the same bytes as
+ * `itemHead(JSON.stringify({type, value, normalized}))`, from constant pieces and the two strings' JSON.
+ */
+export function writeItemHead (sink: ByteSink, type: IndicatorType, value: string, normalized: string): void {
+  sink.bytes(kIndicatorStart[type])
+  sink.jsonString(value)
+  sink.bytes(kNormalizedMember)
+  sink.jsonString(normalized)
+  sink.bytes(kIndicatorEnd)
 }
 
 /** What closes an item after its tail: its warnings when there are any, then `}`. */

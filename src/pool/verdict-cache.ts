@@ -20,6 +20,7 @@ import type { Assessment } from '../engine/index.ts'
 import { fnv1a } from '../bytes/fnv.ts'
 import { utf8Into } from '../bytes/byte-sink.ts'
 import { kTailRisk as kRisk, kTailSignalsNone as kTailSignals } from './bulk-item.ts'
+import { kNoFacet } from './facets.ts'
 
 /**
  * Ring bytes reserved per verdict of capacity. An entry (header, key, assessment JSON) took 540-1,300 bytes (10th to
@@ -28,7 +29,7 @@ import { kTailRisk as kRisk, kTailSignalsNone as kTailSignals } from './bulk-ite
 export const kBytesPerVerdict = 768
 const kMinRingBytes = 1 << 20
 /**
- * Entry layout: a 32-byte header, the key (UTF-8), then the verdict: `head` of VerdictTexts, the none tail of the bulk
+ * Entry layout: a 40-byte header, the key (UTF-8), then the verdict: `head` of VerdictTexts, the none tail of the bulk
  * item (bulk-item.ts: kTailRisk, risk, kTailSignalsNone, scores, rest) and a closing `}`, so that head to `}` is the
  * JSON object StoredAssessment. Header slots (byte offsets; uint32 little-endian but the stamp):
  */
@@ -40,7 +41,8 @@ const kSlotRiskEnd = 16 // where the risk's JSON ends
 const kSlotScoresEnd = 20 // where the scores' JSON ends
 /** float64: the logical position the entry was written at (bytes written before it), which tells whether it is whole. */
 const kSlotStamp = 24
-const kHeader = 32
+const kSlotFacet = 32 // the verdict's facet number (facets.ts), kNoFacet when it has none
+const kHeader = 40
 /** Entries larger than this share of the ring are not cached (they would evict too much at once). */
 const kMaxEntryShare = 16
 
@@ -52,6 +54,8 @@ export interface VerdictTexts {
   scores: string
   /** The members of the bulk tail after scores: `,"threat_context":...,"recommended_actions":...`. */
   rest: string
+  /** The facet number of risk and scores (facets.ts); absent or kNoFacet when they have none. */
+  facet?: number
 }
 
 /** VerdictTexts.head from the JSON texts of its members (CachedVerdict.assessment reads them back). */
@@ -94,6 +98,11 @@ export class CachedVerdict {
   /** End of the bulk tail in `ring`. */
   get tailEnd (): number {
     return this.off + this.u32(kSlotTailEnd)
+  }
+
+  /** The facet number stored with the verdict (facets.ts), or kNoFacet. */
+  get facet (): number {
+    return this.u32(kSlotFacet)
   }
 
   /** JSON text of the assessment's risk. */
@@ -203,6 +212,7 @@ export class VerdictCache {
     r.writeUInt32LE(riskEnd - off, off + kSlotRiskEnd)
     r.writeUInt32LE(scoresEnd - off, off + kSlotScoresEnd)
     r.writeDoubleLE(stamp, off + kSlotStamp)
+    r.writeUInt32LE(v.facet ?? kNoFacet, off + kSlotFacet)
     this.index.set(hash, off)
     return new CachedVerdict(r, off)
   }

@@ -11,6 +11,9 @@ import { mixedCorpus } from '../../bench/corpus.ts'
 import type { EvidenceDetails, SignalDetails } from '../../src/engine/types.ts'
 import { createShardCache, scoreBulkChunk, scoreSingle, type ChunkItem, type ChunkParams, type ScoringContext } from '../../src/pool/score-chunk.ts'
 import { hash30, VerdictCache, type VerdictTexts } from '../../src/pool/verdict-cache.ts'
+import { Facets, kNoFacet } from '../../src/pool/facets.ts'
+import { itemTail, verdictMembers } from '../../src/history/record.ts'
+import type { Assessment } from '../../src/engine/index.ts'
 import { sampleSnapshot } from '../helper.ts'
 
 /** Every IP, domain and SHA-256 named in the shipped sample feeds (listed indicators, with evidence), plus a mixed corpus. */
@@ -206,4 +209,35 @@ test('keys and texts outside ASCII are stored and compared by their UTF-8 bytes'
   assert.equal(v.scoresJson(), t.scores.replace('"g"', '"ğ"'))
   assert.equal(v.assessment().normalized, '10.0.0.3')
   assert.deepEqual(v.assessment().risk, { score: 3, strength: 'weak', category: 'ç3', evidence_saturation: 'none' })
+})
+
+test('facets: one number per risk and scores pair, by identity when frozen and by text otherwise, none past the bound', () => {
+  const f = new Facets(2)
+  const risk = Object.freeze({ score: 50, strength: 'weak', category: 'unknown', evidence_saturation: 'none' })
+  const scores = Object.freeze({ signal_groups: Object.freeze({}), signal_subgroups: Object.freeze({}) })
+  const a = { risk, scores } as unknown as Assessment
+  const rj = JSON.stringify(risk)
+  const sj = JSON.stringify(scores)
+  const first = f.of(a, rj, sj)
+  assert.ok(first !== null)
+  assert.equal(first.id, 0)
+  assert.equal(first.category, 'unknown')
+  assert.equal(first.members, verdictMembers(rj, sj, []))
+  assert.equal(first.tail, itemTail(first.members, null, null))
+  // The same texts from objects that are not frozen: the same facet.
+  assert.equal(f.of({ risk: { ...risk }, scores: { ...scores } } as unknown as Assessment, rj, sj), first)
+  const other = { risk: { ...risk, score: 90, category: 'malware' }, scores } as unknown as Assessment
+  const second = f.of(other, JSON.stringify(other.risk), sj)
+  assert.equal(second?.id, 1)
+  assert.equal(f.byId(1), second)
+  const third = { risk: { ...risk, score: 91 }, scores } as unknown as Assessment
+  assert.equal(f.of(third, JSON.stringify(third.risk), sj), null, 'the table is full')
+  assert.equal(f.of(a, rj, sj), first, 'known pairs are still found')
+  assert.equal(f.byId(kNoFacet), undefined)
+  // A cache entry keeps its facet number.
+  const c = new VerdictCache(10)
+  c.set('k', { ...texts(1), facet: 1 })
+  assert.equal(c.get('k')?.facet, 1)
+  c.set('k2', texts(2))
+  assert.equal(c.get('k2')?.facet, kNoFacet)
 })
