@@ -82,7 +82,8 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
       started
     })
     quotaHeaders(reply, req.apiKey!.quota, answer.quotaRemaining)
-    return send(reply, format, answer.verdict)
+    if (answer.json !== null) return reply.type('application/json; charset=utf-8').send(answer.json)
+    return send(reply, format, answer.verdict as object)
   })
 
   app.post('/api/v2/ioc/verdict/bulk', {

@@ -53,6 +53,8 @@ export interface SingleChunkOutput {
   warnings: string[]
   cacheHit: boolean
   history: Uint8Array
+  /** The history record's verdict members (record.ts), null for an invalid indicator. */
+  members: string | null
 }
 
 /** A shard cache: verdicts keyed by snapshot version, profile version, type and normalized value, off the heap. */
@@ -355,13 +357,14 @@ export function scoreSingle (item: ChunkItem, params: ChunkParams, ctx: ScoringC
     const sentType = typeAsSent(type) ?? n.type
     const text = valueAsText(value)
     history.addVerdict(sentType, text, null, itemTail(kInvalidVerdictMembers, actionTaken, actionSource))
-    return { verdict: null, errors: n.errors, warnings: n.warnings, cacheHit: false, history: history.encode() }
+    return { verdict: null, errors: n.errors, warnings: n.warnings, cacheHit: false, history: history.encode(), members: null }
   }
   const ind = n.indicator
   const rule = matcherOf(params.allow)?.match(ind) ?? null
   const { a, hit } = rule === null ? lookup(ctx, profile, ind) : { a: overridden(ctx, profile, ind, rule), hit: false }
   const v = render(a, value as string, ind.warnings, { signalDetails: params.signalDetails, evidenceDetails: params.evidenceDetails })
-  history.addVerdict(ind.type, v.indicator.value, ind.normalized, itemTail(historyMembersOf(a, params.signalDetails), actionTaken, actionSource))
+  const members = historyMembersOf(a, params.signalDetails)
+  history.addVerdict(ind.type, v.indicator.value, ind.normalized, itemTail(members, actionTaken, actionSource))
   const verdict: Record<string, unknown> = {
     indicator: v.indicator,
     risk: v.risk,
@@ -372,5 +375,5 @@ export function scoreSingle (item: ChunkItem, params: ChunkParams, ctx: ScoringC
     flags: v.flags,
     recommended_actions: v.recommended_actions
   }
-  return { verdict, errors: [], warnings: ind.warnings, cacheHit: hit, history: history.encode() }
+  return { verdict, errors: [], warnings: ind.warnings, cacheHit: hit, history: history.encode(), members }
 }

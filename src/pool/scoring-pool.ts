@@ -6,18 +6,41 @@
 import { Piscina } from 'piscina'
 import { fnv1aFolded } from '../bytes/fnv.ts'
 import { PoolClosedError } from '../errors.ts'
-import { Snapshot, type SnapshotData } from '../engine/index.ts'
+import { normalize, Snapshot, type SnapshotData } from '../engine/index.ts'
+import type { IndicatorType, NormalizedIndicator } from '../engine/types.ts'
 import { SpareBuffers } from '../bytes/byte-sink.ts'
+import { HistoryItems } from '../history/codec.ts'
+import { itemTail } from '../history/record.ts'
 import { kWorkerShim, workerEntry } from '../worker-entry.ts'
 import {
   createShardCache, scoreBulkChunk, scoreSingle, threadPackr,
   type BulkChunkOutput, type ChunkItem, type ChunkParams, type ScoringContext, type SingleChunkOutput
 } from './score-chunk.ts'
+import { membersAfterIndicator, SingleAnswers, verdictJsonOf, type KeptVerdict } from './single-answers.ts'
 
 /** Tasks queued per shard before the pool refuses more (the in-flight bound usually triggers first). */
 const kMaxQueuePerShard = 1024
 /** Merged body buffers kept per shard for its next chunks (recycle()). */
 const kSparesPerShard = 2
+
+/** Single verdicts kept on the main thread (single-answers.ts), at most. */
+const kKeptSingles = 10_000
+
+/** A single verdict as the pool answers it. */
+export interface SingleOutput {
+  /** The verdict object; null for an invalid indicator, or when `json` has it. */
+  verdict: Record<string, unknown> | null
+  /** The verdict's JSON text, when the call asked for JSON and the verdict is kept (or now was); else null. */
+  json: string | null
+  /** The indicator's type, null for an invalid one. */
+  type: IndicatorType | null
+  /** risk.category, null for an invalid indicator. */
+  category: string | null
+  errors: string[]
+  warnings: string[]
+  cacheHit: boolean
+  history: Uint8Array
+}
 
 /** Pool options. */
 export interface ScoringPoolOptions {
@@ -45,6 +68,8 @@ export class ScoringPool {
   /** Per shard: body buffers already merged, handed to its next chunks to write into (see recycle()). */
   private readonly spares: SpareBuffers[]
   private readonly historySpares: SpareBuffers | null
+  /** Single verdicts answered again without a scoring thread; null when verdicts are not cached (cacheSize 0). */
+  private readonly kept: SingleAnswers | null
   private closed = false
 
   constructor (data: SnapshotData, options: ScoringPoolOptions) {
@@ -54,6 +79,7 @@ export class ScoringPool {
     this.pools = []
     this.spares = Array.from({ length: this.shards }, () => new SpareBuffers(kSparesPerShard))
     this.historySpares = options.historySpares ?? null
+    this.kept = options.cacheSize > 0 ? new SingleAnswers(Math.min(kKeptSingles, options.cacheSize)) : null
     for (let i = 0; i < options.size; i++) {
       this.pools.push(new Piscina({
         filename: kWorkerShim,
@@ -100,9 +126,49 @@ export class ScoringPool {
     this.spares[shard]?.give(body.buffer)
   }
 
-  /** Scores the single endpoint's indicator on its shard's worker. */
-  async runSingle (item: ChunkItem, params: ChunkParams): Promise<SingleChunkOutput> {
+  /**
+   * Answers the single endpoint's indicator: a JSON call of a verdict kept on this thread from it (single-answers.ts),
+   * anything else scored on its shard's worker (inline: here), whose JSON answer is then kept.
+   */
+  async runSingle (item: ChunkItem, params: ChunkParams): Promise<SingleOutput> {
     if (this.closed) throw new PoolClosedError()
+    let key: string | null = null
+    let ind: NormalizedIndicator | null = null
+    // Only JSON calls: the kept text is the answer's bytes; a MessagePack answer is packed from the verdict object.
+    if (this.kept !== null && params.format === 'json' && params.allow === undefined && typeof item[1] === 'string') {
+      const n = normalize(item[1], item[0])
+      if (n.ok) {
+        ind = n.indicator
+        key = SingleAnswers.key(params.scoringVersion, ind.type, ind.normalized, params.signalDetails, params.evidenceDetails)
+        const hit = this.kept.get(key)
+        if (hit !== undefined) return keptOutput(hit, ind, item)
+      }
+    }
+    const out = await this.scoreSingle(item, params)
+    const type = (out.verdict?.indicator as { type?: IndicatorType } | undefined)?.type ?? null
+    const category = (out.verdict?.risk as { category?: unknown } | undefined)?.category
+    const answer: SingleOutput = {
+      verdict: out.verdict,
+      json: null,
+      type,
+      category: typeof category === 'string' ? category : null,
+      errors: out.errors,
+      warnings: out.warnings,
+      cacheHit: out.cacheHit,
+      history: out.history
+    }
+    if (params.format === 'json' && out.verdict !== null) {
+      answer.json = JSON.stringify(out.verdict)
+      answer.verdict = null
+      if (key !== null && ind !== null && out.members !== null && answer.category !== null) {
+        const members = membersAfterIndicator(answer.json, JSON.stringify(out.verdict.indicator))
+        if (members !== null) this.kept?.set(key, { members, history: out.members, category: answer.category })
+      }
+    }
+    return answer
+  }
+
+  private async scoreSingle (item: ChunkItem, params: ChunkParams): Promise<SingleChunkOutput> {
     if (this.inline !== null) return scoreSingle(item, params, this.inline)
     const encoded = encodeItems([item])
     const shard = shardOf(item[1], this.shards)
@@ -137,6 +203,24 @@ export class ScoringPool {
     this.closed = true
     this.spares.length = 0
     await Promise.all(this.pools.map(async (p) => await p.destroy()))
+  }
+}
+
+/** The answer to a single call from a kept verdict: what is per call (value as sent, warnings, history) made now. */
+function keptOutput (kept: KeptVerdict, ind: NormalizedIndicator, item: ChunkItem): SingleOutput {
+  const value = item[1] as string
+  const history = new HistoryItems()
+  history.addVerdict(ind.type, value, ind.normalized, itemTail(kept.history, item[2], item[3]))
+  const indicatorJson = JSON.stringify({ type: ind.type, value, normalized: ind.normalized })
+  return {
+    verdict: null,
+    json: verdictJsonOf(indicatorJson, kept.members),
+    type: ind.type,
+    category: kept.category,
+    errors: [],
+    warnings: ind.warnings,
+    cacheHit: true,
+    history: history.encode()
   }
 }
 

@@ -14,7 +14,8 @@ import { hash30, VerdictCache, type VerdictTexts } from '../../src/pool/verdict-
 import { Facets, kNoFacet } from '../../src/pool/facets.ts'
 import { itemTail, verdictMembers } from '../../src/history/record.ts'
 import type { Assessment } from '../../src/engine/index.ts'
-import { sampleSnapshot } from '../helper.ts'
+import { ScoringPool } from '../../src/pool/scoring-pool.ts'
+import { sampleSnapshot, sampleSnapshotData } from '../helper.ts'
 
 /** Every IP, domain and SHA-256 named in the shipped sample feeds (listed indicators, with evidence), plus a mixed corpus. */
 function corpus (): ChunkItem[] {
@@ -91,6 +92,37 @@ test('single calls answer exactly as without a cache, and report the hit, at eve
       }
     }
   }
+})
+
+test('single calls answered from verdicts kept on the main thread are byte for byte the scored answers', async () => {
+  const data = await sampleSnapshotData()
+  const kept = new ScoringPool(data, { size: 0, cacheSize: 1000 })
+  const plain = new ScoringPool(data, { size: 0, cacheSize: 0 })
+  // Spellings of one indicator (defanged, other case, trailing dot) share a kept verdict and echo their own value.
+  const values = [...corpus().slice(0, 150).map((x) => x[1]), '1.2.3[.]4', '1.2.3.4', 'EXAMPLE.com.', 'example.com', 'BÜCHER.de.', 'bücher.de', 'not an ip']
+  let hits = 0
+  for (const signalDetails of kLevels) {
+    for (const evidenceDetails of kEvidence) {
+      for (let round = 0; round < 2; round++) {
+        for (const [i, value] of values.entries()) {
+          const item: ChunkItem = [i % 3 === 0 ? 'domain' : undefined, value, i % 2 === 0 ? 'block' : null, i % 4 === 0 ? 'edr' : null]
+          for (const format of ['json', 'msgpack'] as const) {
+            const params: ChunkParams = { mode: 'single', format, scoringVersion: null, signalDetails, evidenceDetails }
+            const got = await kept.runSingle(item, params)
+            const want = await plain.runSingle(item, params)
+            if (got.cacheHit) hits++
+            assert.equal(got.json, want.json, `${String(value)} ${format} ${signalDetails}/${evidenceDetails}`)
+            assert.deepEqual(got.verdict, want.verdict)
+            assert.deepEqual([got.type, got.category, got.errors, got.warnings], [want.type, want.category, want.errors, want.warnings])
+            sameBytes(got.history, want.history, `history of ${String(value)}`)
+          }
+        }
+      }
+    }
+  }
+  assert.ok(hits > values.length * 9, `${hits} answers from kept verdicts`)
+  await kept.close()
+  await plain.close()
 })
 
 function texts (n: number, pad = 0): VerdictTexts {
