@@ -46,6 +46,79 @@ export function writeItemHead (sink: ByteSink, type: IndicatorType, value: strin
   sink.bytes(kIndicatorEnd)
 }
 
+/**
+ * MessagePack: an item is a map whose pairs are, in order, the same members as its JSON. msgpackr packs a map's pairs
+ * the same wherever the map stands, so an item is its map header, then each pair's bytes back to back, and the pairs
+ * after `indicator` at signal_details none (the packed none tail) can be kept and copied like the JSON none tail.
+ */
+const kPackedIndicatorStart = Object.fromEntries(INDICATOR_TYPES.map((t) => [t, Buffer.concat([
+  packed('indicator'), Buffer.from([0x83]), packed('type'), packed(t), packed('value')
+])])) as Record<IndicatorType, Buffer>
+const kPackedNormalized = packed('normalized')
+
+function packed (value: unknown): Buffer {
+  return Buffer.from(clientPackr.pack(value))
+}
+
+/** Writes a string as clientPackr packs it: ASCII directly (str header by length), anything else through the packer. */
+function writePackedString (sink: ByteSink, s: string): void {
+  const n = s.length
+  const head = n < 32 ? 1 : n < 0x100 ? 2 : n < 0x10000 ? 3 : 5
+  sink.reserve(head + n)
+  const buf = sink.buf
+  const p = sink.len
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i)
+    if (c >= 0x80) {
+      sink.bytes(clientPackr.pack(s))
+      return
+    }
+    buf[p + head + i] = c
+  }
+  if (head === 1) {
+    buf[p] = 0xa0 | n
+  } else if (head === 2) {
+    buf[p] = 0xd9
+    buf[p + 1] = n
+  } else if (head === 3) {
+    buf[p] = 0xda
+    buf.writeUInt16BE(n, p + 1)
+  } else {
+    buf[p] = 0xdb
+    buf.writeUInt32BE(n, p + 1)
+  }
+  sink.len = p + head + n
+}
+
+/**
+ * Writes the start of a valid item in MessagePack whose value was sent as a string, up to its tail: the map header
+ * (`warnings`: whether the item ends with warnings, an eighth pair) and the `indicator` pair, as clientPackr packs them.
+ */
+export function writePackedItemHead (sink: ByteSink, type: IndicatorType, value: string, normalized: string, warnings: boolean): void {
+  sink.byte(warnings ? 0x88 : 0x87)
+  sink.bytes(kPackedIndicatorStart[type])
+  writePackedString(sink, value)
+  sink.bytes(kPackedNormalized)
+  writePackedString(sink, normalized)
+}
+
+/**
+ * The packed none tail: the pairs risk, signals ([]), signal_count (0), scores, threat_context and
+ * recommended_actions, as clientPackr packs them inside an item. A copy, owned by the caller.
+ */
+export function packedNoneTail (risk: unknown, scores: unknown, threatContext: unknown, actions: unknown): Uint8Array {
+  // A six-pair map's header is one byte (0x86): the pairs follow it.
+  const map = clientPackr.pack({ risk, signals: [], signal_count: 0, scores, threat_context: threatContext, recommended_actions: actions })
+  const out = new Uint8Array(map.length - 1)
+  out.set(map.subarray(1))
+  return out
+}
+
+/** The `warnings` pair that ends a packed item with warnings. */
+export function packedWarnings (warnings: readonly string[]): Uint8Array {
+  return clientPackr.pack({ warnings }).subarray(1)
+}
+
 /** What closes an item after its tail: its warnings when there are any, then `}`. */
 export function itemEnd (warnings: readonly string[]): string {
   return warnings.length > 0 ? `,"warnings":${JSON.stringify(warnings)}}` : '}'

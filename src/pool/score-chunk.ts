@@ -12,8 +12,8 @@ import { itemTail, kInvalidVerdictMembers, labelsOf, verdictMembers } from '../h
 import { hash30, VerdictCache, verdictHead, type VerdictTexts } from './verdict-cache.ts'
 import { Facets, kNoFacet, type Facet } from './facets.ts'
 import {
-  clientPackr, invalidIndicator, invalidItemJson, invalidItemObject, itemEnd, itemHead, itemObject, kItemEndByte, noneTail, tailRest, verdictTail,
-  writeItemHead
+  clientPackr, invalidIndicator, invalidItemJson, invalidItemObject, itemEnd, itemHead, itemObject, kItemEndByte, noneTail, packedNoneTail,
+  packedWarnings, tailRest, verdictTail, writeItemHead, writePackedItemHead
 } from './bulk-item.ts'
 
 /** One indicator as the main thread forwards it: [type, value, action_taken, action_source (normalized)]. */
@@ -218,6 +218,50 @@ function writeNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: Norma
   return out
 }
 
+/**
+ * writeNoneTail for MessagePack items: copies the entry's packed none tail on a hit; packs it on a miss, or on a hit of
+ * an entry a JSON call stored (then stores the entry again with it), so that each verdict is packed once.
+ */
+function writePackedNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: NormalizedIndicator, sink: ByteSink): NoneTail {
+  const out = kNoneTail
+  const key = cacheKey(ctx, profile.version, ind.type, ind.normalized)
+  const cache = ctx.cache
+  const h = cache === null ? 0 : hash30(key)
+  const cached = cache?.get(key, h)
+  let t: VerdictTexts
+  if (cached !== undefined) {
+    out.hit = true
+    if (cached.packedEnd > cached.packedStart) {
+      sink.copy(cached.ring, cached.packedStart, cached.packedEnd)
+    } else {
+      const a = cached.assessment()
+      t = cached.texts()
+      t.packed = packedNoneTail(a.risk, a.scores, a.threat_context, a.recommended_actions)
+      sink.bytes(t.packed)
+      cache?.set(key, t, h)
+    }
+    const f = kFacets.byId(cached.facet)
+    if (f !== undefined) return facetOut(out, f)
+    const risk = cached.riskJson()
+    out.facet = null
+    out.members = verdictMembers(risk, cached.scoresJson(), kNoLabels)
+    out.category = categoryOfRiskJson(risk)
+    return out
+  }
+  const a = assess(ind, profile, ctx.snapshot)
+  t = textsOf(a)
+  t.packed = packedNoneTail(a.risk, a.scores, a.threat_context, a.recommended_actions)
+  sink.bytes(t.packed)
+  cache?.set(key, t, h)
+  out.hit = false
+  const f = kFacets.byId(t.facet ?? kNoFacet)
+  if (f !== undefined) return facetOut(out, f)
+  out.facet = null
+  out.members = verdictMembers(t.risk, t.scores, kNoLabels)
+  out.category = categoryOfRiskJson(t.risk)
+  return out
+}
+
 function facetOut (out: NoneTail, f: Facet): NoneTail {
   out.facet = f
   out.members = f.members
@@ -306,14 +350,21 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
       sink.write(itemHead(sentJson(ind, value)) + noneTail(t.risk, t.scores, t.rest) + itemEnd(ind.warnings))
       members = verdictMembers(t.risk, t.scores, kNoLabels)
       countCategory(categories, 'allowlisted')
-    } else if (params.format === 'json' && params.signalDetails === 'none') {
-      if (typeof value === 'string') writeItemHead(sink, ind.type, value, ind.normalized)
-      else sink.write(itemHead(sentJson(ind, value)))
-      const out = writeNoneTail(ctx, profile, ind, sink)
+    } else if (params.signalDetails === 'none' && rule === null && (params.format === 'json' || typeof value === 'string')) {
+      let out: NoneTail
+      if (params.format === 'json') {
+        if (typeof value === 'string') writeItemHead(sink, ind.type, value, ind.normalized)
+        else sink.write(itemHead(sentJson(ind, value)))
+        out = writeNoneTail(ctx, profile, ind, sink)
+        if (ind.warnings.length > 0) sink.write(itemEnd(ind.warnings))
+        else sink.byte(kItemEndByte)
+      } else {
+        writePackedItemHead(sink, ind.type, value as string, ind.normalized, ind.warnings.length > 0)
+        out = writePackedNoneTail(ctx, profile, ind, sink)
+        if (ind.warnings.length > 0) sink.bytes(packedWarnings(ind.warnings))
+      }
       if (out.hit) cacheHits++
       countCategory(categories, out.category)
-      if (ind.warnings.length > 0) sink.write(itemEnd(ind.warnings))
-      else sink.byte(kItemEndByte)
       ends[i] = sink.len
       // A facet's tail, when the item has no log-only fields, is found by the facet's number (block.ts addVerdict).
       if (out.facet !== null && actionTaken === null && actionSource === null) {

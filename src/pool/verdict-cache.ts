@@ -31,7 +31,8 @@ const kMinRingBytes = 1 << 20
 /**
  * Entry layout: a 40-byte header, the key (UTF-8), then the verdict: `head` of VerdictTexts, the none tail of the bulk
  * item (bulk-item.ts: kTailRisk, risk, kTailSignalsNone, scores, rest) and a closing `}`, so that head to `}` is the
- * JSON object StoredAssessment. Header slots (byte offsets; uint32 little-endian but the stamp):
+ * JSON object StoredAssessment; then, once a MessagePack call has asked for it, the none tail in MessagePack
+ * (bulk-item.ts packedNoneTail) up to the entry's end. Header slots (byte offsets; uint32 little-endian but the stamp):
  */
 const kSlotLength = 0 // entry length in bytes, header included
 const kSlotKeyBytes = 4 // key length in bytes
@@ -42,6 +43,7 @@ const kSlotScoresEnd = 20 // where the scores' JSON ends
 /** float64: the logical position the entry was written at (bytes written before it), which tells whether it is whole. */
 const kSlotStamp = 24
 const kSlotFacet = 32 // the verdict's facet number (facets.ts), kNoFacet when it has none
+const kSlotJsonEnd = 36 // where the JSON ends (after its `}`): the MessagePack tail, if any, runs from here to the end
 const kHeader = 40
 /** Entries larger than this share of the ring are not cached (they would evict too much at once). */
 const kMaxEntryShare = 16
@@ -56,6 +58,8 @@ export interface VerdictTexts {
   rest: string
   /** The facet number of risk and scores (facets.ts); absent or kNoFacet when they have none. */
   facet?: number
+  /** The none tail in MessagePack (bulk-item.ts packedNoneTail), when a MessagePack call has made it. */
+  packed?: Uint8Array
 }
 
 /** VerdictTexts.head from the JSON texts of its members (CachedVerdict.assessment reads them back). */
@@ -100,6 +104,31 @@ export class CachedVerdict {
     return this.off + this.u32(kSlotTailEnd)
   }
 
+  /** Start of the MessagePack none tail in `ring` (equal to packedEnd when the entry has none). */
+  get packedStart (): number {
+    return this.off + this.u32(kSlotJsonEnd)
+  }
+
+  /** End of the MessagePack none tail in `ring`. */
+  get packedEnd (): number {
+    return this.off + this.u32(kSlotLength)
+  }
+
+  /** The texts the verdict was stored from (to store it again with more). */
+  texts (): VerdictTexts {
+    const o = this.off
+    const tailStart = o + this.u32(kSlotTailStart)
+    const riskEnd = o + this.u32(kSlotRiskEnd)
+    const scoresEnd = o + this.u32(kSlotScoresEnd)
+    return {
+      head: this.ring.toString('utf8', o + kHeader + this.u32(kSlotKeyBytes), tailStart),
+      risk: this.ring.toString('utf8', tailStart + kRisk.length, riskEnd),
+      scores: this.ring.toString('utf8', riskEnd + kTailSignals.length, scoresEnd),
+      rest: this.ring.toString('utf8', scoresEnd, o + this.u32(kSlotTailEnd)),
+      facet: this.facet
+    }
+  }
+
   /** The facet number stored with the verdict (facets.ts), or kNoFacet. */
   get facet (): number {
     return this.u32(kSlotFacet)
@@ -117,7 +146,7 @@ export class CachedVerdict {
 
   /** The assessment, parsed from the stored JSON. */
   assessment (): Assessment {
-    const s = JSON.parse(this.ring.toString('utf8', this.off + kHeader + this.u32(kSlotKeyBytes), this.off + this.u32(kSlotLength))) as StoredAssessment
+    const s = JSON.parse(this.ring.toString('utf8', this.off + kHeader + this.u32(kSlotKeyBytes), this.off + this.u32(kSlotJsonEnd))) as StoredAssessment
     return {
       type: s.type,
       normalized: s.normalized,
@@ -180,7 +209,8 @@ export class VerdictCache {
    */
   set (key: string, v: VerdictTexts, hash = hash30(key)): CachedVerdict | null {
     // Reserve the most UTF-8 can take, write, then give back what was not used (nothing is written after it).
-    const most = kHeader + 3 * (key.length + v.head.length + v.risk.length + v.scores.length + v.rest.length) + kRisk.length + kTailSignals.length + 1
+    const packed = v.packed?.length ?? 0
+    const most = kHeader + 3 * (key.length + v.head.length + v.risk.length + v.scores.length + v.rest.length) + kRisk.length + kTailSignals.length + 1 + packed
     if (most > this.size / kMaxEntryShare) return null
     const off = this.reserve(most)
     const stamp = this.head - most
@@ -203,6 +233,11 @@ export class VerdictCache {
     p += utf8Into(r, v.rest, p)
     const tailEnd = p
     r[p++] = 0x7d // }
+    const jsonEnd = p
+    if (v.packed !== undefined) {
+      r.set(v.packed, p)
+      p += packed
+    }
     const len = p - off
     this.head -= most - len
     r.writeUInt32LE(len, off + kSlotLength)
@@ -213,6 +248,7 @@ export class VerdictCache {
     r.writeUInt32LE(scoresEnd - off, off + kSlotScoresEnd)
     r.writeDoubleLE(stamp, off + kSlotStamp)
     r.writeUInt32LE(v.facet ?? kNoFacet, off + kSlotFacet)
+    r.writeUInt32LE(jsonEnd - off, off + kSlotJsonEnd)
     this.index.set(hash, off)
     return new CachedVerdict(r, off)
   }

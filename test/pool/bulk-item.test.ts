@@ -7,11 +7,12 @@ import { test } from 'node:test'
 import { mixedCorpus } from '../../bench/corpus.ts'
 import { mergeJson, mergeMsgpack, type EncodedChunk } from '../../src/bulk/merge.ts'
 import type { Chunks } from '../../src/bulk/chunk.ts'
-import { render } from '../../src/engine/index.ts'
+import { assess, normalize, render, selectProfile } from '../../src/engine/index.ts'
+import { ByteSink } from '../../src/bytes/byte-sink.ts'
 import type { Verdict } from '../../src/engine/types.ts'
 import {
   answerHead, clientPackr, invalidIndicator, invalidItemJson, invalidItemObject, itemEnd, itemHead, itemObject, kJsonAnswerEnd,
-  noneTail, readBulkAnswer, readBulkItems, tailRest, verdictTail
+  noneTail, packedNoneTail, packedWarnings, readBulkAnswer, readBulkItems, tailRest, verdictTail, writePackedItemHead
 } from '../../src/pool/bulk-item.ts'
 import { createShardCache, scoreBulkChunk, type ChunkItem, type ScoringContext } from '../../src/pool/score-chunk.ts'
 import { sampleSnapshot } from '../helper.ts'
@@ -95,4 +96,26 @@ test('an answer reads back as meta and results in request order, JSON and Messag
     assert.deepEqual(readBulkAnswer('msgpack', mergeMsgpack({ ...meta, record_count: n }, chunks, fix)), { meta: { ...meta, record_count: n }, results: want }, `msgpack ${n}`)
   }
   assert.equal(answerHead('json', meta, 3).toString() + kJsonAnswerEnd.toString(), '{"meta":{"bulk_request_id":"b-1","record_count":0},"results":[]}')
+})
+
+test('a MessagePack item written from pieces is, byte for byte, clientPackr\'s packing of its object form', async () => {
+  const snapshot = await sampleSnapshot()
+  const { profile } = selectProfile(null)
+  const values = [...mixedCorpus(400, 17).map((x) => x.value), '1.2.3[.]4', 'BÜCHER.de.', 'x'.repeat(27) + '.com', 'y'.repeat(28) + '.com',
+    'z'.repeat(250) + '.com', 'w'.repeat(251) + '.com', 'пример.рф', 'hxxp://evil[.]example/x']
+  let checked = 0
+  for (const value of values) {
+    const n = normalize(value, undefined)
+    if (!n.ok) continue
+    const a = assess(n.indicator, profile, snapshot)
+    const warnings = n.indicator.warnings
+    const want = Buffer.from(clientPackr.pack(itemObject(render(a, value, warnings, { signalDetails: 'none', evidenceDetails: 'none' }), warnings)))
+    const sink = new ByteSink(1024)
+    writePackedItemHead(sink, n.indicator.type, value, n.indicator.normalized, warnings.length > 0)
+    sink.bytes(packedNoneTail(a.risk, a.scores, a.threat_context, a.recommended_actions))
+    if (warnings.length > 0) sink.bytes(packedWarnings(warnings))
+    assert.ok(Buffer.from(sink.take()).equals(want), value)
+    checked++
+  }
+  assert.ok(checked > 300, `${checked} items`)
 })
