@@ -1,7 +1,8 @@
 /**
  * The scoring pool: N single-thread Piscina pools, one per cache shard, so the same indicator always reaches
  * the same worker and N shards form one cache of N x capacity. Inline mode (size 0) runs the same chunk
- * scorer on the calling thread; it is the tests' and the benchmark's baseline.
+ * scorer on the calling thread; it is the tests' and the benchmark's baseline. Single calls are scored on the
+ * calling thread in both modes (runSingle says why).
  */
 import { Piscina } from 'piscina'
 import { fnv1aFolded } from '../bytes/fnv.ts'
@@ -14,7 +15,7 @@ import { itemTail } from '../history/record.ts'
 import { kWorkerShim, workerEntry } from '../worker-entry.ts'
 import {
   createShardCache, scoreBulkChunk, scoreSingle, threadPackr,
-  type BulkChunkOutput, type ChunkItem, type ChunkParams, type ScoringContext, type SingleChunkOutput
+  type BulkChunkOutput, type ChunkItem, type ChunkParams, type ScoringContext
 } from './score-chunk.ts'
 import { membersAfterIndicator, SingleAnswers, verdictJsonOf, type KeptVerdict } from './single-answers.ts'
 
@@ -25,6 +26,8 @@ const kSparesPerShard = 2
 
 /** Single verdicts kept on the main thread (single-answers.ts), at most. */
 const kKeptSingles = 10_000
+/** Verdicts the main thread's own cache shard holds at most, with a pool (single calls; 768 bytes of ring each). */
+const kMainCacheSize = 20_000
 
 /** A single verdict as the pool answers it. */
 export interface SingleOutput {
@@ -65,6 +68,13 @@ export class ScoringPool {
   readonly size: number
   private readonly pools: Piscina[]
   private readonly inline: ScoringContext | null
+  /**
+   * Where single calls are scored: on this thread, with its own cache shard (inline mode: the inline context). A
+   * single call's hop to a scoring thread (a message each way, a structured clone of the verdict, a thread woken up)
+   * cost this thread more than scoring the indicator here does, and the answer waited behind any bulk chunk queued on
+   * that thread.
+   */
+  private readonly single: ScoringContext
   /** Per shard: body buffers already merged, handed to its next chunks to write into (see recycle()). */
   private readonly spares: SpareBuffers[]
   private readonly historySpares: SpareBuffers | null
@@ -76,6 +86,7 @@ export class ScoringPool {
     this.snapshot = new Snapshot(data)
     this.size = options.size
     this.inline = options.size === 0 ? { snapshot: this.snapshot, cache: createShardCache(options.cacheSize) } : null
+    this.single = this.inline ?? { snapshot: this.snapshot, cache: createShardCache(Math.min(options.cacheSize, kMainCacheSize)) }
     this.pools = []
     this.spares = Array.from({ length: this.shards }, () => new SpareBuffers(kSparesPerShard))
     this.historySpares = options.historySpares ?? null
@@ -127,8 +138,8 @@ export class ScoringPool {
   }
 
   /**
-   * Answers the single endpoint's indicator: a JSON call of a verdict kept on this thread from it (single-answers.ts),
-   * anything else scored on its shard's worker (inline: here), whose JSON answer is then kept.
+   * Answers the single endpoint's indicator on this thread: a JSON call of a verdict kept here from it
+   * (single-answers.ts), anything else scored here (`single`), whose JSON answer is then kept.
    */
   async runSingle (item: ChunkItem, params: ChunkParams): Promise<SingleOutput> {
     if (this.closed) throw new PoolClosedError()
@@ -144,7 +155,7 @@ export class ScoringPool {
         if (hit !== undefined) return keptOutput(hit, ind, item)
       }
     }
-    const out = await this.scoreSingle(item, params)
+    const out = scoreSingle(item, params, this.single)
     const type = (out.verdict?.indicator as { type?: IndicatorType } | undefined)?.type ?? null
     const category = (out.verdict?.risk as { category?: unknown } | undefined)?.category
     const answer: SingleOutput = {
@@ -166,13 +177,6 @@ export class ScoringPool {
       }
     }
     return answer
-  }
-
-  private async scoreSingle (item: ChunkItem, params: ChunkParams): Promise<SingleChunkOutput> {
-    if (this.inline !== null) return scoreSingle(item, params, this.inline)
-    const encoded = encodeItems([item])
-    const shard = shardOf(item[1], this.shards)
-    return await (this.pools[shard] as Piscina).run({ items: encoded, params }, { transferList: encoded instanceof Uint8Array ? [encoded.buffer] : [] }) as SingleChunkOutput
   }
 
   /** Tasks queued or running across shards. */
