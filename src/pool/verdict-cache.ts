@@ -6,7 +6,8 @@
  * contiguous run of those bytes. A bulk hit at that level copies the run into the response with no parsing; any other
  * use (single calls, other detail levels, msgpack) parses the JSON back into the assessment.
  *
- * The index is an `lru-cache` of small integers (a 30-bit hash of the key -> the entry's offset in the ring), so
+ * The index is an LRU map of small integers in typed arrays (int-lru.ts: a 30-bit hash of the key -> the entry's
+ * offset in the ring), so
  * neither the index nor the entries hold JavaScript objects that the garbage collector must copy or trace: holding
  * 100,000 assessment object graphs per thread cost about a quarter of a cold bulk's CPU (docs/OPERATIONS.md).
  *
@@ -15,12 +16,12 @@
  * only after its stored key matches the key asked for, so a hash collision or an overwritten entry is a miss, never a
  * wrong verdict.
  */
-import { LRUCache } from 'lru-cache'
 import type { Assessment } from '../engine/index.ts'
 import { fnv1a } from '../bytes/fnv.ts'
 import { utf8Into } from '../bytes/byte-sink.ts'
 import { kTailRisk as kRisk, kTailSignalsNone as kTailSignals } from './bulk-item.ts'
 import { kNoFacet } from './facets.ts'
+import { IntLru } from './int-lru.ts'
 
 /**
  * Ring bytes reserved per verdict of capacity. An entry (header, key, assessment JSON) took 540-1,300 bytes (10th to
@@ -164,7 +165,7 @@ export class CachedVerdict {
 export class VerdictCache {
   readonly max: number
   readonly ring: Buffer
-  private readonly index: LRUCache<number, number>
+  private readonly index: IntLru
   /** Logical write position: bytes written so far (skipped ring ends included); the physical offset is head % size. */
   private head = 0
   private readonly size: number
@@ -173,7 +174,7 @@ export class VerdictCache {
     this.max = max
     this.size = Math.max(kMinRingBytes, Math.min(max * kBytesPerVerdict, 2 ** 29))
     this.ring = Buffer.alloc(this.size)
-    this.index = new LRUCache<number, number>({ max })
+    this.index = new IntLru(Math.max(1, max))
   }
 
   /** Number of indexed verdicts (some may since have been overwritten in the ring; those miss on lookup). */
@@ -184,7 +185,7 @@ export class VerdictCache {
   /** The verdict stored under `key`, or undefined. */
   get (key: string, h = hash30(key)): CachedVerdict | undefined {
     const off = this.index.get(h)
-    if (off === undefined) return undefined
+    if (off < 0) return undefined
     const state = this.check(off, key)
     if (state !== kWhole) {
       // An overwritten entry leaves the index; one of another key with the same hash stays (this key simply misses).

@@ -12,6 +12,7 @@ import type { EvidenceDetails, SignalDetails } from '../../src/engine/types.ts'
 import { createShardCache, scoreBulkChunk, scoreSingle, type ChunkItem, type ChunkParams, type ScoringContext } from '../../src/pool/score-chunk.ts'
 import { hash30, VerdictCache, type VerdictTexts } from '../../src/pool/verdict-cache.ts'
 import { Facets, kNoFacet } from '../../src/pool/facets.ts'
+import { IntLru } from '../../src/pool/int-lru.ts'
 import { itemTail, verdictMembers } from '../../src/history/record.ts'
 import type { Assessment } from '../../src/engine/index.ts'
 import { ScoringPool } from '../../src/pool/scoring-pool.ts'
@@ -272,4 +273,37 @@ test('facets: one number per risk and scores pair, by identity when frozen and b
   assert.equal(c.get('k')?.facet, 1)
   c.set('k2', texts(2))
   assert.equal(c.get('k2')?.facet, kNoFacet)
+})
+
+test('the index LRU keeps exactly what a reference LRU keeps, through sets, hits, deletes and evictions', () => {
+  for (const max of [1, 2, 7, 100, 1000]) {
+    const lru = new IntLru(max)
+    const ref = new Map<number, number>() // insertion order = recency order, oldest first
+    let seed = max
+    const rnd = (n: number): number => { seed = (seed * 1103515245 + 12345) & 0x7fffffff; return seed % n }
+    // Keys from a small range collide in the table's probe runs; some are large 30-bit hashes.
+    const key = (): number => rnd(4) === 0 ? (rnd(1 << 30) | 0) : rnd(max * 3)
+    for (let i = 0; i < 40_000; i++) {
+      const k = key()
+      const op = rnd(10)
+      if (op < 5) {
+        const v = rnd(1 << 29)
+        lru.set(k, v)
+        ref.delete(k)
+        ref.set(k, v)
+        if (ref.size > max) ref.delete(ref.keys().next().value as number)
+      } else if (op < 9) {
+        const want = ref.get(k)
+        assert.equal(lru.get(k), want ?? -1, `get ${k} (max ${max}, op ${i})`)
+        if (want !== undefined) {
+          ref.delete(k)
+          ref.set(k, want)
+        }
+      } else {
+        assert.equal(lru.delete(k), ref.delete(k))
+      }
+      assert.equal(lru.size, ref.size)
+    }
+    for (const [k, v] of ref) assert.equal(lru.get(k), v)
+  }
 })
