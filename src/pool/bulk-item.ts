@@ -60,8 +60,11 @@ function packed (value: unknown): Buffer {
   return Buffer.from(clientPackr.pack(value))
 }
 
-/** Writes a string as clientPackr packs it: ASCII directly (str header by length), anything else through the packer. */
-function writePackedString (sink: ByteSink, s: string): void {
+/**
+ * Writes a string as msgpackr packs it (any Packr: a string's bytes do not depend on the options): ASCII directly, a
+ * str header by its length and its bytes, anything else through `packr` (msgpackr writes a lone surrogate its own way).
+ */
+export function writePackedString (sink: ByteSink, s: string, packr: Packr = clientPackr): void {
   const n = s.length
   const head = n < 32 ? 1 : n < 0x100 ? 2 : n < 0x10000 ? 3 : 5
   sink.reserve(head + n)
@@ -70,7 +73,7 @@ function writePackedString (sink: ByteSink, s: string): void {
   for (let i = 0; i < n; i++) {
     const c = s.charCodeAt(i)
     if (c >= 0x80) {
-      sink.bytes(clientPackr.pack(s))
+      sink.bytes(packr.pack(s))
       return
     }
     buf[p + head + i] = c

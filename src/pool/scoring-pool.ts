@@ -9,7 +9,7 @@ import { fnv1aFolded } from '../bytes/fnv.ts'
 import { PoolClosedError } from '../errors.ts'
 import { normalize, Snapshot, type SnapshotData } from '../engine/index.ts'
 import type { IndicatorType, NormalizedIndicator } from '../engine/types.ts'
-import { SpareBuffers } from '../bytes/byte-sink.ts'
+import { ByteSink, SpareBuffers } from '../bytes/byte-sink.ts'
 import { HistoryItems } from '../history/codec.ts'
 import { itemTail } from '../history/record.ts'
 import { kWorkerShim, workerEntry } from '../worker-entry.ts'
@@ -17,6 +17,7 @@ import {
   createShardCache, scoreBulkChunk, scoreSingle, threadPackr,
   type BulkChunkOutput, type ChunkItem, type ChunkParams, type ScoringContext
 } from './score-chunk.ts'
+import { writePackedString } from './bulk-item.ts'
 import { membersAfterIndicator, SingleAnswers, verdictJsonOf, type KeptVerdict } from './single-answers.ts'
 
 /** Tasks queued per shard before the pool refuses more (the in-flight bound usually triggers first). */
@@ -238,11 +239,80 @@ function illFormed (s: unknown): boolean {
  * surrogate, which goes as it is (structured clone): msgpack writes a lone surrogate as three bytes that decode to three
  * U+FFFD, and the answer must echo the value as sent (JSON escapes it as \udXXX).
  */
-function encodeItems (items: readonly ChunkItem[]): Uint8Array<ArrayBuffer> | ChunkItem[] {
+export function encodeItems (items: readonly ChunkItem[]): Uint8Array<ArrayBuffer> | ChunkItem[] {
+  const fast = packItems(items)
+  if (fast !== null) return fast
   for (const it of items) {
     if (illFormed(it[0]) || illFormed(it[1]) || illFormed(it[2]) || illFormed(it[3])) return items as ChunkItem[]
   }
   return copy(threadPackr.pack(items))
+}
+
+/** The main thread's scratch sink for packing chunks (one at a time: packing is synchronous). */
+const kPackSink = new ByteSink(256 * 1024)
+const kPackKeepBytes = 4 << 20
+const kNotFast = 1
+const kIllFormed = 2
+
+/**
+ * threadPackr.pack(items), written directly for the items a bulk carries (a string or no type, a string value, log-only
+ * fields that are strings or null): the same bytes in one pass, without msgpackr's generic walk, and checking
+ * well-formedness only of strings outside ASCII. Null for any other chunk (packed the general way).
+ */
+function packItems (items: readonly ChunkItem[]): Uint8Array<ArrayBuffer> | null {
+  const sink = kPackSink
+  sink.clear()
+  const n = items.length
+  sink.reserve(5)
+  const b = sink.buf
+  if (n < 16) {
+    b[0] = 0x90 | n
+    sink.len = 1
+  } else if (n < 0x10000) {
+    b[0] = 0xdc
+    b.writeUInt16BE(n, 1)
+    sink.len = 3
+  } else {
+    b[0] = 0xdd
+    b.writeUInt32BE(n, 1)
+    sink.len = 5
+  }
+  let state = 0
+  for (let i = 0; i < n && state === 0; i++) {
+    const [type, value, taken, source] = items[i] as ChunkItem
+    sink.byte(0x94)
+    if (type === undefined) {
+      sink.reserve(3)
+      sink.buf[sink.len++] = 0xd4 // msgpackr's undefined: fixext 1, type 0, data 0
+      sink.buf[sink.len++] = 0
+      sink.buf[sink.len++] = 0
+    } else if (type === null) {
+      sink.byte(0xc0)
+    } else if (typeof type === 'string') {
+      state = packString(sink, type)
+    } else {
+      state = kNotFast
+    }
+    if (state === 0) state = typeof value === 'string' ? packString(sink, value) : kNotFast
+    if (state === 0) state = packNullable(sink, taken)
+    if (state === 0) state = packNullable(sink, source)
+  }
+  const out = state === 0 ? sink.take() : null
+  sink.shrink(kPackKeepBytes)
+  return out
+}
+
+function packNullable (sink: ByteSink, s: string | null): number {
+  if (s !== null) return packString(sink, s)
+  sink.byte(0xc0)
+  return 0
+}
+
+/** Packs a string as threadPackr does (bulk-item.ts writePackedString); a lone surrogate makes the chunk go unpacked. */
+function packString (sink: ByteSink, s: string): number {
+  if (illFormed(s)) return kIllFormed
+  writePackedString(sink, s, threadPackr)
+  return 0
 }
 
 /** msgpackr's pack() returns a view into its scratch buffer: copy into an owned buffer before transferring. */
