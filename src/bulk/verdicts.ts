@@ -95,11 +95,14 @@ export interface SingleRequest {
   started: number
 }
 
-/**
- * A verdict answer: the object, or for JSON calls its JSON text (`json`, then `verdict` is null); with what the
- * caller's daily quota has left (null without a quota).
- */
-export interface SingleAnswer { verdict: object | null, json: string | null, quotaRemaining: number | null }
+/** A verdict answer, with what the caller's daily quota has left (null without a quota). */
+export interface SingleAnswer {
+  /** The verdict object (for a JSON call, parsed from `json` when read). */
+  readonly verdict: object
+  /** For a JSON call, the verdict's JSON text, to send as it is; else null. */
+  readonly json: string | null
+  readonly quotaRemaining: number | null
+}
 
 /** Scores one indicator and records it; an invalid value is recorded with status 400, then INVALID_INDICATOR. */
 export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Promise<SingleAnswer> {
@@ -137,7 +140,10 @@ export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Prom
         detail_levels: { signal_details: params.signalDetails, evidence_details: params.evidenceDetails }
       }
       // The JSON text is the verdict object's with meta appended as its last member, as JSON.stringify would write it.
-      if (out.json !== null) return { verdict: null, json: `${out.json.slice(0, -1)},"meta":${JSON.stringify(meta)}}`, quotaRemaining: ticket.quotaRemaining }
+      if (out.json !== null) {
+        const json = `${out.json.slice(0, -1)},"meta":${JSON.stringify(meta)}}`
+        return { json, quotaRemaining: ticket.quotaRemaining, get verdict () { return JSON.parse(json) as object } }
+      }
       return { verdict: { ...out.verdict, meta }, json: null, quotaRemaining: ticket.quotaRemaining }
     } finally {
       lease.release()

@@ -83,7 +83,7 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
     })
     quotaHeaders(reply, req.apiKey!.quota, answer.quotaRemaining)
     if (answer.json !== null) return reply.type('application/json; charset=utf-8').send(answer.json)
-    return send(reply, format, answer.verdict as object)
+    return send(reply, format, answer.verdict)
   })
 
   app.post('/api/v2/ioc/verdict/bulk', {
