@@ -12,8 +12,8 @@ import { itemTail, kInvalidVerdictMembers, labelsOf, verdictMembers } from '../h
 import { hash30, VerdictCache, verdictHead, type VerdictTexts } from './verdict-cache.ts'
 import { Facets, kNoFacet, type Facet } from './facets.ts'
 import {
-  clientPackr, invalidIndicator, invalidItemJson, invalidItemObject, itemEnd, itemHead, itemObject, kItemEndByte, noneTail, packedNoneTail,
-  packedWarnings, tailRest, verdictTail, writeItemHead, writePackedItemHead
+  clientPackr, invalidIndicator, invalidItemJson, invalidItemObject, itemEnd, itemHead, itemObject, kItemEndByte, noneTail,
+  packedWarnings, tailRest, verdictTail, writeItemHead, writePackedItemHead, writePackedNoneTail as writePackedTailOf
 } from './bulk-item.ts'
 
 /** One indicator as the main thread forwards it: [type, value, action_taken, action_source (normalized)]. */
@@ -236,8 +236,10 @@ function writePackedNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind:
     } else {
       const a = cached.assessment()
       t = cached.texts()
-      t.packed = packedNoneTail(a.risk, a.scores, a.threat_context, a.recommended_actions)
-      sink.bytes(t.packed)
+      const start = sink.len
+      writePackedTailOf(sink, a.risk, a.scores, a.threat_context, a.recommended_actions)
+      // A view of what was just written: set() copies it into the ring before the sink is written again.
+      t.packed = sink.buf.subarray(start, sink.len)
       cache?.set(key, t, h)
     }
     const f = kFacets.byId(cached.facet)
@@ -250,8 +252,9 @@ function writePackedNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind:
   }
   const a = assess(ind, profile, ctx.snapshot)
   t = textsOf(a)
-  t.packed = packedNoneTail(a.risk, a.scores, a.threat_context, a.recommended_actions)
-  sink.bytes(t.packed)
+  const start = sink.len
+  writePackedTailOf(sink, a.risk, a.scores, a.threat_context, a.recommended_actions)
+  t.packed = sink.buf.subarray(start, sink.len)
   cache?.set(key, t, h)
   out.hit = false
   const f = kFacets.byId(t.facet ?? kNoFacet)

@@ -12,7 +12,7 @@ import { ByteSink } from '../../src/bytes/byte-sink.ts'
 import type { Verdict } from '../../src/engine/types.ts'
 import {
   answerHead, clientPackr, invalidIndicator, invalidItemJson, invalidItemObject, itemEnd, itemHead, itemObject, kJsonAnswerEnd,
-  noneTail, packedNoneTail, packedWarnings, readBulkAnswer, readBulkItems, tailRest, verdictTail, writePackedItemHead
+  noneTail, packedNoneTail, packedWarnings, readBulkAnswer, readBulkItems, tailRest, verdictTail, writePackedItemHead, writePackedNoneTail
 } from '../../src/pool/bulk-item.ts'
 import { createShardCache, scoreBulkChunk, threadPackr, type ChunkItem, type ScoringContext } from '../../src/pool/score-chunk.ts'
 import { encodeItems } from '../../src/pool/scoring-pool.ts'
@@ -116,6 +116,11 @@ test('a MessagePack item written from pieces is, byte for byte, clientPackr\'s p
     sink.bytes(packedNoneTail(a.risk, a.scores, a.threat_context, a.recommended_actions))
     if (warnings.length > 0) sink.bytes(packedWarnings(warnings))
     assert.ok(Buffer.from(sink.take()).equals(want), value)
+    const direct = new ByteSink(1024)
+    writePackedItemHead(direct, n.indicator.type, value, n.indicator.normalized, warnings.length > 0)
+    writePackedNoneTail(direct, a.risk, a.scores, a.threat_context, a.recommended_actions)
+    if (warnings.length > 0) direct.bytes(packedWarnings(warnings))
+    assert.ok(Buffer.from(direct.take()).equals(want), `${value}, packed directly`)
     checked++
   }
   assert.ok(checked > 300, `${checked} items`)
@@ -132,4 +137,22 @@ test('chunks travel to a scoring thread as threadPackr packs them, and unpacked 
   }
   const lone: ChunkItem[] = [...plain.slice(0, 5), ['domain', 'a\ud800b', null, null]]
   assert.equal(encodeItems(lone), lone)
+})
+
+test('the packed none tail written directly is packedNoneTail\'s bytes for any plain data, and falls back for the rest', () => {
+  const numbers = [0, 1, 127, 128, 255, 256, 65_535, 65_536, 2 ** 32 - 1, 2 ** 32, 2 ** 53, -1, -32, -33, -128, -129, -32_768, -32_769,
+    -(2 ** 31), -(2 ** 31) - 1, 0.5, -0.25, -0, 1e-7, 1e21, Number.MAX_VALUE, NaN, Infinity, -Infinity]
+  const long = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`k${i}`, i * 1.5]))
+  const values: unknown[] = [
+    { numbers }, { s: ['', 'é', 'x'.repeat(31), 'x'.repeat(32), 'y'.repeat(300), 'z'.repeat(70_000), '\ud800'] }, { b: [true, false, null] },
+    { nested: [[], [[1]], Array.from({ length: 20 }, (_, i) => i), Array.from({ length: 70_000 }, () => 0)] }, long, {},
+    { '10': 'integer-like key first', a: 1 }, { u: undefined }, { d: new Date(0) }, [new Map([['a', 1]])]
+  ]
+  for (const v of values) {
+    const sink = new ByteSink(64)
+    sink.byte(0x2e)
+    writePackedNoneTail(sink, v, v, v, v)
+    const want = Buffer.concat([Buffer.from([0x2e]), Buffer.from(packedNoneTail(v, v, v, v))])
+    assert.ok(Buffer.from(sink.take()).equals(want), JSON.stringify(v)?.slice(0, 80))
+  }
 })
