@@ -25,6 +25,7 @@ export const kSuites = {
     'engine/normalize.test.ts',
     'engine/score.test.ts',
     'history/codec.test.ts',
+    'history/journal-reader.test.ts',
     'history/record.test.ts',
     'history/spool.test.ts',
     'http/public-errors.test.ts',

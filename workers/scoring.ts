@@ -5,7 +5,7 @@
 import { Piscina } from 'piscina'
 import { workerData } from 'node:worker_threads'
 import { Snapshot, type SnapshotData } from '../src/engine/index.ts'
-import { createShardCache, scoreBulkChunk, scoreSingle, threadPackr, type ChunkItem, type ChunkParams, type ScoringContext } from '../src/pool/score-chunk.ts'
+import { createShardCache, scoreBulkChunk, threadPackr, type ChunkItem, type ChunkParams, type ScoringContext } from '../src/pool/score-chunk.ts'
 
 /** What the pool passes every worker. */
 export interface ScoringWorkerData {
@@ -13,7 +13,7 @@ export interface ScoringWorkerData {
   cacheSize: number
 }
 
-/** One task: a msgpack-encoded chunk (transferred), the request's shared parameters, and maybe a spare body buffer. */
+/** One task: a msgpack-encoded bulk chunk (transferred), the request's shared parameters, and maybe a spare body buffer. */
 export interface ScoringTask {
   items: Uint8Array | ChunkItem[]
   params: ChunkParams
@@ -37,10 +37,6 @@ function move<T> (value: T, buffers: ArrayBufferLike[]): T {
 export default function score (task: ScoringTask): unknown {
   // Chunks with a lone surrogate come unencoded (ScoringPool's encodeItems).
   const items = task.items instanceof Uint8Array ? threadPackr.unpack(task.items) as ChunkItem[] : task.items
-  if (task.params.mode === 'single') {
-    const out = scoreSingle(items[0] as ChunkItem, task.params, ctx)
-    return move(out, [out.history.buffer])
-  }
   const out = scoreBulkChunk(items, task.params, ctx, task.spare, task.historySpare)
   return move(out, [out.body.buffer, out.ends.buffer, out.history.buffer])
 }

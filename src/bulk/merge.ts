@@ -34,22 +34,27 @@ export class AnswerBuffers {
 /** One shard's encoded items: back-to-back bytes and end offsets. */
 export interface EncodedChunk { body: Uint8Array, ends: Uint32Array }
 
-/** Buffer views of each chunk's bytes (no copy), so items are copied with Buffer#copy and no per-item view. */
+/** Buffer views of each chunk's bytes (no copy). */
 function views (outputs: EncodedChunk[]): Buffer[] {
   return outputs.map((o) => Buffer.from(o.body.buffer, o.body.byteOffset, o.body.byteLength))
 }
 
-/** Copies every item, in request order, into `out` from `off`; returns the new offset. */
+/**
+ * Copies every item, in request order, into `out` from `off`; returns the new offset. Each item is a typed-array set()
+ * from a view of its bytes, about half the cost of Buffer#copy for items of a few hundred bytes.
+ */
 function copyItems (out: Buffer, off: number, chunks: Chunks, outputs: EncodedChunk[], separator: number | null): number {
-  const bufs = views(outputs)
   const n = chunks.shard.length
   for (let i = 0; i < n; i++) {
     if (separator !== null && i > 0) out[off++] = separator
     const s = chunks.shard[i] as number
     const p = chunks.pos[i] as number
-    const ends = (outputs[s] as EncodedChunk).ends
+    const o = outputs[s] as EncodedChunk
+    const ends = o.ends
     const a = p === 0 ? 0 : ends[p - 1] as number
-    off += (bufs[s] as Buffer).copy(out, off, a, ends[p] as number)
+    const len = (ends[p] as number) - a
+    out.set(new Uint8Array(o.body.buffer, o.body.byteOffset + a, len), off)
+    off += len
   }
   return off
 }

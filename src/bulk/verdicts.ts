@@ -44,9 +44,9 @@ export interface VerdictDeps {
 export type EnvelopeOf = (fields: Omit<HistoryEnvelope, 'request_id' | 'auth_type' | 'tenant' | 'apikey' | 'user_id'>) => HistoryEnvelope
 
 /** Per-type counts of a single verdict (one 1, or none for an invalid indicator). */
-function typeCounts (verdict: { indicator?: { type?: unknown } } | null): Uint32Array {
+function typeCounts (type: string | null): Uint32Array {
   const types = new Uint32Array(INDICATOR_TYPES.length)
-  const i = verdict === null ? -1 : (INDICATOR_TYPES as readonly unknown[]).indexOf(verdict.indicator?.type)
+  const i = type === null ? -1 : (INDICATOR_TYPES as readonly unknown[]).indexOf(type)
   if (i >= 0) types[i] = 1
   return types
 }
@@ -96,7 +96,13 @@ export interface SingleRequest {
 }
 
 /** A verdict answer, with what the caller's daily quota has left (null without a quota). */
-export interface SingleAnswer { verdict: object, quotaRemaining: number | null }
+export interface SingleAnswer {
+  /** The verdict object (for a JSON call, parsed from `json` when read). */
+  readonly verdict: object
+  /** For a JSON call, the verdict's JSON text, to send as it is; else null. */
+  readonly json: string | null
+  readonly quotaRemaining: number | null
+}
 
 /** Scores one indicator and records it; an invalid value is recorded with status 400, then INVALID_INDICATOR. */
 export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Promise<SingleAnswer> {
@@ -111,7 +117,7 @@ export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Prom
       await record(req.log, ticket, deps.history, req.envelopeOf({
         date: new Date().toISOString(),
         bulk_request_id: null,
-        http_status: out.verdict === null ? 400 : 200,
+        http_status: out.type === null ? 400 : 200,
         evidence_details: params.evidenceDetails,
         label_details: params.signalDetails,
         source: req.source,
@@ -121,23 +127,24 @@ export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Prom
         project_name: null,
         count: 1
       }), [out.history])
-      const category = (out.verdict?.risk as { category?: unknown } | undefined)?.category
-      deps.observer?.scored('single', 1, out.cacheHit ? 1 : 0, out.verdict === null ? 1 : 0, typeCounts(out.verdict), typeof category === 'string' ? { [category]: 1 } : {})
-      if (out.verdict === null) throw new InvalidIndicatorError(out.errors.join('; '))
-      const verdict = {
-        ...out.verdict,
-        meta: {
-          engine_version: deps.engineVersion(selectProfile(null).profile.version),
-          data_timestamp: lease.pool.snapshot.dataTimestamp,
-          cache_hit: out.cacheHit,
-          query_time_ms: Math.round(performance.now() - req.started),
-          request_id: req.requestId,
-          warnings: out.warnings,
-          errors: [],
-          detail_levels: { signal_details: params.signalDetails, evidence_details: params.evidenceDetails }
-        }
+      deps.observer?.scored('single', 1, out.cacheHit ? 1 : 0, out.type === null ? 1 : 0, typeCounts(out.type), out.category !== null ? { [out.category]: 1 } : {})
+      if (out.type === null) throw new InvalidIndicatorError(out.errors.join('; '))
+      const meta = {
+        engine_version: deps.engineVersion(selectProfile(null).profile.version),
+        data_timestamp: lease.pool.snapshot.dataTimestamp,
+        cache_hit: out.cacheHit,
+        query_time_ms: Math.round(performance.now() - req.started),
+        request_id: req.requestId,
+        warnings: out.warnings,
+        errors: [],
+        detail_levels: { signal_details: params.signalDetails, evidence_details: params.evidenceDetails }
       }
-      return { verdict, quotaRemaining: ticket.quotaRemaining }
+      // The JSON text is the verdict object's with meta appended as its last member, as JSON.stringify would write it.
+      if (out.json !== null) {
+        const json = `${out.json.slice(0, -1)},"meta":${JSON.stringify(meta)}}`
+        return { json, quotaRemaining: ticket.quotaRemaining, get verdict () { return JSON.parse(json) as object } }
+      }
+      return { verdict: { ...out.verdict, meta }, json: null, quotaRemaining: ticket.quotaRemaining }
     } finally {
       lease.release()
     }

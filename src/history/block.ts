@@ -101,6 +101,8 @@ export class HistoryItems {
   private tailIds: Uint32Array
   /** Tail ids by text, for the first kMaxSharedTails distinct tails. */
   private readonly shared = new Map<string, number>()
+  /** Tail ids of those by the caller's number for their text (addVerdict's `tailKey`). */
+  private readonly sharedKeys = new Map<number, number>()
   /** End offset of each tail in UTF-16 code units, from the start of the tails. */
   private tailEnds: Uint32Array
   private tails = 0
@@ -126,18 +128,25 @@ export class HistoryItems {
   /**
    * Adds one record whose indicator is `{type, value, normalized}` as JSON.stringify writes it (keys in that order).
    * `tail`: the record's JSON members after the indicator, `"risk":...,"scores":...,"labels":...,"label_count":...,
-   * "action_taken":...,"action_source":...`, without the leading comma.
+   * "action_taken":...,"action_source":...`, without the leading comma. `tailKey`: a number the caller gives this very
+   * tail text every time (never another text), so that a tail seen before is found without hashing its text; -1
+   * when it has none. The part's bytes are the same either way.
    */
-  addVerdict (type: string | null, value: string, normalized: string | null, tail: string): void {
+  addVerdict (type: string | null, value: string, normalized: string | null, tail: string, tailKey = -1): void {
     if (!wellFormed(type) || !wellFormed(value) || !wellFormed(normalized)) {
       this.add(type, value, normalized, recordFragment(indicatorJson(type, value, normalized), tail))
       return
     }
-    let id = this.shared.get(tail)
+    let id = tailKey < 0 ? undefined : this.sharedKeys.get(tailKey)
     if (id === undefined) {
-      id = this.tails
-      if (this.shared.size < kMaxSharedTails) this.shared.set(tail, id)
-      this.pushTail(tail)
+      id = this.shared.get(tail)
+      if (id === undefined) {
+        id = this.tails
+        if (this.shared.size < kMaxSharedTails) this.shared.set(tail, id)
+        this.pushTail(tail)
+      }
+      // Only a shared id: a tail past kMaxSharedTails is kept once per item, as without a key.
+      if (tailKey >= 0 && this.shared.get(tail) === id) this.sharedKeys.set(tailKey, id)
     }
     this.item(type, value, normalized, null, id)
   }
@@ -157,7 +166,6 @@ export class HistoryItems {
       this.hashes = grown(this.hashes)
       this.tailIds = grown(this.tailIds)
     }
-    hashValue(value, this.hashes, 2 * m)
     this.tailIds[m] = tailId
     this.types = (this.types | typeBit(type)) >>> 0
     const same = normalized === value
@@ -166,14 +174,16 @@ export class HistoryItems {
     if (same) this.ends[this.n++] = kSame
     else this.push(normalized)
     this.push(head)
-    // One native write for the strings: offsets count UTF-16 units, so they hold for the joined text. Not where a
-    // string ends in a high surrogate: joined, it could pair with the next string's low one (each half alone is replaced).
-    const norm = same ? null : normalized
-    if (endsHigh(type) || endsHigh(value) || endsHigh(norm)) {
-      for (const str of [type, value, norm, head]) if (str !== null && str.length > 0) this.text.write(str)
-    } else {
-      this.text.write((type ?? '') + value + (norm ?? '') + (head ?? ''))
+    // Each string written on its own: offsets count UTF-16 units, so they hold for the joined text, and no string's
+    // high surrogate can pair with the next one's low surrogate (each half alone is replaced, as when joined).
+    const text = this.text
+    if (type !== null) text.text(type)
+    if (!writeHashed(text, value, this.hashes, 2 * m)) {
+      hashValue(value, this.hashes, 2 * m)
+      text.write(value)
     }
+    if (!same && normalized !== null) text.text(normalized)
+    if (head !== null) text.write(head)
   }
 
   private push (str: string | null): void {
@@ -230,10 +240,30 @@ function grown (a: Uint32Array): Uint32Array {
   return next
 }
 
-function endsHigh (s: string | null): boolean {
-  if (s === null || s.length === 0) return false
-  const c = s.charCodeAt(s.length - 1)
-  return c >= 0xd800 && c <= 0xdbff
+/**
+ * Writes `value` (UTF-8) into `sink` and its two hashes into `out` at `at`, as hashValue does, in one pass over its
+ * characters, when it is ASCII without NUL (so that comparable(value) is the value itself and its UTF-8 is one byte
+ * a character); returns false, having written nothing, for any other value.
+ */
+function writeHashed (sink: ByteSink, value: string, out: Uint32Array, at: number): boolean {
+  const n = value.length
+  sink.reserve(n)
+  const buf = sink.buf
+  const p = sink.len
+  let h1 = kFnvOffset
+  let h2 = 0x9747b28c
+  for (let i = 0; i < n; i++) {
+    const c = value.charCodeAt(i)
+    if (c === 0 || c >= 0x80) return false
+    buf[p + i] = c
+    h1 = Math.imul(h1 ^ c, kFnvPrime)
+    h2 = Math.imul(h2 ^ c, 0x5bd1e995)
+    h2 ^= h2 >>> 13
+  }
+  sink.len = p + n
+  out[at] = fmix32(h1)
+  out[at + 1] = (h2 | 1) >>> 0
+  return true
 }
 
 function wellFormed (s: string | null): boolean {

@@ -5,7 +5,7 @@
  */
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyRequest } from 'fastify'
 import type { IncomingMessage } from 'node:http'
 import { ApiKeyInQueryError, UriTooLongError } from '../errors.ts'
 
@@ -21,8 +21,8 @@ export function redactUrl (url: string | undefined): string | undefined {
   return q === -1 ? url : `${url.slice(0, q)}?[redacted]`
 }
 
-/** onRequest: refuses URLs over kMaxUrlLength and any key in the query string (before anything else runs). */
-export async function guardUrl (req: FastifyRequest, _reply: FastifyReply): Promise<void> {
+/** Throws for a URL over kMaxUrlLength and for any key in the query string (the app's first onRequest check). */
+export function guardUrl (req: FastifyRequest): void {
   const url = req.raw.url ?? ''
   if (url.length > kMaxUrlLength) throw new UriTooLongError(`the URL is longer than ${kMaxUrlLength} bytes`)
   const q = url.indexOf('?')

@@ -134,9 +134,10 @@ export class Metrics implements VerdictObserver, FeedbackObserver {
 
 /** Adds the request hook and GET /metrics (no auth: bind it to a private interface or scrape through a proxy). */
 export function metricsRoutes (app: FastifyInstance, metrics: Metrics): void {
-  app.addHook('onResponse', async (req, reply) => {
+  app.addHook('onResponse', (req, reply, done) => {
     // The route's pattern, never the raw URL: bounded label values, and no query string (which may hold secrets).
     metrics.observeRequest(req.method, req.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000)
+    done()
   })
   app.get('/metrics', { schema: { hide: true } }, async (_req, reply) => {
     reply.type(metrics.registry.contentType)

@@ -82,6 +82,7 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
       started
     })
     quotaHeaders(reply, req.apiKey!.quota, answer.quotaRemaining)
+    if (answer.json !== null) return reply.type('application/json; charset=utf-8').send(answer.json)
     return send(reply, format, answer.verdict)
   })
 

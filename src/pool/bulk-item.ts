@@ -18,7 +18,8 @@
  * which is also what its MessagePack holds (test/pool/bulk-item.test.ts holds every writer to that).
  */
 import { Packr } from 'msgpackr'
-import type { Verdict } from '../engine/types.ts'
+import { INDICATOR_TYPES, type IndicatorType, type Verdict } from '../engine/types.ts'
+import { ByteSink } from '../bytes/byte-sink.ts'
 
 /** msgpack for clients: standard maps, no record extension (API.md). */
 export const clientPackr = new Packr({ useRecords: false, variableMapSize: true })
@@ -26,6 +27,251 @@ export const clientPackr = new Packr({ useRecords: false, variableMapSize: true 
 /** `{"indicator":<indicator>,`: the start of an item, before its tail. */
 export function itemHead (indicatorJson: string): string {
   return `{"indicator":${indicatorJson},`
+}
+
+/** `{"indicator":{"type":"<type>","value":` per indicator type, as bytes. */
+const kIndicatorStart = Object.fromEntries(INDICATOR_TYPES.map((t) => [t, Buffer.from(`{"indicator":{"type":"${t}","value":`)])) as Record<IndicatorType, Buffer>
+const kNormalizedMember = Buffer.from(',"normalized":')
+const kIndicatorEnd = Buffer.from('},')
+
+/**
+ * Writes itemHead of a valid indicator whose value was sent as a string: the same bytes as
+ * `itemHead(JSON.stringify({type, value, normalized}))`, from constant pieces and the two strings' JSON.
+ */
+export function writeItemHead (sink: ByteSink, type: IndicatorType, value: string, normalized: string): void {
+  sink.bytes(kIndicatorStart[type])
+  sink.jsonString(value)
+  sink.bytes(kNormalizedMember)
+  sink.jsonString(normalized)
+  sink.bytes(kIndicatorEnd)
+}
+
+/**
+ * MessagePack: an item is a map whose pairs are, in order, the same members as its JSON. msgpackr packs a map's pairs
+ * the same wherever the map stands, so an item is its map header, then each pair's bytes back to back, and the pairs
+ * after `indicator` at signal_details none (the packed none tail) can be kept and copied like the JSON none tail.
+ */
+const kPackedIndicatorStart = Object.fromEntries(INDICATOR_TYPES.map((t) => [t, Buffer.concat([
+  packed('indicator'), Buffer.from([0x83]), packed('type'), packed(t), packed('value')
+])])) as Record<IndicatorType, Buffer>
+const kPackedNormalized = packed('normalized')
+
+function packed (value: unknown): Buffer {
+  return Buffer.from(clientPackr.pack(value))
+}
+
+/**
+ * Writes a string as msgpackr packs it (any Packr: a string's bytes do not depend on the options): ASCII directly, a
+ * str header by its length and its bytes, anything else through `packr` (msgpackr writes a lone surrogate its own way).
+ */
+export function writePackedString (sink: ByteSink, s: string, packr: Packr = clientPackr): void {
+  const n = s.length
+  const head = n < 32 ? 1 : n < 0x100 ? 2 : n < 0x10000 ? 3 : 5
+  sink.reserve(head + n)
+  const buf = sink.buf
+  const p = sink.len
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i)
+    if (c >= 0x80) {
+      sink.bytes(packr.pack(s))
+      return
+    }
+    buf[p + head + i] = c
+  }
+  if (head === 1) {
+    buf[p] = 0xa0 | n
+  } else if (head === 2) {
+    buf[p] = 0xd9
+    buf[p + 1] = n
+  } else if (head === 3) {
+    buf[p] = 0xda
+    buf.writeUInt16BE(n, p + 1)
+  } else {
+    buf[p] = 0xdb
+    buf.writeUInt32BE(n, p + 1)
+  }
+  sink.len = p + head + n
+}
+
+/**
+ * Writes the start of a valid item in MessagePack whose value was sent as a string, up to its tail: the map header
+ * (`warnings`: whether the item ends with warnings, an eighth pair) and the `indicator` pair, as clientPackr packs them.
+ */
+export function writePackedItemHead (sink: ByteSink, type: IndicatorType, value: string, normalized: string, warnings: boolean): void {
+  sink.byte(warnings ? 0x88 : 0x87)
+  sink.bytes(kPackedIndicatorStart[type])
+  writePackedString(sink, value)
+  sink.bytes(kPackedNormalized)
+  writePackedString(sink, normalized)
+}
+
+const kPackedRisk = packed('risk')
+/** The signals and signal_count pairs of a none tail, then the scores key. */
+const kPackedNoSignalsScores = Buffer.concat([packed('signals'), packed([]), packed('signal_count'), packed(0), packed('scores')])
+const kPackedThreatContext = packed('threat_context')
+const kPackedActions = packed('recommended_actions')
+
+/**
+ * Writes the packed none tail (packedNoneTail's bytes) into `sink`. The members are plain data (objects, arrays,
+ * strings, numbers, booleans, null), which are packed here directly, as clientPackr packs them (map and array headers
+ * by count, integers in their smallest form, other numbers as float64), at a fraction of msgpackr's per-call cost;
+ * anything else (undefined, another class) makes it fall back to packedNoneTail.
+ */
+export function writePackedNoneTail (sink: ByteSink, risk: unknown, scores: unknown, threatContext: unknown, actions: unknown): void {
+  const start = sink.len
+  sink.bytes(kPackedRisk)
+  if (packShared(sink, risk)) {
+    sink.bytes(kPackedNoSignalsScores)
+    if (packShared(sink, scores)) {
+      sink.bytes(kPackedThreatContext)
+      if (packPlain(sink, threatContext)) {
+        sink.bytes(kPackedActions)
+        if (packShared(sink, actions)) return
+      }
+    }
+  }
+  sink.len = start
+  sink.bytes(packedNoneTail(risk, scores, threatContext, actions))
+}
+
+/**
+ * Packed bytes of frozen values, by identity: what unlisted verdicts share (risk, scores, actions) the engine freezes
+ * deeply, so their bytes never change (as score-chunk.ts keeps their JSON text).
+ */
+const kSharedPacked = new WeakMap<object, Uint8Array>()
+const kScratch = new ByteSink(1024)
+
+/** packPlain, from the memo when `v` is a frozen object. */
+function packShared (sink: ByteSink, v: unknown): boolean {
+  if (v === null || typeof v !== 'object' || !Object.isFrozen(v)) return packPlain(sink, v)
+  let bytes = kSharedPacked.get(v)
+  if (bytes === undefined) {
+    kScratch.clear()
+    if (!packPlain(kScratch, v)) return false
+    bytes = new Uint8Array(kScratch.len)
+    bytes.set(kScratch.buf.subarray(0, kScratch.len))
+    kSharedPacked.set(v, bytes)
+  }
+  sink.bytes(bytes)
+  return true
+}
+
+/** Writes a collection header: fix form below 16, then 16 or 32 bits (`fix`, `c16`, `c32` are the type bytes). */
+function packHeader (sink: ByteSink, n: number, fix: number, c16: number, c32: number): void {
+  if (n < 16) {
+    sink.byte(fix | n)
+  } else if (n < 0x10000) {
+    sink.reserve(3)
+    sink.buf[sink.len] = c16
+    sink.buf.writeUInt16BE(n, sink.len + 1)
+    sink.len += 3
+  } else {
+    sink.reserve(5)
+    sink.buf[sink.len] = c32
+    sink.buf.writeUInt32BE(n, sink.len + 1)
+    sink.len += 5
+  }
+}
+
+/** Packs a number as clientPackr does (useRecords false: positive integers below 128 are fixints). */
+function packNumber (sink: ByteSink, v: number): void {
+  sink.reserve(9)
+  const b = sink.buf
+  const p = sink.len
+  if (v >>> 0 === v) {
+    if (v < 0x80) {
+      b[p] = v
+      sink.len = p + 1
+    } else if (v < 0x100) {
+      b[p] = 0xcc
+      b[p + 1] = v
+      sink.len = p + 2
+    } else if (v < 0x10000) {
+      b[p] = 0xcd
+      b.writeUInt16BE(v, p + 1)
+      sink.len = p + 3
+    } else {
+      b[p] = 0xce
+      b.writeUInt32BE(v, p + 1)
+      sink.len = p + 5
+    }
+  } else if (v >> 0 === v) {
+    if (v >= -0x20) {
+      b[p] = 0x100 + v
+      sink.len = p + 1
+    } else if (v >= -0x80) {
+      b[p] = 0xd0
+      b[p + 1] = v + 0x100
+      sink.len = p + 2
+    } else if (v >= -0x8000) {
+      b[p] = 0xd1
+      b.writeInt16BE(v, p + 1)
+      sink.len = p + 3
+    } else {
+      b[p] = 0xd2
+      b.writeInt32BE(v, p + 1)
+      sink.len = p + 5
+    }
+  } else {
+    b[p] = 0xcb
+    b.writeDoubleBE(v, p + 1)
+    sink.len = p + 9
+  }
+}
+
+/** Packs plain data as clientPackr does; false (with bytes written) at anything else. */
+function packPlain (sink: ByteSink, v: unknown): boolean {
+  if (v === null) {
+    sink.byte(0xc0)
+    return true
+  }
+  switch (typeof v) {
+    case 'string':
+      writePackedString(sink, v)
+      return true
+    case 'number':
+      packNumber(sink, v)
+      return true
+    case 'boolean':
+      sink.byte(v ? 0xc3 : 0xc2)
+      return true
+    case 'object': {
+      if (Array.isArray(v)) {
+        if (v.constructor !== Array) return false
+        packHeader(sink, v.length, 0x90, 0xdc, 0xdd)
+        for (let i = 0; i < v.length; i++) if (!packPlain(sink, v[i])) return false
+        return true
+      }
+      if ((v as object).constructor !== Object) return false
+      const keys = Object.keys(v)
+      packHeader(sink, keys.length, 0x80, 0xde, 0xdf)
+      for (let i = 0; i < keys.length; i++) {
+        const key = keys[i] as string
+        writePackedString(sink, key)
+        if (!packPlain(sink, (v as Record<string, unknown>)[key])) return false
+      }
+      return true
+    }
+    default:
+      return false
+  }
+}
+
+/**
+ * The packed none tail: the pairs risk, signals ([]), signal_count (0), scores, threat_context and
+ * recommended_actions, as clientPackr packs them inside an item. A copy, owned by the caller.
+ */
+export function packedNoneTail (risk: unknown, scores: unknown, threatContext: unknown, actions: unknown): Uint8Array {
+  // A six-pair map's header is one byte (0x86): the pairs follow it.
+  const map = clientPackr.pack({ risk, signals: [], signal_count: 0, scores, threat_context: threatContext, recommended_actions: actions })
+  const out = new Uint8Array(map.length - 1)
+  out.set(map.subarray(1))
+  return out
+}
+
+/** The `warnings` pair that ends a packed item with warnings. */
+export function packedWarnings (warnings: readonly string[]): Uint8Array {
+  return clientPackr.pack({ warnings }).subarray(1)
 }
 
 /** What closes an item after its tail: its warnings when there are any, then `}`. */

@@ -10,8 +10,10 @@ import { ByteSink } from '../bytes/byte-sink.ts'
 import { HistoryItems } from '../history/codec.ts'
 import { itemTail, kInvalidVerdictMembers, labelsOf, verdictMembers } from '../history/record.ts'
 import { hash30, VerdictCache, verdictHead, type VerdictTexts } from './verdict-cache.ts'
+import { Facets, kNoFacet, type Facet } from './facets.ts'
 import {
-  clientPackr, invalidIndicator, invalidItemJson, invalidItemObject, itemEnd, itemHead, itemObject, kItemEndByte, noneTail, tailRest, verdictTail
+  clientPackr, invalidIndicator, invalidItemJson, invalidItemObject, itemEnd, itemHead, itemObject, kItemEndByte, noneTail,
+  packedWarnings, tailRest, verdictTail, writeItemHead, writePackedItemHead, writePackedNoneTail as writePackedTailOf
 } from './bulk-item.ts'
 
 /** One indicator as the main thread forwards it: [type, value, action_taken, action_source (normalized)]. */
@@ -51,6 +53,8 @@ export interface SingleChunkOutput {
   warnings: string[]
   cacheHit: boolean
   history: Uint8Array
+  /** The history record's verdict members (record.ts), null for an invalid indicator. */
+  members: string | null
 }
 
 /** A shard cache: verdicts keyed by snapshot version, profile version, type and normalized value, off the heap. */
@@ -127,13 +131,22 @@ function jsonOf (value: object): string {
   return text
 }
 
-/** The texts a verdict is cached as (verdict-cache.ts): the bulk tail at signal_details none is one run of them. */
+/** This thread's verdict facets (facets.ts): shared by every cache and context of the thread. */
+const kFacets = new Facets()
+
+/**
+ * The texts a verdict is cached as (verdict-cache.ts): the bulk tail at signal_details none is one run of them. With
+ * the number of its facet, whose texts they share.
+ */
 function textsOf (a: Assessment): VerdictTexts {
+  const risk = jsonOf(a.risk)
+  const scores = jsonOf(a.scores)
   return {
     head: verdictHead(a.type, JSON.stringify(a.normalized), jsonOf(a.flags), jsonOf(a.signals)),
-    risk: jsonOf(a.risk),
-    scores: jsonOf(a.scores),
-    rest: tailRest(JSON.stringify(a.threat_context), jsonOf(a.recommended_actions))
+    risk,
+    scores,
+    rest: tailRest(JSON.stringify(a.threat_context), jsonOf(a.recommended_actions)),
+    facet: kFacets.of(a, risk, scores)?.id ?? kNoFacet
   }
 }
 
@@ -156,19 +169,38 @@ function historyMembersOf (a: Assessment, signalDetails: SignalDetails): string 
   return verdictMembers(jsonOf(a.risk), jsonOf(a.scores), labelsOf(a, signalDetails))
 }
 
+/** What writeNoneTail tells of the verdict it wrote (one object per thread, overwritten by each call). */
+interface NoneTail {
+  hit: boolean
+  /** The verdict's facet, or null when it has none (then `members` and `category` are made for it). */
+  facet: Facet | null
+  /** The history record's verdict members. */
+  members: string
+  category: string
+}
+const kNoneTail: NoneTail = { hit: false, facet: null, members: '', category: '' }
+
 /**
- * Writes the bulk item members after `indicator` at signal_details none, and returns the history record's verdict
- * members: from the cache's bytes on a hit (no parsing), else assessed and cached. The only path a cold bulk takes.
+ * Writes the bulk item members after `indicator` at signal_details none, and tells the history record's verdict
+ * members and the risk category: from the cache's bytes and the entry's facet on a hit (no parsing, no new strings),
+ * else assessed and cached. The only path a cold bulk takes. The result is overwritten by the next call.
  */
-function writeNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: NormalizedIndicator, sink: ByteSink): { members: string, hit: boolean, risk: string } {
+function writeNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: NormalizedIndicator, sink: ByteSink): NoneTail {
+  const out = kNoneTail
   const key = cacheKey(ctx, profile.version, ind.type, ind.normalized)
   const cache = ctx.cache
   const h = cache === null ? 0 : hash30(key)
   const cached = cache?.get(key, h)
   if (cached !== undefined) {
     sink.copy(cached.ring, cached.tailStart, cached.tailEnd)
+    out.hit = true
+    const f = kFacets.byId(cached.facet)
+    if (f !== undefined) return facetOut(out, f)
     const risk = cached.riskJson()
-    return { members: verdictMembers(risk, cached.scoresJson(), kNoLabels), hit: true, risk }
+    out.facet = null
+    out.members = verdictMembers(risk, cached.scoresJson(), kNoLabels)
+    out.category = categoryOfRiskJson(risk)
+    return out
   }
   const t = textsOf(assess(ind, profile, ctx.snapshot))
   const stored = cache?.set(key, t, h) ?? null
@@ -177,7 +209,67 @@ function writeNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: Norma
   } else {
     sink.write(noneTail(t.risk, t.scores, t.rest))
   }
-  return { members: verdictMembers(t.risk, t.scores, kNoLabels), hit: false, risk: t.risk }
+  out.hit = false
+  const f = kFacets.byId(t.facet ?? kNoFacet)
+  if (f !== undefined) return facetOut(out, f)
+  out.facet = null
+  out.members = verdictMembers(t.risk, t.scores, kNoLabels)
+  out.category = categoryOfRiskJson(t.risk)
+  return out
+}
+
+/**
+ * writeNoneTail for MessagePack items: copies the entry's packed none tail on a hit; packs it on a miss, or on a hit of
+ * an entry a JSON call stored (then stores the entry again with it), so that each verdict is packed once.
+ */
+function writePackedNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: NormalizedIndicator, sink: ByteSink): NoneTail {
+  const out = kNoneTail
+  const key = cacheKey(ctx, profile.version, ind.type, ind.normalized)
+  const cache = ctx.cache
+  const h = cache === null ? 0 : hash30(key)
+  const cached = cache?.get(key, h)
+  let t: VerdictTexts
+  if (cached !== undefined) {
+    out.hit = true
+    if (cached.packedEnd > cached.packedStart) {
+      sink.copy(cached.ring, cached.packedStart, cached.packedEnd)
+    } else {
+      const a = cached.assessment()
+      t = cached.texts()
+      const start = sink.len
+      writePackedTailOf(sink, a.risk, a.scores, a.threat_context, a.recommended_actions)
+      // A view of what was just written: set() copies it into the ring before the sink is written again.
+      t.packed = sink.buf.subarray(start, sink.len)
+      cache?.set(key, t, h)
+    }
+    const f = kFacets.byId(cached.facet)
+    if (f !== undefined) return facetOut(out, f)
+    const risk = cached.riskJson()
+    out.facet = null
+    out.members = verdictMembers(risk, cached.scoresJson(), kNoLabels)
+    out.category = categoryOfRiskJson(risk)
+    return out
+  }
+  const a = assess(ind, profile, ctx.snapshot)
+  t = textsOf(a)
+  const start = sink.len
+  writePackedTailOf(sink, a.risk, a.scores, a.threat_context, a.recommended_actions)
+  t.packed = sink.buf.subarray(start, sink.len)
+  cache?.set(key, t, h)
+  out.hit = false
+  const f = kFacets.byId(t.facet ?? kNoFacet)
+  if (f !== undefined) return facetOut(out, f)
+  out.facet = null
+  out.members = verdictMembers(t.risk, t.scores, kNoLabels)
+  out.category = categoryOfRiskJson(t.risk)
+  return out
+}
+
+function facetOut (out: NoneTail, f: Facet): NoneTail {
+  out.facet = f
+  out.members = f.members
+  out.category = f.category
+  return out
 }
 
 /** risk.category read from the risk's JSON text (a cache hit has only the text); metrics count verdicts by it. */
@@ -192,6 +284,11 @@ const kCategoryMember = '"category":"'
 /** Adds one to a category's count. */
 function countCategory (counts: Record<string, number>, category: string): void {
   counts[category] = (counts[category] ?? 0) + 1
+}
+
+/** The indicator as echoed: JSON.stringify of {type, value, normalized}, keys in that order. */
+function sentJson (ind: NormalizedIndicator, value: unknown): string {
+  return JSON.stringify({ type: ind.type, value, normalized: ind.normalized })
 }
 
 /** History needs a string value: a non-string is recorded as its JSON text, a missing one as ''. */
@@ -248,33 +345,43 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
     }
     const ind = n.indicator
     types[kTypeIndex[ind.type]] = (types[kTypeIndex[ind.type]] as number) + 1
-    // The indicator as echoed, as JSON once: the bulk item and the history record both carry it. The same text as
-    // JSON.stringify of the object, written out: a known type needs no escaping, and a valid value is a string.
-    const sentJson = typeof value === 'string'
-      ? `{"type":"${ind.type}","value":${JSON.stringify(value)},"normalized":${JSON.stringify(ind.normalized)}}`
-      : JSON.stringify({ type: ind.type, value, normalized: ind.normalized })
     let members: string
     const rule = allow === null ? null : allow.match(ind)
     if (rule !== null && params.format === 'json' && params.signalDetails === 'none') {
       // Allowlisted for this tenant: assessed now, never read from or written to the shared cache.
       const t = textsOf(overridden(ctx, profile, ind, rule))
-      sink.write(itemHead(sentJson) + noneTail(t.risk, t.scores, t.rest) + itemEnd(ind.warnings))
+      sink.write(itemHead(sentJson(ind, value)) + noneTail(t.risk, t.scores, t.rest) + itemEnd(ind.warnings))
       members = verdictMembers(t.risk, t.scores, kNoLabels)
       countCategory(categories, 'allowlisted')
-    } else if (params.format === 'json' && params.signalDetails === 'none') {
-      sink.write(itemHead(sentJson))
-      const out = writeNoneTail(ctx, profile, ind, sink)
+    } else if (params.signalDetails === 'none' && rule === null && (params.format === 'json' || typeof value === 'string')) {
+      let out: NoneTail
+      if (params.format === 'json') {
+        if (typeof value === 'string') writeItemHead(sink, ind.type, value, ind.normalized)
+        else sink.write(itemHead(sentJson(ind, value)))
+        out = writeNoneTail(ctx, profile, ind, sink)
+        if (ind.warnings.length > 0) sink.write(itemEnd(ind.warnings))
+        else sink.byte(kItemEndByte)
+      } else {
+        writePackedItemHead(sink, ind.type, value as string, ind.normalized, ind.warnings.length > 0)
+        out = writePackedNoneTail(ctx, profile, ind, sink)
+        if (ind.warnings.length > 0) sink.bytes(packedWarnings(ind.warnings))
+      }
       if (out.hit) cacheHits++
-      members = out.members
-      countCategory(categories, categoryOfRiskJson(out.risk))
-      if (ind.warnings.length > 0) sink.write(itemEnd(ind.warnings))
-      else sink.byte(kItemEndByte)
+      countCategory(categories, out.category)
+      ends[i] = sink.len
+      // A facet's tail, when the item has no log-only fields, is found by the facet's number (block.ts addVerdict).
+      if (out.facet !== null && actionTaken === null && actionSource === null) {
+        history.addVerdict(ind.type, value as string, ind.normalized, out.facet.tail, out.facet.id)
+      } else {
+        history.addVerdict(ind.type, value as string, ind.normalized, itemTail(out.members, actionTaken, actionSource))
+      }
+      continue
     } else if (params.format === 'json') {
       const { a, hit } = rule === null ? lookup(ctx, profile, ind) : { a: overridden(ctx, profile, ind, rule), hit: false }
       if (hit) cacheHits++
       members = historyMembersOf(a, params.signalDetails)
       countCategory(categories, a.risk.category)
-      sink.write(itemHead(sentJson) + bulkTail(a, params.signalDetails) + itemEnd(ind.warnings))
+      sink.write(itemHead(sentJson(ind, value)) + bulkTail(a, params.signalDetails) + itemEnd(ind.warnings))
     } else {
       const { a, hit } = rule === null ? lookup(ctx, profile, ind) : { a: overridden(ctx, profile, ind, rule), hit: false }
       if (hit) cacheHits++
@@ -284,7 +391,7 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
       sink.bytes(clientPackr.pack(itemObject(v, ind.warnings)))
     }
     ends[i] = sink.len
-    // sentJson is the JSON of {type, value, normalized}: a valid value is a string.
+    // A valid value is a string.
     history.addVerdict(ind.type, value as string, ind.normalized, itemTail(members, actionTaken, actionSource))
   }
   const out = { body: sink.take(spare), ends, history: history.encode(historySpare), cacheHits, invalid, types, categories }
@@ -304,13 +411,14 @@ export function scoreSingle (item: ChunkItem, params: ChunkParams, ctx: ScoringC
     const sentType = typeAsSent(type) ?? n.type
     const text = valueAsText(value)
     history.addVerdict(sentType, text, null, itemTail(kInvalidVerdictMembers, actionTaken, actionSource))
-    return { verdict: null, errors: n.errors, warnings: n.warnings, cacheHit: false, history: history.encode() }
+    return { verdict: null, errors: n.errors, warnings: n.warnings, cacheHit: false, history: history.encode(), members: null }
   }
   const ind = n.indicator
   const rule = matcherOf(params.allow)?.match(ind) ?? null
   const { a, hit } = rule === null ? lookup(ctx, profile, ind) : { a: overridden(ctx, profile, ind, rule), hit: false }
   const v = render(a, value as string, ind.warnings, { signalDetails: params.signalDetails, evidenceDetails: params.evidenceDetails })
-  history.addVerdict(ind.type, v.indicator.value, ind.normalized, itemTail(historyMembersOf(a, params.signalDetails), actionTaken, actionSource))
+  const members = historyMembersOf(a, params.signalDetails)
+  history.addVerdict(ind.type, v.indicator.value, ind.normalized, itemTail(members, actionTaken, actionSource))
   const verdict: Record<string, unknown> = {
     indicator: v.indicator,
     risk: v.risk,
@@ -321,5 +429,5 @@ export function scoreSingle (item: ChunkItem, params: ChunkParams, ctx: ScoringC
     flags: v.flags,
     recommended_actions: v.recommended_actions
   }
-  return { verdict, errors: [], warnings: ind.warnings, cacheHit: hit, history: history.encode() }
+  return { verdict, errors: [], warnings: ind.warnings, cacheHit: hit, history: history.encode(), members }
 }

@@ -6,7 +6,8 @@
  * contiguous run of those bytes. A bulk hit at that level copies the run into the response with no parsing; any other
  * use (single calls, other detail levels, msgpack) parses the JSON back into the assessment.
  *
- * The index is an `lru-cache` of small integers (a 30-bit hash of the key -> the entry's offset in the ring), so
+ * The index is an LRU map of small integers in typed arrays (int-lru.ts: a 30-bit hash of the key -> the entry's
+ * offset in the ring), so
  * neither the index nor the entries hold JavaScript objects that the garbage collector must copy or trace: holding
  * 100,000 assessment object graphs per thread cost about a quarter of a cold bulk's CPU (docs/OPERATIONS.md).
  *
@@ -15,11 +16,12 @@
  * only after its stored key matches the key asked for, so a hash collision or an overwritten entry is a miss, never a
  * wrong verdict.
  */
-import { LRUCache } from 'lru-cache'
 import type { Assessment } from '../engine/index.ts'
 import { fnv1a } from '../bytes/fnv.ts'
 import { utf8Into } from '../bytes/byte-sink.ts'
 import { kTailRisk as kRisk, kTailSignalsNone as kTailSignals } from './bulk-item.ts'
+import { kNoFacet } from './facets.ts'
+import { IntLru } from './int-lru.ts'
 
 /**
  * Ring bytes reserved per verdict of capacity. An entry (header, key, assessment JSON) took 540-1,300 bytes (10th to
@@ -28,9 +30,10 @@ import { kTailRisk as kRisk, kTailSignalsNone as kTailSignals } from './bulk-ite
 export const kBytesPerVerdict = 768
 const kMinRingBytes = 1 << 20
 /**
- * Entry layout: a 32-byte header, the key (UTF-8), then the verdict: `head` of VerdictTexts, the none tail of the bulk
+ * Entry layout: a 40-byte header, the key (UTF-8), then the verdict: `head` of VerdictTexts, the none tail of the bulk
  * item (bulk-item.ts: kTailRisk, risk, kTailSignalsNone, scores, rest) and a closing `}`, so that head to `}` is the
- * JSON object StoredAssessment. Header slots (byte offsets; uint32 little-endian but the stamp):
+ * JSON object StoredAssessment; then, once a MessagePack call has asked for it, the none tail in MessagePack
+ * (bulk-item.ts packedNoneTail) up to the entry's end. Header slots (byte offsets; uint32 little-endian but the stamp):
  */
 const kSlotLength = 0 // entry length in bytes, header included
 const kSlotKeyBytes = 4 // key length in bytes
@@ -40,7 +43,9 @@ const kSlotRiskEnd = 16 // where the risk's JSON ends
 const kSlotScoresEnd = 20 // where the scores' JSON ends
 /** float64: the logical position the entry was written at (bytes written before it), which tells whether it is whole. */
 const kSlotStamp = 24
-const kHeader = 32
+const kSlotFacet = 32 // the verdict's facet number (facets.ts), kNoFacet when it has none
+const kSlotJsonEnd = 36 // where the JSON ends (after its `}`): the MessagePack tail, if any, runs from here to the end
+const kHeader = 40
 /** Entries larger than this share of the ring are not cached (they would evict too much at once). */
 const kMaxEntryShare = 16
 
@@ -52,6 +57,10 @@ export interface VerdictTexts {
   scores: string
   /** The members of the bulk tail after scores: `,"threat_context":...,"recommended_actions":...`. */
   rest: string
+  /** The facet number of risk and scores (facets.ts); absent or kNoFacet when they have none. */
+  facet?: number
+  /** The none tail in MessagePack (bulk-item.ts packedNoneTail), when a MessagePack call has made it. */
+  packed?: Uint8Array
 }
 
 /** VerdictTexts.head from the JSON texts of its members (CachedVerdict.assessment reads them back). */
@@ -96,6 +105,36 @@ export class CachedVerdict {
     return this.off + this.u32(kSlotTailEnd)
   }
 
+  /** Start of the MessagePack none tail in `ring` (equal to packedEnd when the entry has none). */
+  get packedStart (): number {
+    return this.off + this.u32(kSlotJsonEnd)
+  }
+
+  /** End of the MessagePack none tail in `ring`. */
+  get packedEnd (): number {
+    return this.off + this.u32(kSlotLength)
+  }
+
+  /** The texts the verdict was stored from (to store it again with more). */
+  texts (): VerdictTexts {
+    const o = this.off
+    const tailStart = o + this.u32(kSlotTailStart)
+    const riskEnd = o + this.u32(kSlotRiskEnd)
+    const scoresEnd = o + this.u32(kSlotScoresEnd)
+    return {
+      head: this.ring.toString('utf8', o + kHeader + this.u32(kSlotKeyBytes), tailStart),
+      risk: this.ring.toString('utf8', tailStart + kRisk.length, riskEnd),
+      scores: this.ring.toString('utf8', riskEnd + kTailSignals.length, scoresEnd),
+      rest: this.ring.toString('utf8', scoresEnd, o + this.u32(kSlotTailEnd)),
+      facet: this.facet
+    }
+  }
+
+  /** The facet number stored with the verdict (facets.ts), or kNoFacet. */
+  get facet (): number {
+    return this.u32(kSlotFacet)
+  }
+
   /** JSON text of the assessment's risk. */
   riskJson (): string {
     return this.ring.toString('utf8', this.off + this.u32(kSlotTailStart) + kRisk.length, this.off + this.u32(kSlotRiskEnd))
@@ -108,7 +147,7 @@ export class CachedVerdict {
 
   /** The assessment, parsed from the stored JSON. */
   assessment (): Assessment {
-    const s = JSON.parse(this.ring.toString('utf8', this.off + kHeader + this.u32(kSlotKeyBytes), this.off + this.u32(kSlotLength))) as StoredAssessment
+    const s = JSON.parse(this.ring.toString('utf8', this.off + kHeader + this.u32(kSlotKeyBytes), this.off + this.u32(kSlotJsonEnd))) as StoredAssessment
     return {
       type: s.type,
       normalized: s.normalized,
@@ -126,7 +165,7 @@ export class CachedVerdict {
 export class VerdictCache {
   readonly max: number
   readonly ring: Buffer
-  private readonly index: LRUCache<number, number>
+  private readonly index: IntLru
   /** Logical write position: bytes written so far (skipped ring ends included); the physical offset is head % size. */
   private head = 0
   private readonly size: number
@@ -135,7 +174,7 @@ export class VerdictCache {
     this.max = max
     this.size = Math.max(kMinRingBytes, Math.min(max * kBytesPerVerdict, 2 ** 29))
     this.ring = Buffer.alloc(this.size)
-    this.index = new LRUCache<number, number>({ max })
+    this.index = new IntLru(Math.max(1, max))
   }
 
   /** Number of indexed verdicts (some may since have been overwritten in the ring; those miss on lookup). */
@@ -146,7 +185,7 @@ export class VerdictCache {
   /** The verdict stored under `key`, or undefined. */
   get (key: string, h = hash30(key)): CachedVerdict | undefined {
     const off = this.index.get(h)
-    if (off === undefined) return undefined
+    if (off < 0) return undefined
     const state = this.check(off, key)
     if (state !== kWhole) {
       // An overwritten entry leaves the index; one of another key with the same hash stays (this key simply misses).
@@ -171,7 +210,8 @@ export class VerdictCache {
    */
   set (key: string, v: VerdictTexts, hash = hash30(key)): CachedVerdict | null {
     // Reserve the most UTF-8 can take, write, then give back what was not used (nothing is written after it).
-    const most = kHeader + 3 * (key.length + v.head.length + v.risk.length + v.scores.length + v.rest.length) + kRisk.length + kTailSignals.length + 1
+    const packed = v.packed?.length ?? 0
+    const most = kHeader + 3 * (key.length + v.head.length + v.risk.length + v.scores.length + v.rest.length) + kRisk.length + kTailSignals.length + 1 + packed
     if (most > this.size / kMaxEntryShare) return null
     const off = this.reserve(most)
     const stamp = this.head - most
@@ -194,6 +234,11 @@ export class VerdictCache {
     p += utf8Into(r, v.rest, p)
     const tailEnd = p
     r[p++] = 0x7d // }
+    const jsonEnd = p
+    if (v.packed !== undefined) {
+      r.set(v.packed, p)
+      p += packed
+    }
     const len = p - off
     this.head -= most - len
     r.writeUInt32LE(len, off + kSlotLength)
@@ -203,6 +248,8 @@ export class VerdictCache {
     r.writeUInt32LE(riskEnd - off, off + kSlotRiskEnd)
     r.writeUInt32LE(scoresEnd - off, off + kSlotScoresEnd)
     r.writeDoubleLE(stamp, off + kSlotStamp)
+    r.writeUInt32LE(v.facet ?? kNoFacet, off + kSlotFacet)
+    r.writeUInt32LE(jsonEnd - off, off + kSlotJsonEnd)
     this.index.set(hash, off)
     return new CachedVerdict(r, off)
   }

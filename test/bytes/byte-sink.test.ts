@@ -26,6 +26,24 @@ test('utf8Into writes what Buffer#write writes, cutting at a character boundary 
   assert.equal(buf.toString('latin1'), '......ab')
 })
 
+test('text() writes what write() writes, and jsonString() the UTF-8 of JSON.stringify, for any string', () => {
+  const strings = ['', 'plain ascii', '192.0.2.1', 'BÜCHER.de', 'xü', 'x\u{1f600}y', 'lone \ud800 surrogate', 'end high \udbff', '\udc00 low first',
+    '\u0000nul', 'tab\there', 'line\nfeed', 'quote"d', 'back\\slash', 'del\u007f', 'sep\u2028', '\u001f', 'a'.repeat(5000)]
+  for (const s of strings) {
+    const a = new ByteSink(1024)
+    const b = new ByteSink(1024)
+    a.byte(0x2e)
+    b.byte(0x2e)
+    a.text(s)
+    b.write(s)
+    assert.ok(Buffer.from(a.take()).equals(Buffer.from(b.take())), `text ${JSON.stringify(s)}`)
+    const j = new ByteSink(1024)
+    j.byte(0x2e)
+    j.jsonString(s)
+    assert.equal(Buffer.from(j.take()).toString('utf8', 1), Buffer.from(JSON.stringify(s)).toString(), `jsonString ${JSON.stringify(s)}`)
+  }
+})
+
 test('a sink grows past its first buffer, and take() copies: clearing and rewriting leaves taken bytes alone', () => {
   const sink = new ByteSink(1024)
   const text = 'é'.repeat(3000)

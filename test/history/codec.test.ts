@@ -143,6 +143,21 @@ test('a chunk with more distinct members than a part shares still keeps every re
   assert.deepEqual(rowsOf(items.encode()).map((r) => r.item), expected)
 })
 
+test('tails found by the caller\'s key give the same part, byte for byte, as tails found by their text', () => {
+  const tails = Array.from({ length: 1500 }, (_, i) => itemTail(`"risk":{"score":${i}},"scores":{},"labels":[],"label_count":0`, null, null))
+  const values = ['1.2.3.4', 'bücher.de', 'x\u0000y', 'a\ud800', '😀.example', 'plain.example', '']
+  const byText = new HistoryItems(10)
+  const byKey = new HistoryItems(10)
+  for (let i = 0; i < 6000; i++) {
+    // Past the part's 1,024 shared tails too: keys of tails that are not shared find nothing, as their text does not.
+    const t = i % 3 === 0 ? i % 1500 : i % 40
+    const v = values[i % values.length] as string
+    byText.addVerdict('domain', v, i % 2 === 0 ? v : `n${i}`, tails[t] as string)
+    byKey.addVerdict('domain', v, i % 2 === 0 ? v : `n${i}`, tails[t] as string, i % 5 === 0 ? -1 : t)
+  }
+  assert.ok(Buffer.from(byKey.encode()).equals(Buffer.from(byText.encode())))
+})
+
 /** A part in format 1 (before shared members), as versions before format 2 stored it. */
 function formatOnePart (items: Array<[string | null, string, string | null, string]>): Uint8Array {
   const strings = items.flat()

@@ -7,13 +7,15 @@ import { test } from 'node:test'
 import { mixedCorpus } from '../../bench/corpus.ts'
 import { mergeJson, mergeMsgpack, type EncodedChunk } from '../../src/bulk/merge.ts'
 import type { Chunks } from '../../src/bulk/chunk.ts'
-import { render } from '../../src/engine/index.ts'
+import { assess, normalize, render, selectProfile } from '../../src/engine/index.ts'
+import { ByteSink } from '../../src/bytes/byte-sink.ts'
 import type { Verdict } from '../../src/engine/types.ts'
 import {
   answerHead, clientPackr, invalidIndicator, invalidItemJson, invalidItemObject, itemEnd, itemHead, itemObject, kJsonAnswerEnd,
-  noneTail, readBulkAnswer, readBulkItems, tailRest, verdictTail
+  noneTail, packedNoneTail, packedWarnings, readBulkAnswer, readBulkItems, tailRest, verdictTail, writePackedItemHead, writePackedNoneTail
 } from '../../src/pool/bulk-item.ts'
-import { createShardCache, scoreBulkChunk, type ChunkItem, type ScoringContext } from '../../src/pool/score-chunk.ts'
+import { createShardCache, scoreBulkChunk, threadPackr, type ChunkItem, type ScoringContext } from '../../src/pool/score-chunk.ts'
+import { encodeItems } from '../../src/pool/scoring-pool.ts'
 import { sampleSnapshot } from '../helper.ts'
 
 const kItemOrder = ['indicator', 'risk', 'signals', 'signal_count', 'scores', 'threat_context', 'recommended_actions']
@@ -95,4 +97,62 @@ test('an answer reads back as meta and results in request order, JSON and Messag
     assert.deepEqual(readBulkAnswer('msgpack', mergeMsgpack({ ...meta, record_count: n }, chunks, fix)), { meta: { ...meta, record_count: n }, results: want }, `msgpack ${n}`)
   }
   assert.equal(answerHead('json', meta, 3).toString() + kJsonAnswerEnd.toString(), '{"meta":{"bulk_request_id":"b-1","record_count":0},"results":[]}')
+})
+
+test('a MessagePack item written from pieces is, byte for byte, clientPackr\'s packing of its object form', async () => {
+  const snapshot = await sampleSnapshot()
+  const { profile } = selectProfile(null)
+  const values = [...mixedCorpus(400, 17).map((x) => x.value), '1.2.3[.]4', 'BÜCHER.de.', 'x'.repeat(27) + '.com', 'y'.repeat(28) + '.com',
+    'z'.repeat(250) + '.com', 'w'.repeat(251) + '.com', 'пример.рф', 'hxxp://evil[.]example/x']
+  let checked = 0
+  for (const value of values) {
+    const n = normalize(value, undefined)
+    if (!n.ok) continue
+    const a = assess(n.indicator, profile, snapshot)
+    const warnings = n.indicator.warnings
+    const want = Buffer.from(clientPackr.pack(itemObject(render(a, value, warnings, { signalDetails: 'none', evidenceDetails: 'none' }), warnings)))
+    const sink = new ByteSink(1024)
+    writePackedItemHead(sink, n.indicator.type, value, n.indicator.normalized, warnings.length > 0)
+    sink.bytes(packedNoneTail(a.risk, a.scores, a.threat_context, a.recommended_actions))
+    if (warnings.length > 0) sink.bytes(packedWarnings(warnings))
+    assert.ok(Buffer.from(sink.take()).equals(want), value)
+    const direct = new ByteSink(1024)
+    writePackedItemHead(direct, n.indicator.type, value, n.indicator.normalized, warnings.length > 0)
+    writePackedNoneTail(direct, a.risk, a.scores, a.threat_context, a.recommended_actions)
+    if (warnings.length > 0) direct.bytes(packedWarnings(warnings))
+    assert.ok(Buffer.from(direct.take()).equals(want), `${value}, packed directly`)
+    checked++
+  }
+  assert.ok(checked > 300, `${checked} items`)
+})
+
+test('chunks travel to a scoring thread as threadPackr packs them, and unpacked when a string has a lone surrogate', () => {
+  const plain: ChunkItem[] = mixedCorpus(3000, 23).map((x, i) => [x.type, x.value, i % 3 === 0 ? 'block' : null, i % 5 === 0 ? 'edr' : null])
+  const odd: ChunkItem[] = [[undefined, 'bücher.de', null, 'ÉDR'], [null, 'x'.repeat(40), null, null], ['domain', 'y'.repeat(300), 'allow', null],
+    ['ip', 'z'.repeat(70_000), null, null], ['😀', '😀.example', null, null]]
+  for (const items of [plain, plain.slice(0, 15), plain.slice(0, 16), odd, [...plain, ...odd], [], [[7, { a: 1 }, null, null] as ChunkItem]]) {
+    const got = encodeItems(items)
+    assert.ok(got instanceof Uint8Array)
+    assert.ok(Buffer.from(got).equals(Buffer.from(threadPackr.pack(items))), `${items.length} items`)
+  }
+  const lone: ChunkItem[] = [...plain.slice(0, 5), ['domain', 'a\ud800b', null, null]]
+  assert.equal(encodeItems(lone), lone)
+})
+
+test('the packed none tail written directly is packedNoneTail\'s bytes for any plain data, and falls back for the rest', () => {
+  const numbers = [0, 1, 127, 128, 255, 256, 65_535, 65_536, 2 ** 32 - 1, 2 ** 32, 2 ** 53, -1, -32, -33, -128, -129, -32_768, -32_769,
+    -(2 ** 31), -(2 ** 31) - 1, 0.5, -0.25, -0, 1e-7, 1e21, Number.MAX_VALUE, NaN, Infinity, -Infinity]
+  const long = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`k${i}`, i * 1.5]))
+  const values: unknown[] = [
+    { numbers }, { s: ['', 'é', 'x'.repeat(31), 'x'.repeat(32), 'y'.repeat(300), 'z'.repeat(70_000), '\ud800'] }, { b: [true, false, null] },
+    { nested: [[], [[1]], Array.from({ length: 20 }, (_, i) => i), Array.from({ length: 70_000 }, () => 0)] }, long, {},
+    { '10': 'integer-like key first', a: 1 }, { u: undefined }, { d: new Date(0) }, [new Map([['a', 1]])]
+  ]
+  for (const v of values) {
+    const sink = new ByteSink(64)
+    sink.byte(0x2e)
+    writePackedNoneTail(sink, v, v, v, v)
+    const want = Buffer.concat([Buffer.from([0x2e]), Buffer.from(packedNoneTail(v, v, v, v))])
+    assert.ok(Buffer.from(sink.take()).equals(want), JSON.stringify(v)?.slice(0, 80))
+  }
 })

@@ -19,7 +19,7 @@ test('a lease taken before a reload keeps scoring on its pool until released; th
   assert.notEqual(fresh.pool, lease.pool, 'new leases get the new pool')
   fresh.release()
   const out = await lease.pool.runSingle([null, '192.0.2.1', null, null], kParams)
-  assert.notEqual(out.verdict, null, 'the old pool still scores for its lease holder')
+  assert.equal(out.type, 'ip', 'the old pool still scores for its lease holder')
   lease.release()
   lease.release() // idempotent
   await new Promise((resolve) => setImmediate(resolve))

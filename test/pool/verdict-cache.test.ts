@@ -11,7 +11,12 @@ import { mixedCorpus } from '../../bench/corpus.ts'
 import type { EvidenceDetails, SignalDetails } from '../../src/engine/types.ts'
 import { createShardCache, scoreBulkChunk, scoreSingle, type ChunkItem, type ChunkParams, type ScoringContext } from '../../src/pool/score-chunk.ts'
 import { hash30, VerdictCache, type VerdictTexts } from '../../src/pool/verdict-cache.ts'
-import { sampleSnapshot } from '../helper.ts'
+import { Facets, kNoFacet } from '../../src/pool/facets.ts'
+import { IntLru } from '../../src/pool/int-lru.ts'
+import { itemTail, verdictMembers } from '../../src/history/record.ts'
+import type { Assessment } from '../../src/engine/index.ts'
+import { ScoringPool } from '../../src/pool/scoring-pool.ts'
+import { sampleSnapshot, sampleSnapshotData } from '../helper.ts'
 
 /** Every IP, domain and SHA-256 named in the shipped sample feeds (listed indicators, with evidence), plus a mixed corpus. */
 function corpus (): ChunkItem[] {
@@ -88,6 +93,37 @@ test('single calls answer exactly as without a cache, and report the hit, at eve
       }
     }
   }
+})
+
+test('single calls answered from verdicts kept on the main thread are byte for byte the scored answers', async () => {
+  const data = await sampleSnapshotData()
+  const kept = new ScoringPool(data, { size: 0, cacheSize: 1000 })
+  const plain = new ScoringPool(data, { size: 0, cacheSize: 0 })
+  // Spellings of one indicator (defanged, other case, trailing dot) share a kept verdict and echo their own value.
+  const values = [...corpus().slice(0, 150).map((x) => x[1]), '1.2.3[.]4', '1.2.3.4', 'EXAMPLE.com.', 'example.com', 'BÜCHER.de.', 'bücher.de', 'not an ip']
+  let hits = 0
+  for (const signalDetails of kLevels) {
+    for (const evidenceDetails of kEvidence) {
+      for (let round = 0; round < 2; round++) {
+        for (const [i, value] of values.entries()) {
+          const item: ChunkItem = [i % 3 === 0 ? 'domain' : undefined, value, i % 2 === 0 ? 'block' : null, i % 4 === 0 ? 'edr' : null]
+          for (const format of ['json', 'msgpack'] as const) {
+            const params: ChunkParams = { mode: 'single', format, scoringVersion: null, signalDetails, evidenceDetails }
+            const got = await kept.runSingle(item, params)
+            const want = await plain.runSingle(item, params)
+            if (got.cacheHit) hits++
+            assert.equal(got.json, want.json, `${String(value)} ${format} ${signalDetails}/${evidenceDetails}`)
+            assert.deepEqual(got.verdict, want.verdict)
+            assert.deepEqual([got.type, got.category, got.errors, got.warnings], [want.type, want.category, want.errors, want.warnings])
+            sameBytes(got.history, want.history, `history of ${String(value)}`)
+          }
+        }
+      }
+    }
+  }
+  assert.ok(hits > values.length * 9, `${hits} answers from kept verdicts`)
+  await kept.close()
+  await plain.close()
 })
 
 function texts (n: number, pad = 0): VerdictTexts {
@@ -206,4 +242,68 @@ test('keys and texts outside ASCII are stored and compared by their UTF-8 bytes'
   assert.equal(v.scoresJson(), t.scores.replace('"g"', '"ğ"'))
   assert.equal(v.assessment().normalized, '10.0.0.3')
   assert.deepEqual(v.assessment().risk, { score: 3, strength: 'weak', category: 'ç3', evidence_saturation: 'none' })
+})
+
+test('facets: one number per risk and scores pair, by identity when frozen and by text otherwise, none past the bound', () => {
+  const f = new Facets(2)
+  const risk = Object.freeze({ score: 50, strength: 'weak', category: 'unknown', evidence_saturation: 'none' })
+  const scores = Object.freeze({ signal_groups: Object.freeze({}), signal_subgroups: Object.freeze({}) })
+  const a = { risk, scores } as unknown as Assessment
+  const rj = JSON.stringify(risk)
+  const sj = JSON.stringify(scores)
+  const first = f.of(a, rj, sj)
+  assert.ok(first !== null)
+  assert.equal(first.id, 0)
+  assert.equal(first.category, 'unknown')
+  assert.equal(first.members, verdictMembers(rj, sj, []))
+  assert.equal(first.tail, itemTail(first.members, null, null))
+  // The same texts from objects that are not frozen: the same facet.
+  assert.equal(f.of({ risk: { ...risk }, scores: { ...scores } } as unknown as Assessment, rj, sj), first)
+  const other = { risk: { ...risk, score: 90, category: 'malware' }, scores } as unknown as Assessment
+  const second = f.of(other, JSON.stringify(other.risk), sj)
+  assert.equal(second?.id, 1)
+  assert.equal(f.byId(1), second)
+  const third = { risk: { ...risk, score: 91 }, scores } as unknown as Assessment
+  assert.equal(f.of(third, JSON.stringify(third.risk), sj), null, 'the table is full')
+  assert.equal(f.of(a, rj, sj), first, 'known pairs are still found')
+  assert.equal(f.byId(kNoFacet), undefined)
+  // A cache entry keeps its facet number.
+  const c = new VerdictCache(10)
+  c.set('k', { ...texts(1), facet: 1 })
+  assert.equal(c.get('k')?.facet, 1)
+  c.set('k2', texts(2))
+  assert.equal(c.get('k2')?.facet, kNoFacet)
+})
+
+test('the index LRU keeps exactly what a reference LRU keeps, through sets, hits, deletes and evictions', () => {
+  for (const max of [1, 2, 7, 100, 1000]) {
+    const lru = new IntLru(max)
+    const ref = new Map<number, number>() // insertion order = recency order, oldest first
+    let seed = max
+    const rnd = (n: number): number => { seed = (seed * 1103515245 + 12345) & 0x7fffffff; return seed % n }
+    // Keys from a small range collide in the table's probe runs; some are large 30-bit hashes.
+    const key = (): number => rnd(4) === 0 ? (rnd(1 << 30) | 0) : rnd(max * 3)
+    for (let i = 0; i < 40_000; i++) {
+      const k = key()
+      const op = rnd(10)
+      if (op < 5) {
+        const v = rnd(1 << 29)
+        lru.set(k, v)
+        ref.delete(k)
+        ref.set(k, v)
+        if (ref.size > max) ref.delete(ref.keys().next().value as number)
+      } else if (op < 9) {
+        const want = ref.get(k)
+        assert.equal(lru.get(k), want ?? -1, `get ${k} (max ${max}, op ${i})`)
+        if (want !== undefined) {
+          ref.delete(k)
+          ref.set(k, want)
+        }
+      } else {
+        assert.equal(lru.delete(k), ref.delete(k))
+      }
+      assert.equal(lru.size, ref.size)
+    }
+    for (const [k, v] of ref) assert.equal(lru.get(k), v)
+  }
 })
