@@ -5,7 +5,7 @@
  * store's position, so nothing is lost or written twice), and flushes it on shutdown.
  */
 import { Worker } from 'node:worker_threads'
-import { kWorkerShim, workerEntry } from '../worker-entry.ts'
+import { kWorkerExecArgv, kWorkerShim, workerEntry } from '../worker-entry.ts'
 import type { Logger } from 'pino'
 import type { StoreOptions } from '../config.ts'
 import type { SpareBuffers } from '../bytes/byte-sink.ts'
@@ -96,6 +96,7 @@ export class HistoryClient implements HistorySink {
   private async spawn (): Promise<void> {
     const { store, spoolDir, batch, flushMs, retentionDays } = this.options
     const worker = new Worker(kWorkerShim, {
+      execArgv: [...kWorkerExecArgv],
       workerData: {
         entry: workerEntry('history'),
         store,

@@ -8,7 +8,7 @@ import { fnv1aFolded } from '../bytes/fnv.ts'
 import { PoolClosedError } from '../errors.ts'
 import { Snapshot, type SnapshotData } from '../engine/index.ts'
 import { SpareBuffers } from '../bytes/byte-sink.ts'
-import { kWorkerShim, workerEntry } from '../worker-entry.ts'
+import { kWorkerExecArgv, kWorkerShim, workerEntry } from '../worker-entry.ts'
 import {
   createShardCache, scoreBulkChunk, scoreSingle, threadPackr,
   type BulkChunkOutput, type ChunkItem, type ChunkParams, type ScoringContext, type SingleChunkOutput
@@ -57,6 +57,7 @@ export class ScoringPool {
     for (let i = 0; i < options.size; i++) {
       this.pools.push(new Piscina({
         filename: kWorkerShim,
+        execArgv: [...kWorkerExecArgv],
         minThreads: 1,
         maxThreads: 1,
         maxQueue: kMaxQueuePerShard,
