@@ -92,8 +92,8 @@ async function serve (config: Readonly<Config>): Promise<void> {
       logger.error('shutdown timed out; exiting with unwritten history left in the journal')
       // Every answered request's history is in the journal already; the next start writes what the store lacks.
       const exit = (): never => process.exit(1)
-      svc.history.close().then(exit, exit)
-      setTimeout(exit, 5_000).unref()
+      svc.destroy(new Error('shutdown timed out')).then(exit, exit)
+      setTimeout(exit, 10_000).unref()
     }, config.shutdownTimeoutMs)
     timer.unref()
     app.close().then(() => {

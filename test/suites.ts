@@ -47,6 +47,7 @@ export const kSuites = {
   ],
   services: [
     'history/accounting.test.ts',
+    'history/destroy.test.ts',
     'history/quota.test.ts',
     'history/retention.test.ts',
     'history/search-history.test.ts',
