@@ -3,7 +3,8 @@
 // it when a bundle is missing or older than its sources; a thread then loads one plain module instead of registering
 // tsx and transforming its module graph again.
 //
-// Packages stay imports (resolved from the project's node_modules, as from the sources). import.meta.url, .dirname
+// Packages stay imports (resolved from the project's node_modules, as from the sources), except one whose bindings
+// the bundle never uses (see packagesFree). import.meta.url, .dirname
 // and .filename are replaced in each file by that file's own location, so code that finds files next to itself (the
 // reference data, package.json, the sources the intel cache key covers) reads the same files as from src/.
 // A bundle is named by a digest of its code, so a file once written never changes. Prints one JSON line per worker:
@@ -26,8 +27,11 @@ const kKeepMs = 86_400_000
 
 const sha256 = (data) => createHash('sha256').update(data).digest('hex')
 
+/** This file's own digest: a bundle made differently is made again. */
+const kSelf = sha256(await readFile(fileURLToPath(import.meta.url), 'utf8'))
+
 for (const name of names) {
-  const inputs = {}
+  const inputs = { [relative(kRoot, fileURLToPath(import.meta.url))]: kSelf }
   // Reads every project file itself: the digests are of exactly the text bundled, and import.meta is made concrete.
   const ownLocation = {
     name: 'own-location',
@@ -43,6 +47,15 @@ for (const name of names) {
       })
     }
   }
+  // Packages stay imports; one whose bindings the bundle never uses is left out (it is code of a module the worker
+  // imports for other exports: the quota counter's Redis client in the history thread, the feed fetcher's HTTP
+  // client in the intel thread).
+  const packagesFree = {
+    name: 'packages-without-side-effects',
+    setup (b) {
+      b.onResolve({ filter: /^[^./]/ }, (args) => args.path.startsWith('node:') ? undefined : { path: args.path, external: true, sideEffects: false })
+    }
+  }
   const result = await build({
     absWorkingDir: kRoot,
     entryPoints: [join(kRoot, 'workers', `${name}.ts`)],
@@ -50,10 +63,9 @@ for (const name of names) {
     platform: 'node',
     format: 'esm',
     target: 'node20',
-    packages: 'external',
     write: false,
     logLevel: 'silent',
-    plugins: [ownLocation]
+    plugins: [packagesFree, ownLocation]
   })
   const code = result.outputFiles[0].contents
   const file = join(outDir, `${name}-${sha256(code).slice(0, 16)}.mjs`)
