@@ -1,37 +1,94 @@
-// Bundles worker modules (workers/<name>.ts and what they import from src/) into one JavaScript file each, with
-// esbuild, the compiler tsx itself runs on: `node workers/bundle.js <outDir> <name>...`. src/worker-entry.ts runs
-// it when a bundle is missing or older than its sources; a thread then loads one plain module instead of registering
-// tsx and transforming its module graph again.
+// Bundles of the TypeScript sources, so that a thread or a process loads one plain JavaScript module instead of
+// registering tsx and transforming its module graph again: `workers/<name>.ts` for each worker thread
+// (src/worker-entry.ts) and `src/main.ts` for the command line (bin/ioc-verdict.js, name `main`).
 //
-// Packages stay imports (resolved from the project's node_modules, as from the sources), except one whose bindings
-// the bundle never uses (see packagesFree). import.meta.url, .dirname
-// and .filename are replaced in each file by that file's own location, so code that finds files next to itself (the
-// reference data, package.json, the sources the intel cache key covers) reads the same files as from src/.
-// A bundle is named by a digest of its code, so a file once written never changes. Prints one JSON line per worker:
-// { name, file, inputs }, inputs mapping each project file it was made of to the SHA-256 of the text bundled.
+// bundleFile(name) returns the bundle of the current sources: it reads the bundle's manifest (the project directory it
+// was built in, and the SHA-256 of every source file it was made of) and, when a source differs or the bundle is
+// missing, runs this file as a program (`node workers/bundle.js <outDir> <name>`, in a child process: esbuild's
+// plugins need its asynchronous API), which bundles with esbuild, the compiler tsx runs on, and prints the manifest.
+//
+// Packages stay imports, resolved from the project's node_modules as from the sources, except one whose bindings the
+// bundle never uses (a module it imports for other exports imports it: the quota counter's Redis client in the
+// history thread), which is left out. import.meta.url, .dirname and .filename are replaced in each file by that
+// file's own location, so code that finds files next to itself (reference data, package.json, the sources the intel
+// cache key covers) reads the same files as from src/. A bundle is named by a digest of its code, so a file once
+// written never changes; bundles older than a day, other than the newest, are removed when one is written.
+import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
-import { dirname, join, relative, resolve } from 'node:path'
+import { basename, dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
-import { build } from 'esbuild'
 
-const kRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..')
-const [outDir, ...names] = process.argv.slice(2)
-if (outDir === undefined || names.length === 0) {
-  process.stderr.write('usage: node workers/bundle.js <outDir> <name>...\n')
-  process.exit(2)
-}
-
-/** Bundles of a worker older than this, other than the newest, are removed when a new one is written. */
+const kSelfPath = fileURLToPath(import.meta.url)
+const kRoot = resolve(dirname(kSelfPath), '..')
+/** Where bundles and their manifests are kept (git-ignored). */
+export const kBundleDir = join(kRoot, '.cache', 'bundles')
+const kBuildTimeoutMs = 60_000
 const kKeepMs = 86_400_000
 
 const sha256 = (data) => createHash('sha256').update(data).digest('hex')
 
-/** This file's own digest: a bundle made differently is made again. */
-const kSelf = sha256(await readFile(fileURLToPath(import.meta.url), 'utf8'))
+/** The source file a bundle name stands for. */
+function entryOf (name) {
+  return name === 'main' ? join(kRoot, 'src', 'main.ts') : join(kRoot, 'workers', `${name}.ts`)
+}
 
-for (const name of names) {
-  const inputs = { [relative(kRoot, fileURLToPath(import.meta.url))]: kSelf }
+function manifestPath (name) {
+  return join(kBundleDir, `${name}.json`)
+}
+
+/**
+ * The bundle of `name`'s current sources (an absolute path), built when needed; null when none can be had (the
+ * cache cannot be written, or esbuild is missing), with the reason in `onFailure`.
+ * @param {string} name
+ * @param {(err: Error) => void} [onFailure]
+ * @returns {string | null}
+ */
+export function bundleFile (name, onFailure) {
+  const fresh = freshBundle(name)
+  if (fresh !== null) return fresh
+  try {
+    mkdirSync(kBundleDir, { recursive: true })
+    const out = execFileSync(process.execPath, [kSelfPath, kBundleDir, name], {
+      encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: kBuildTimeoutMs
+    })
+    const built = JSON.parse(out.trim())
+    const tmp = `${manifestPath(name)}.${process.pid}.tmp`
+    writeFileSync(tmp, JSON.stringify({ root: kRoot, file: basename(built.file), inputs: built.inputs }))
+    renameSync(tmp, manifestPath(name))
+    return built.file
+  } catch (err) {
+    onFailure?.(err)
+    return null
+  }
+}
+
+/** The bundle its manifest names, when it exists and every source it lists is unchanged. */
+function freshBundle (name) {
+  let manifest
+  try {
+    manifest = JSON.parse(readFileSync(manifestPath(name), 'utf8'))
+  } catch {
+    return null
+  }
+  if (manifest.root !== kRoot || typeof manifest.file !== 'string') return null
+  const file = join(kBundleDir, basename(manifest.file))
+  if (!existsSync(file)) return null
+  for (const [path, digest] of Object.entries(manifest.inputs)) {
+    try {
+      if (sha256(readFileSync(join(kRoot, path))) !== digest) return null
+    } catch {
+      return null
+    }
+  }
+  return file
+}
+
+/** Bundles `name` into `outDir`; resolves to the file and its inputs' digests (this file's own among them). */
+async function build (name, outDir) {
+  const { build: esbuild } = await import('esbuild')
+  const inputs = { [relative(kRoot, kSelfPath)]: sha256(await readFile(kSelfPath)) }
   // Reads every project file itself: the digests are of exactly the text bundled, and import.meta is made concrete.
   const ownLocation = {
     name: 'own-location',
@@ -47,18 +104,15 @@ for (const name of names) {
       })
     }
   }
-  // Packages stay imports; one whose bindings the bundle never uses is left out (it is code of a module the worker
-  // imports for other exports: the quota counter's Redis client in the history thread, the feed fetcher's HTTP
-  // client in the intel thread).
   const packagesFree = {
     name: 'packages-without-side-effects',
     setup (b) {
       b.onResolve({ filter: /^[^./]/ }, (args) => args.path.startsWith('node:') ? undefined : { path: args.path, external: true, sideEffects: false })
     }
   }
-  const result = await build({
+  const result = await esbuild({
     absWorkingDir: kRoot,
-    entryPoints: [join(kRoot, 'workers', `${name}.ts`)],
+    entryPoints: [entryOf(name)],
     bundle: true,
     platform: 'node',
     format: 'esm',
@@ -78,5 +132,14 @@ for (const name of names) {
     if (p === file || !f.startsWith(`${name}-`) || !f.endsWith('.mjs')) continue
     if (Date.now() - (await stat(p)).mtimeMs > kKeepMs) await rm(p, { force: true })
   }
-  process.stdout.write(JSON.stringify({ name, file, inputs }) + '\n')
+  return { file, inputs }
+}
+
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === kSelfPath) {
+  const [outDir, ...names] = process.argv.slice(2)
+  if (outDir === undefined || names.length === 0) {
+    process.stderr.write('usage: node workers/bundle.js <outDir> <name>...\n')
+    process.exit(2)
+  }
+  for (const name of names) process.stdout.write(JSON.stringify({ name, ...await build(name, outDir) }) + '\n')
 }

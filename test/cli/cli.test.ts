@@ -13,7 +13,7 @@ import { request } from 'undici'
 import { kTestIntelCache } from '../helper.ts'
 
 const kRoot = join(import.meta.dirname, '..', '..')
-const kMain = join(kRoot, 'src', 'main.ts')
+const kMain = join(kRoot, 'bin', 'ioc-verdict.js')
 const kDataDir = mkdtempSync(join(tmpdir(), 'iocv-cli-'))
 after(() => rmSync(kDataDir, { recursive: true, force: true }))
 
@@ -22,7 +22,7 @@ interface Run { code: number | null, stdout: string, stderr: string }
 /** Runs `ioc-verdict ...args` with a temporary data dir and the shared test intel cache. */
 async function cli (args: string[], env: Record<string, string> = {}): Promise<Run> {
   return await new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', kMain, ...args], {
+    execFile(process.execPath, [kMain, ...args], {
       cwd: kRoot,
       env: { PATH: process.env.PATH, IOC_DATA_DIR: kDataDir, IOC_LOG_LEVEL: 'warn', IOC_INTEL_CACHE_DIR: kTestIntelCache, ...env }
     }, (err, stdout, stderr) => {
@@ -151,7 +151,7 @@ test('serve prints its address and a first-start key, answers with that key, and
   const dir = mkdtempSync(join(tmpdir(), 'iocv-cli-serve-'))
   t.after(() => rmSync(dir, { recursive: true, force: true }))
   const start = async (): Promise<{ base: string, key: string | null, stop: () => Promise<number | null> }> => {
-    const proc = spawn(process.execPath, ['--import', 'tsx', kMain, 'serve'], {
+    const proc = spawn(process.execPath, [kMain, 'serve'], {
       cwd: kRoot,
       env: { PATH: process.env.PATH, IOC_DATA_DIR: dir, IOC_PORT: '0', IOC_POOL_SIZE: '0', IOC_LOG_LEVEL: 'warn', IOC_INTEL_CACHE_DIR: kTestIntelCache },
       stdio: ['ignore', 'ignore', 'pipe']

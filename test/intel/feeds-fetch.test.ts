@@ -344,7 +344,7 @@ test('intel status prints the table from the status file the service writes', as
   const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/f?token=abcdefsecret` }))
   await refresh(svc)
   const run = (args: string[]): { status: number | null, stdout: string, stderr: string } => {
-    const r = spawnSync(process.execPath, ['--import', 'tsx', join(kRoot, 'src', 'main.ts'), 'intel', 'status', ...args], {
+    const r = spawnSync(process.execPath, [join(kRoot, 'bin', 'ioc-verdict.js'), 'intel', 'status', ...args], {
       env: { ...process.env, IOC_DATA_DIR: dir, IOC_LOG_LEVEL: 'silent' }, encoding: 'utf8'
     })
     return { status: r.status, stdout: r.stdout, stderr: r.stderr }
@@ -357,7 +357,7 @@ test('intel status prints the table from the status file the service writes', as
   const json = JSON.parse(run(['--json']).stdout) as { sources: Row[] }
   assert.equal(json.sources[0]?.status, 'failed')
   assert.ok(!JSON.stringify(json).includes('abcdefsecret'))
-  const empty = spawnSync(process.execPath, ['--import', 'tsx', join(kRoot, 'src', 'main.ts'), 'intel', 'status'], {
+  const empty = spawnSync(process.execPath, [join(kRoot, 'bin', 'ioc-verdict.js'), 'intel', 'status'], {
     env: { ...process.env, IOC_DATA_DIR: tempDir(t), IOC_LOG_LEVEL: 'silent' }, encoding: 'utf8'
   })
   assert.equal(empty.status, 1)
