@@ -18,6 +18,7 @@ export const kSuites = {
   unit: [
     'bytes/byte-sink.test.ts',
     'config/config.test.ts',
+    'engine/dga.test.ts',
     'engine/feeds.test.ts',
     'engine/lexical.test.ts',
     'engine/normalize.test.ts',
@@ -26,6 +27,7 @@ export const kSuites = {
     'history/record.test.ts',
     'history/spool.test.ts',
     'http/public-errors.test.ts',
+    'intel/public-manifest.test.ts',
     'lint/import-rooms.test.ts',
     'pool/bulk-item.test.ts',
     'pool/verdict-cache.test.ts',
@@ -34,6 +36,7 @@ export const kSuites = {
   ],
   http: [
     'dashboard/session.test.ts',
+    'http/allowlist.test.ts',
     'http/auth.test.ts',
     'http/bulk-formats.test.ts',
     'http/bulk.test.ts',
