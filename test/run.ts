@@ -10,13 +10,14 @@
  * on stderr), --test-name-pattern=RE, and --test-reporter=NAME|PATH with --test-reporter-destination=stdout|stderr|PATH
  * as node's (default: spec on a terminal, tap otherwise).
  */
-import { createWriteStream } from 'node:fs'
+import { createWriteStream, readdirSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { join, resolve } from 'node:path'
 import { PassThrough, type Readable, type Writable } from 'node:stream'
 import { run } from 'node:test'
 import * as reporters from 'node:test/reporters'
 import { pathToFileURL } from 'node:url'
+import { bundleFile } from '../workers/bundle.js'
 import { runOrder, kTestRoot } from './suites.ts'
 
 /**
@@ -86,6 +87,11 @@ function report (events: Readable, reporter: Reporter, destination: Writable): v
   const out = typeof reporter === 'function' ? source.compose(reporter as never) : source.pipe(reporter)
   out.pipe(destination, { end: destination !== process.stdout && destination !== process.stderr })
 }
+
+// The command line's and the threads' bundles are made (or found current) here, once, before several files at a
+// time would each make the same ones.
+const workers = readdirSync(join(kTestRoot, '..', 'workers')).filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))
+for (const name of ['main', ...workers.map((f) => f.slice(0, -'.ts'.length))]) bundleFile(name)
 
 const files = runOrder(mode).map((f) => join(kTestRoot, f))
 const events = run({ files, concurrency, ...(patterns.length > 0 ? { testNamePatterns: patterns } : {}) })

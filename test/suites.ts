@@ -92,22 +92,26 @@ export function allTestFiles (dir = kTestRoot): string[] {
 const kSlowFirst: readonly string[] = [
   'intel/feeds-fetch.test.ts',
   'http.suite.ts',
-  'services.suite.ts',
   'unit.suite.ts',
+  'cli/cli.test.ts',
   'e2e/durability.test.ts',
   'http/edges.test.ts',
-  'cli/score-file.test.ts',
-  'cli/cli.test.ts',
-  'bench/capacity.test.ts',
+  'services.suite.ts',
   'history/store-failure.test.ts',
-  'e2e/process-fault.test.ts',
-  'e2e/reload.test.ts',
-  'history/shutdown.test.ts',
   'engine/intel.test.ts',
+  'history/shutdown.test.ts',
+  'e2e/reload.test.ts',
+  'cli/score-file.test.ts',
   'e2e/pool.test.ts',
+  'e2e/process-fault.test.ts',
+  'bench/capacity.test.ts',
   'e2e/crash.test.ts',
+  'dashboard/browser.test.ts',
+  'e2e/oversize.test.ts',
   'e2e/scale-out.test.ts',
-  'dashboard/browser.test.ts'
+  'history/writer-restart.test.ts',
+  'e2e/integrations.test.ts',
+  'e2e/close.test.ts'
 ]
 
 /** Files that run in a process of their own: in no suite. */
