@@ -9,7 +9,8 @@
 //
 // Packages stay imports, resolved from the project's node_modules as from the sources, except one whose bindings the
 // bundle never uses (a module it imports for other exports imports it: the quota counter's Redis client in the
-// history thread), which is left out. import.meta.url, .dirname and .filename are replaced in each file by that
+// history thread), which is left out (so a package imported only for its side effects, `import 'x'`, would be too:
+// the sources have none). import.meta.url, .dirname and .filename are replaced in each file by that
 // file's own location, so code that finds files next to itself (reference data, package.json, the sources the intel
 // cache key covers) reads the same files as from src/. A bundle is named by a digest of its code, so a file once
 // written never changes; bundles older than a day, other than the newest, are removed when one is written.
