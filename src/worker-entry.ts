@@ -8,10 +8,10 @@
  * thread starts so. When no bundle can be had (a read-only install), threads load the TypeScript under tsx as before,
  * after one warning.
  */
-import { existsSync } from 'node:fs'
+import { existsSync, readdirSync } from 'node:fs'
 import { extname } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
-import { bundleFile } from '../workers/bundle.js'
+import { bundleFiles } from '../workers/bundle.js'
 
 const kExt = extname(fileURLToPath(import.meta.url))
 
@@ -45,8 +45,24 @@ function withoutTsx (argv: readonly string[]): string[] {
 }
 
 /** What this process loads per worker name: a bundle found or built, or null for the TypeScript module. */
-const bundles = new Map<string, string | null>()
+let bundles: Map<string, string | null> | null = null
 let warned = false
+
+function warn (err: Error): void {
+  if (warned) return
+  warned = true
+  process.emitWarning(`worker threads load TypeScript under tsx: no bundle could be built (${err.message.split('\n')[0] ?? ''})`, { code: 'IOC_WORKER_BUNDLE' })
+}
+
+/**
+ * Every worker's bundle, found or made at the first need, together: a worker first started later (a feed download
+ * validated an hour after start) does not wait for its bundle then.
+ */
+function workerBundles (): Map<string, string | null> {
+  const names = readdirSync(fileURLToPath(new URL('../workers/', import.meta.url)))
+    .filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts')).map((f) => f.slice(0, -'.ts'.length))
+  return bundleFiles(names, warn)
+}
 
 /**
  * URL of the module a thread of workers/<name> loads, for workerData.entry: the bundle of its current sources, or the
@@ -55,15 +71,12 @@ let warned = false
 export function workerEntry (name: string): string {
   const source = pathToFileURL(fileURLToPath(new URL(`../workers/${name}${kExt}`, import.meta.url))).href
   if (kExt !== '.ts') return source
-  let file = bundles.get(name)
-  // A bundle removed meanwhile (a cleared cache) is looked for or built again.
-  if (file === undefined || (file !== null && !existsSync(file))) {
-    file = bundleFile(name, (err) => {
-      if (warned) return
-      warned = true
-      process.emitWarning(`worker threads load TypeScript under tsx: no bundle could be built (${err.message.split('\n')[0] ?? ''})`, { code: 'IOC_WORKER_BUNDLE' })
-    })
-    bundles.set(name, file)
+  bundles ??= workerBundles()
+  let file = bundles.get(name) ?? null
+  // A bundle removed meanwhile (a cleared cache) is looked for or made again.
+  if (file !== null && !existsSync(file)) {
+    bundles = workerBundles()
+    file = bundles.get(name) ?? null
   }
   return file === null ? source : pathToFileURL(file).href
 }

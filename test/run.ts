@@ -17,7 +17,7 @@ import { PassThrough, type Readable, type Writable } from 'node:stream'
 import { run } from 'node:test'
 import * as reporters from 'node:test/reporters'
 import { pathToFileURL } from 'node:url'
-import { bundleFile } from '../workers/bundle.js'
+import { bundleFiles } from '../workers/bundle.js'
 import { runOrder, kTestRoot } from './suites.ts'
 
 /**
@@ -91,7 +91,7 @@ function report (events: Readable, reporter: Reporter, destination: Writable): v
 // The command line's and the threads' bundles are made (or found current) here, once, before several files at a
 // time would each make the same ones.
 const workers = readdirSync(join(kTestRoot, '..', 'workers')).filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))
-for (const name of ['main', ...workers.map((f) => f.slice(0, -'.ts'.length))]) bundleFile(name)
+bundleFiles(['main', ...workers.map((f) => f.slice(0, -'.ts'.length))])
 
 const files = runOrder(mode).map((f) => join(kTestRoot, f))
 const events = run({ files, concurrency, ...(patterns.length > 0 ? { testNamePatterns: patterns } : {}) })

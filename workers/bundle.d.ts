@@ -8,3 +8,6 @@ export declare const kBundleDir: string
  * when needed; null when none can be had, with the reason in `onFailure`.
  */
 export declare function bundleFile (name: string, onFailure?: (err: Error) => void): string | null
+
+/** bundleFile for several names; those to make are made by one child process. */
+export declare function bundleFiles (names: readonly string[], onFailure?: (err: Error) => void): Map<string, string | null>

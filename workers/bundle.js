@@ -47,22 +47,35 @@ function manifestPath (name) {
  * @returns {string | null}
  */
 export function bundleFile (name, onFailure) {
-  const fresh = freshBundle(name)
-  if (fresh !== null) return fresh
+  return bundleFiles([name], onFailure).get(name) ?? null
+}
+
+/**
+ * bundleFile for several names; those to make are made by one child process.
+ * @param {readonly string[]} names
+ * @param {(err: Error) => void} [onFailure]
+ * @returns {Map<string, string | null>}
+ */
+export function bundleFiles (names, onFailure) {
+  const files = new Map(names.map((name) => [name, freshBundle(name)]))
+  const stale = names.filter((name) => files.get(name) === null)
+  if (stale.length === 0) return files
   try {
     mkdirSync(kBundleDir, { recursive: true })
-    const out = execFileSync(process.execPath, [kSelfPath, kBundleDir, name], {
+    const out = execFileSync(process.execPath, [kSelfPath, kBundleDir, ...stale], {
       encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: kBuildTimeoutMs
     })
-    const built = JSON.parse(out.trim())
-    const tmp = `${manifestPath(name)}.${process.pid}.tmp`
-    writeFileSync(tmp, JSON.stringify({ root: kRoot, file: basename(built.file), inputs: built.inputs }))
-    renameSync(tmp, manifestPath(name))
-    return built.file
+    for (const line of out.trim().split('\n')) {
+      const built = JSON.parse(line)
+      const tmp = `${manifestPath(built.name)}.${process.pid}.tmp`
+      writeFileSync(tmp, JSON.stringify({ root: kRoot, file: basename(built.file), inputs: built.inputs }))
+      renameSync(tmp, manifestPath(built.name))
+      files.set(built.name, built.file)
+    }
   } catch (err) {
     onFailure?.(err)
-    return null
   }
+  return files
 }
 
 /** The bundle its manifest names, when it exists and every source it lists is unchanged. */
