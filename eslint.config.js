@@ -35,7 +35,7 @@ function roomRules (room) {
 }
 
 export default [
-  ...neostandard({ ts: true, ignores: ['node_modules/**', 'dist/**', 'data/run/**', 'bench/results/**', '.scratch/**'] }),
+  ...neostandard({ ts: true, ignores: ['node_modules/**', 'dist/**', '.cache/**', 'data/run/**', 'bench/results/**', '.scratch/**'] }),
   {
     rules: {
       // `void promise` marks a deliberately unawaited call (timers, message handlers); keep it legal as a statement.

@@ -1,5 +1,15 @@
 #!/usr/bin/env node
-// Launcher: registers tsx so the TypeScript sources run with plain `node`, then hands over to src/main.ts.
-import { register } from 'tsx/esm/api'
-register()
-await import('../src/main.ts')
+// Launcher: runs src/main.ts from its bundle (workers/bundle.js: one JavaScript module, made again once a source
+// changes), so a command starts without a TypeScript loader; when no bundle can be had (a read-only install), it
+// registers tsx and runs the TypeScript itself.
+import { pathToFileURL } from 'node:url'
+import { bundleFile } from '../workers/bundle.js'
+
+const main = bundleFile('main')
+if (main !== null) {
+  await import(pathToFileURL(main).href)
+} else {
+  const { register } = await import('tsx/esm/api')
+  register()
+  await import('../src/main.ts')
+}

@@ -92,6 +92,19 @@ export class StoreError extends Error {
   }
 }
 
+/**
+ * A history write after the history client was destroyed (the service is stopping now): refused before it reaches
+ * the journal, so nothing refused is ever recorded. Answered 503 OVERLOADED.
+ */
+export class HistoryClosedError extends Error {
+  readonly code = 'HISTORY_CLOSED'
+
+  constructor (message = 'history is closed: the service is stopping', options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'HistoryClosedError'
+  }
+}
+
 // --- public mapping --------------------------------------------------------------------------------
 /** The body every error answer carries (API.md): Fastify's shape, `code` always present. */
 export interface PublicError { status: number, code: string, message: string }
@@ -103,6 +116,7 @@ const kPublicOf: Readonly<Record<string, (err: { message: string }) => PublicErr
   FST_ERR_CTP_EMPTY_JSON_BODY: () => ({ status: 400, code: 'INVALID_REQUEST', message: 'body is empty' }),
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: () => ({ status: 400, code: 'INVALID_REQUEST', message: 'content-length does not match the body' }),
   POOL_CLOSED: () => ({ status: 503, code: 'OVERLOADED', message: 'service is shutting down; retry on another instance' }),
+  HISTORY_CLOSED: () => ({ status: 503, code: 'OVERLOADED', message: 'service is shutting down; retry on another instance' }),
   STORE_UNAVAILABLE: () => ({ status: 503, code: 'OVERLOADED', message: 'the store is unavailable; retry shortly' }),
   QUOTA_UNAVAILABLE: () => ({ status: 503, code: 'OVERLOADED', message: 'the quota counter is unavailable; retry shortly' }),
   INVALID_KEY_OPTIONS: (err) => ({ status: 400, code: 'INVALID_REQUEST', message: err.message }),

@@ -61,24 +61,6 @@ async function serve (config: Readonly<Config>): Promise<void> {
   const svc = await startService(config)
   const { app, logger } = svc
   await app.listen({ host: config.host, port: config.port })
-  const addr = app.server.address()
-  const port = typeof addr === 'object' && addr !== null ? addr.port : config.port
-  const base = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`
-  err(`ioc-verdict listening on ${base}`)
-  if (svc.bootstrapKey !== null) {
-    err('')
-    err('First start: created a bootstrap API key with every permission. It is shown only this once:')
-    err(`  ${svc.bootstrapKey}`)
-  }
-  err('')
-  err('Try it:')
-  err(`  curl -s ${base}/api/v2/ioc/health`)
-  err(`  curl -s -X POST ${base}/api/v2/ioc/verdict -H 'content-type: application/json' -H 'x-api-key: <KEY>' \\`)
-  err('       -d \'{"indicator":{"value":"198.51.100.23"},"signal_details":"all"}\'')
-  err(`  curl -s -X POST ${base}/api/v2/ioc/verdict/bulk -H 'content-type: application/json' -H 'x-api-key: <KEY>' \\`)
-  err('       -d \'{"indicators":[{"type":"domain","value":"example[.]com"},{"value":"8.8.8.8"}]}\'')
-  err('New keys: npx ioc-verdict keys create --tenant <T> --permissions verdict,verdict_bulk')
-
   let stopping = false
   // A signal drains and exits 0; a fault (an exception or rejection nothing caught) drains the same way, then exits 1,
   // so a supervisor restarts the service with every acknowledged request recorded. Written by hand rather than with
@@ -92,8 +74,8 @@ async function serve (config: Readonly<Config>): Promise<void> {
       logger.error('shutdown timed out; exiting with unwritten history left in the journal')
       // Every answered request's history is in the journal already; the next start writes what the store lacks.
       const exit = (): never => process.exit(1)
-      svc.history.close().then(exit, exit)
-      setTimeout(exit, 5_000).unref()
+      svc.destroy(new Error('shutdown timed out')).then(exit, exit)
+      setTimeout(exit, 10_000).unref()
     }, config.shutdownTimeoutMs)
     timer.unref()
     app.close().then(() => {
@@ -121,6 +103,26 @@ async function serve (config: Readonly<Config>): Promise<void> {
       (e: unknown) => logger.error({ err: e }, 'intel reload failed; still serving the previous snapshot')
     )
   })
+
+  // The banner comes last: whoever reads it (a supervisor, a test) may signal at once, and a signal that arrives before
+  // its handler is registered ends the process without a drain.
+  const addr = app.server.address()
+  const port = typeof addr === 'object' && addr !== null ? addr.port : config.port
+  const base = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`
+  err(`ioc-verdict listening on ${base}`)
+  if (svc.bootstrapKey !== null) {
+    err('')
+    err('First start: created a bootstrap API key with every permission. It is shown only this once:')
+    err(`  ${svc.bootstrapKey}`)
+  }
+  err('')
+  err('Try it:')
+  err(`  curl -s ${base}/api/v2/ioc/health`)
+  err(`  curl -s -X POST ${base}/api/v2/ioc/verdict -H 'content-type: application/json' -H 'x-api-key: <KEY>' \\`)
+  err('       -d \'{"indicator":{"value":"198.51.100.23"},"signal_details":"all"}\'')
+  err(`  curl -s -X POST ${base}/api/v2/ioc/verdict/bulk -H 'content-type: application/json' -H 'x-api-key: <KEY>' \\`)
+  err('       -d \'{"indicators":[{"type":"domain","value":"example[.]com"},{"value":"8.8.8.8"}]}\'')
+  err('New keys: npx ioc-verdict keys create --tenant <T> --permissions verdict,verdict_bulk')
 }
 
 async function keys (config: Readonly<Config>, args: string[]): Promise<number> {

@@ -1,7 +1,7 @@
 /**
  * Wires the running service from a Config: store, quota counter, intel snapshot and scoring pool, history
  * writer, and the app. Closing the app shuts everything down in order: stop accepting -> drain the pool ->
- * flush and close history -> close the quota counter and the store.
+ * flush and close history -> close the quota counter and the store. Service.destroy(err) stops it all now instead.
  */
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
@@ -34,6 +34,13 @@ export interface Service {
   logger: Logger
   /** Key printed on a first start, or null. */
   bootstrapKey: string | null
+  /**
+   * Stops everything now, whether or not a graceful app.close() is running (its shutdown timeout): open connections
+   * are cut, fetches aborted, scoring tasks failed, the history writer stopped at its next transaction boundary
+   * (records not yet in the store stay in the journal for the next start), then the quota counter and the store close.
+   * Idempotent.
+   */
+  destroy: (err?: Error) => Promise<void>
 }
 
 /** Where the intel snapshot comes from. */
@@ -145,7 +152,18 @@ export async function startService (config: Readonly<Config>, options: { logger?
       await store.close()
     })
     await app.ready()
-    return { app, store, quota, intel, history, feeds, logger, bootstrapKey }
+    let destroying: Promise<void> | null = null
+    const destroy = async (err?: Error): Promise<void> => {
+      destroying ??= (async () => {
+        app.server.closeAllConnections()
+        await Promise.allSettled([feeds.destroy(), intel.destroy()])
+        await history.destroy(err)
+        await quota.close().catch(() => {})
+        await store.close().catch(() => {})
+      })()
+      await destroying
+    }
+    return { app, store, quota, intel, history, feeds, logger, bootstrapKey, destroy }
   } catch (err) {
     for (const close of closers.reverse()) await close().catch(() => {})
     throw err

@@ -1,18 +1,24 @@
 /**
  * Test helpers: a started service per test (temporary data dir, shared compiled-intel cache, silent logs),
- * keys with chosen permissions, and one engine snapshot per test process.
+ * keys with chosen permissions, one engine snapshot per test process, and cut-down registries for tests that compile
+ * snapshots of their own.
  */
-import { mkdtempSync, rmSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { after, before, type TestContext } from 'node:test'
 import { loadConfig, type Config } from '../src/config.ts'
 import { Snapshot, type SnapshotData } from '../src/engine/index.ts'
 import { loadManifest, loadSnapshot } from '../src/intel/index.ts'
 import { startService, type Service } from '../src/service.ts'
 
-/** Compiled intel shared by every test process (keyed by its inputs, so it is never stale). */
-export const kTestIntelCache = join(tmpdir(), 'ioc-verdict-test-intel')
+/**
+ * Compiled intel shared by every test process of this checkout (keyed by its inputs, so it is never stale). One per
+ * checkout: the cache keeps the newest two snapshots, and another checkout's compiler code makes other snapshots.
+ */
+export const kTestIntelCache = join(tmpdir(), `ioc-verdict-test-intel-${createHash('sha256').update(import.meta.dirname).digest('hex').slice(0, 12)}`)
 /** The shipped sample feed manifest. */
 export const kSampleManifest = join(import.meta.dirname, '..', 'data', 'feeds', 'manifest.json')
 
@@ -75,4 +81,57 @@ export async function sampleSnapshotData (): Promise<SnapshotData> {
 /** A mapped Snapshot of sampleSnapshotData(). */
 export async function sampleSnapshot (): Promise<Snapshot> {
   return new Snapshot(await sampleSnapshotData())
+}
+
+/** Rows kept of each registry file by smallRegistries(). */
+const kRegistryRows = 2000
+const kRegistryFiles = {
+  '@ip-location-db/asn': ['asn-ipv4-num.csv', 'asn-ipv6-num.csv'],
+  '@ip-location-db/geo-whois-asn-country': ['geo-whois-asn-country-ipv4-num.csv', 'geo-whois-asn-country-ipv6-num.csv']
+} as const
+
+/**
+ * IOC_ASN_DIR and IOC_COUNTRY_DIR for tests that compile snapshots of their own inputs (fetched feeds) and never read
+ * the ASN or country registries in their assertions: the first rows of the installed @ip-location-db packages' own
+ * files (real rows, their format), so such a compile reads a few thousand rows instead of about a million (a third
+ * of the time). Written once per machine and package version; a compiled snapshot is keyed by these files too.
+ */
+export function smallRegistries (): { IOC_ASN_DIR: string, IOC_COUNTRY_DIR: string } {
+  const require = createRequire(import.meta.url)
+  const dirs: string[] = []
+  for (const [pkg, files] of Object.entries(kRegistryFiles)) {
+    const source = dirname(require.resolve(`${pkg}/package.json`))
+    const version = (require(`${pkg}/package.json`) as { version: string }).version
+    const dir = join(tmpdir(), 'ioc-verdict-test-registries', `${pkg.split('/')[1] as string}-${version}-${kRegistryRows}`)
+    mkdirSync(dir, { recursive: true })
+    for (const file of files) {
+      const target = join(dir, file)
+      if (existsSync(target)) continue
+      const tmp = `${target}.${process.pid}.tmp`
+      writeFileSync(tmp, headLines(join(source, file), kRegistryRows))
+      renameSync(tmp, target)
+    }
+    dirs.push(dir)
+  }
+  return { IOC_ASN_DIR: dirs[0] as string, IOC_COUNTRY_DIR: dirs[1] as string }
+}
+
+/** The first `n` lines of a file (read from its start only). */
+function headLines (path: string, n: number): Buffer {
+  const fd = openSync(path, 'r')
+  try {
+    let buf = Buffer.alloc(0)
+    const chunk = Buffer.alloc(64 * 1024)
+    for (;;) {
+      const got = readSync(fd, chunk, 0, chunk.length, buf.length)
+      buf = Buffer.concat([buf, chunk.subarray(0, got)])
+      let lines = 0
+      for (let i = 0; i < buf.length; i++) {
+        if (buf[i] === 10 && ++lines === n) return buf.subarray(0, i + 1)
+      }
+      if (got === 0) return buf
+    }
+  } finally {
+    closeSync(fd)
+  }
 }

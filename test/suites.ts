@@ -18,6 +18,7 @@ export const kSuites = {
   unit: [
     'bytes/byte-sink.test.ts',
     'config/config.test.ts',
+    'engine/dga.test.ts',
     'engine/feeds.test.ts',
     'engine/known-good-sets.test.ts',
     'engine/known-good.test.ts',
@@ -29,6 +30,7 @@ export const kSuites = {
     'history/record.test.ts',
     'history/spool.test.ts',
     'http/public-errors.test.ts',
+    'intel/public-manifest.test.ts',
     'lint/import-rooms.test.ts',
     'pool/bulk-item.test.ts',
     'pool/verdict-cache.test.ts',
@@ -37,6 +39,7 @@ export const kSuites = {
   ],
   http: [
     'dashboard/session.test.ts',
+    'http/allowlist.test.ts',
     'http/auth.test.ts',
     'http/bulk-formats.test.ts',
     'http/bulk.test.ts',
@@ -50,6 +53,7 @@ export const kSuites = {
   ],
   services: [
     'history/accounting.test.ts',
+    'history/destroy.test.ts',
     'history/quota.test.ts',
     'history/retention.test.ts',
     'history/search-history.test.ts',
@@ -84,23 +88,48 @@ export function allTestFiles (dir = kTestRoot): string[] {
 }
 
 /**
- * The slowest files (measured), started first so that the two lanes end together rather than one long file running
- * alone at the end. Only an order: a file missing here still runs.
+ * Files and suites by measured time, the slowest first (one process each, alone on a quiet machine:
+ * `node --import tsx test/run.ts --durations`). The run starts them in this order, so the long ones do not end up
+ * running alone at the end. Only an order: a file missing here still runs, after these.
  */
 const kSlowFirst: readonly string[] = [
-  'e2e/reload.test.ts',
-  'e2e/crash.test.ts',
+  'intel/feeds-fetch.test.ts',
+  'http.suite.ts',
+  'unit.suite.ts',
   'cli/cli.test.ts',
-  'history/shutdown.test.ts',
+  'e2e/durability.test.ts',
+  'http/edges.test.ts',
+  'services.suite.ts',
   'history/store-failure.test.ts',
-  'e2e/pool.test.ts',
   'engine/intel.test.ts',
-  'e2e/scale-out.test.ts'
+  'history/shutdown.test.ts',
+  'e2e/reload.test.ts',
+  'cli/score-file.test.ts',
+  'e2e/pool.test.ts',
+  'e2e/process-fault.test.ts',
+  'bench/capacity.test.ts',
+  'e2e/crash.test.ts',
+  'dashboard/browser.test.ts',
+  'e2e/oversize.test.ts',
+  'e2e/scale-out.test.ts',
+  'history/writer-restart.test.ts',
+  'e2e/integrations.test.ts',
+  'e2e/close.test.ts'
 ]
 
-/** Files that run in a process of their own: in no suite, the slowest first. */
+/** Files that run in a process of their own: in no suite. */
 export function aloneFiles (): string[] {
   const grouped = new Set<string>(Object.values(kSuites).flat())
+  return allTestFiles().filter((f) => !grouped.has(f))
+}
+
+/** What `mode` runs (suites as their test/<suite>.suite.ts), the slowest first. */
+export function runOrder (mode: 'unit' | 'e2e' | 'all'): string[] {
+  const files = [
+    ...(mode === 'unit' ? [] : aloneFiles()),
+    ...(mode === 'e2e' ? [] : ['unit.suite.ts']),
+    ...(mode === 'unit' ? [] : ['services.suite.ts', 'http.suite.ts'])
+  ]
   const rank = (f: string): number => { const i = kSlowFirst.indexOf(f); return i < 0 ? kSlowFirst.length : i }
-  return allTestFiles().filter((f) => !grouped.has(f)).sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : 1))
+  return files.sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : 1))
 }

@@ -4,7 +4,14 @@
  * transaction (parts + usage counters + the journal position after the batch), so a restart resumes exactly after
  * what the store has. When the store fails, it retries with backoff: the records wait on disk, not in memory.
  * A spool left by an earlier version (history.spool) is replayed first.
+ *
+ * Stopping: 'close' writes what the journal holds (graceful); 'stop' (the client's destroy) ends at the next
+ * transaction boundary: the transaction running commits or fails as it would, no other starts, the store is closed and
+ * 'stopped' is posted, after which the thread holds no store call and may be terminated. What is not in the store
+ * stays in the journal for the next start. Between batches the loop yields to the event loop, so a 'stop' is seen
+ * after one transaction, not after the whole backlog (SQLite's calls are synchronous).
  */
+import { setImmediate as nextTurn } from 'node:timers/promises'
 import { parentPort, workerData } from 'node:worker_threads'
 import { openStore, partRows, type HistoryPart, type HistoryRow, type Store, type StoreOptions } from '../src/store/index.ts'
 import { historyParts } from '../src/history/codec.ts'
@@ -29,6 +36,7 @@ export type HistoryMessage =
   | { type: 'durable', end: number }
   | { type: 'flush', id: number }
   | { type: 'close', id: number }
+  | { type: 'stop', id: number }
 
 const cfg = workerData as HistoryWorkerData
 const port = parentPort
@@ -57,6 +65,10 @@ let retryMs = kRetryMinMs
 let timer: NodeJS.Timeout | null = null
 let retrying = false
 let pumping: Promise<void> | null = null
+/** Set by 'stop': no transaction starts after the one running, no retry or flush is scheduled. */
+let stopping = false
+/** The store closed and the thread's files released (once, by 'close' or 'stop'). */
+let finished: Promise<void> | null = null
 
 function status (): void {
   port!.postMessage({
@@ -90,6 +102,7 @@ function countOf (batch: readonly HistoryPart[]): number {
 /** Replays a spool an earlier version left; throws when the store fails (the caller retries later). */
 async function replaySpool (s: Store): Promise<void> {
   while (spool.backlog > 0) {
+    if (stopping) return
     const frame = spool.peek()
     if (frame === null) break
     try {
@@ -106,11 +119,13 @@ async function replaySpool (s: Store): Promise<void> {
 
 /** Writes journalled records to the store up to the durable end; on a failure, schedules a retry. */
 async function pumpOnce (): Promise<void> {
+  if (stopping) return
   try {
     store ??= await openStore(cfg.store)
     committed ??= await store.journalPosition(cfg.journalId)
     await replaySpool(store)
     while (committed < durable) {
+      if (stopping) break
       const got = reader.read(committed, durable, cfg.batch, kMaxBatchBytes)
       if (got.next === committed) break
       const parts: HistoryPart[] = []
@@ -132,12 +147,14 @@ async function pumpOnce (): Promise<void> {
       }
       committed = got.next
       status()
+      // A turn of the event loop between batches: a 'stop' waiting in the queue is seen here.
+      await nextTurn()
     }
     lastError = null
     retryMs = kRetryMinMs
   } catch (err) {
     lastError = (err as { code?: string }).code ?? 'write failed'
-    scheduleRetry()
+    if (!stopping) scheduleRetry()
   }
 }
 
@@ -162,12 +179,12 @@ function scheduleRetry (): void {
 }
 
 function scheduleFlush (): void {
-  if (timer !== null) return
+  if (timer !== null || stopping) return
   timer = setTimeout(() => { timer = null; void pump() }, cfg.flushMs)
 }
 
 async function purge (): Promise<void> {
-  if (cfg.retentionDays <= 0 || store === null) return
+  if (cfg.retentionDays <= 0 || store === null || stopping) return
   try {
     await store.purgeHistory(new Date(Date.now() - cfg.retentionDays * 86_400_000))
   } catch {
@@ -175,11 +192,24 @@ async function purge (): Promise<void> {
   }
 }
 
+/** Closes the store (no call of ours is running on it by then) and the thread's files, once. */
+async function finish (): Promise<void> {
+  finished ??= (async () => {
+    if (timer !== null) clearTimeout(timer)
+    timer = null
+    await store?.close()
+    reader.close()
+    status()
+    spool.close()
+  })()
+  await finished
+}
+
 port.on('message', (msg: HistoryMessage) => {
   switch (msg.type) {
     case 'durable':
       durable = Math.max(durable, msg.end)
-      if (retrying) break // the retry timer runs the next pass
+      if (retrying || stopping) break // the retry timer runs the next pass; a stopping writer starts none
       if (committed !== null && durable - committed >= kEagerBytes) {
         if (timer !== null) clearTimeout(timer)
         timer = null
@@ -189,21 +219,30 @@ port.on('message', (msg: HistoryMessage) => {
       }
       break
     case 'flush':
-      void pump().then(() => port.postMessage({ type: 'flushed', id: msg.id }))
+      // A stopping writer writes nothing more: what is not in the store stays in the journal.
+      void (stopping ? Promise.resolve() : pump()).then(() => port.postMessage({ type: 'flushed', id: msg.id }))
       break
     case 'close':
       void (async () => {
         if (timer !== null) clearTimeout(timer)
         timer = null
         // One last pass; what the store does not take now stays in the journal for the next start.
-        if (!retrying) await pump()
+        if (!retrying && !stopping) await pump()
         else await pumping
-        if (timer !== null) clearTimeout(timer)
-        await store?.close()
-        reader.close()
-        status()
-        spool.close()
+        await finish()
         port.postMessage({ type: 'closed', id: msg.id })
+      })()
+      break
+    case 'stop':
+      void (async () => {
+        stopping = true
+        if (timer !== null) clearTimeout(timer)
+        timer = null
+        retrying = false
+        // The transaction running (if any) ends; the loop starts no other.
+        for (let running = pumping; running !== null; running = pumping) await running
+        await finish()
+        port.postMessage({ type: 'stopped', id: msg.id })
       })()
       break
   }

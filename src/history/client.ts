@@ -3,16 +3,25 @@
  * commit) before the request is answered; the history writer thread drains the journal into the store. This side
  * tracks the writer's state for admission and health, restarts it when it dies (it replays the journal from the
  * store's position, so nothing is lost or written twice), and flushes it on shutdown.
+ *
+ * Lifecycle: startHistory (start), close() (graceful: the writer copies the journal into the store, then stops) and
+ * destroy(err) (now: see destroy). Both are idempotent; a write after either is refused.
  */
 import { Worker } from 'node:worker_threads'
-import { kWorkerShim, workerEntry } from '../worker-entry.ts'
+import { kWorkerExecArgv, kWorkerShim, workerEntry } from '../worker-entry.ts'
 import type { Logger } from 'pino'
 import type { StoreOptions } from '../config.ts'
 import type { SpareBuffers } from '../bytes/byte-sink.ts'
+import { HistoryClosedError } from '../errors.ts'
 import { Journal, type Durability } from './journal.ts'
 import type { HistoryEnvelope, HistorySink, HistoryState } from './types.ts'
 
 const kRestartDelayMs = 1_000
+/**
+ * Longest destroy() waits for the writer to reach a transaction boundary before terminating it: longer than one
+ * batch's transaction, including SQLite's 5 s busy timeout (src/store/sqlite.ts).
+ */
+const kStopTimeoutMs = 8_000
 /** Part buffers at least this large go back to the scoring threads once journalled (a bulk chunk's part). */
 const kSpareMinBytes = 64 * 1024
 
@@ -37,6 +46,8 @@ export interface HistoryClientOptions {
   logger: Logger
   /** Where journalled part buffers go, for the scoring threads' next parts (ScoringPool's historySpares). */
   spares?: SpareBuffers
+  /** Longest destroy() waits for the writer to end its transaction before terminating it, in ms (default 8 s). */
+  stopTimeoutMs?: number
 }
 
 interface StatusMessage { written: number, writes: number, writeSeconds: number, committed: number, spoolBytes: number, reason: string | null }
@@ -77,6 +88,7 @@ export class HistoryClient implements HistorySink {
   private status: StatusMessage = { written: 0, writes: 0, writeSeconds: 0, committed: 0, spoolBytes: 0, reason: null }
   private alive = false
   private closing: Promise<void> | null = null
+  private destroying: Promise<void> | null = null
   private nextId = 1
   private readonly waiters = new Map<number, () => void>()
   private writtenBefore = 0
@@ -96,6 +108,7 @@ export class HistoryClient implements HistorySink {
   private async spawn (): Promise<void> {
     const { store, spoolDir, batch, flushMs, retentionDays } = this.options
     const worker = new Worker(kWorkerShim, {
+      execArgv: [...kWorkerExecArgv],
       workerData: {
         entry: workerEntry('history'),
         store,
@@ -119,7 +132,7 @@ export class HistoryClient implements HistorySink {
           // Groups synced while it started: it read the durable end from its workerData, maybe before them.
           worker.postMessage({ type: 'durable', end: this.journal.durable })
           resolve()
-        } else if ((msg.type === 'flushed' || msg.type === 'closed') && msg.id !== undefined) {
+        } else if ((msg.type === 'flushed' || msg.type === 'closed' || msg.type === 'stopped') && msg.id !== undefined) {
           this.waiters.get(msg.id)?.()
           this.waiters.delete(msg.id)
         }
@@ -155,6 +168,7 @@ export class HistoryClient implements HistorySink {
    * The parts' buffers are not kept: once written, large ones go back to the scoring threads.
    */
   async submit (envelope: HistoryEnvelope, parts: Uint8Array[]): Promise<void> {
+    if (this.destroying !== null) throw new HistoryClosedError()
     const spares = this.options.spares
     const done = (): void => {
       if (spares === undefined) return
@@ -196,7 +210,8 @@ export class HistoryClient implements HistorySink {
     }
   }
 
-  private async request (type: 'flush' | 'close'): Promise<void> {
+  /** Posts a request to the writer and waits for its reply (or the thread's exit). */
+  private async request (type: 'flush' | 'close' | 'stop'): Promise<void> {
     if (!this.alive) return
     const id = this.nextId++
     await new Promise<void>((resolve) => {
@@ -217,6 +232,7 @@ export class HistoryClient implements HistorySink {
     return this.worker
   }
 
+  /** Graceful: queued journal groups are synced, the writer copies what it can into the store, then the thread stops. */
   async close (): Promise<void> {
     this.closing ??= (async () => {
       // Queued groups (async mode) are synced first; then the writer writes what it can, the rest stays journalled.
@@ -227,4 +243,44 @@ export class HistoryClient implements HistorySink {
     })()
     await this.closing
   }
+
+  /**
+   * Now: writes are refused from here on (HISTORY_CLOSED); what the journal has queued is synced (in async mode those
+   * requests were answered already) and the journal closed; the writer ends the store transaction it is in, starts no
+   * other and closes the store, then its thread is terminated. Terminating a thread inside a SQLite call can abort
+   * the process (better-sqlite3), so the thread is terminated only once it says it stopped, or after stopTimeoutMs
+   * (a transaction stuck longer: the store is PostgreSQL waiting on a lock, or something is badly wrong). Nothing
+   * acknowledged is lost: whatever is not in the store stays in the journal, which the next start replays once.
+   * Idempotent; a close() running or to come resolves once this is done.
+   */
+  async destroy (err?: Error): Promise<void> {
+    if (this.destroying === null) {
+      const graceful = this.closing
+      this.destroying = this.stopNow(graceful, err)
+      // No restart from here on; close() resolves once this is done.
+      this.closing = this.destroying
+    }
+    await this.destroying
+  }
+
+  private async stopNow (graceful: Promise<void> | null, err: Error | undefined): Promise<void> {
+    if (err !== undefined) this.options.logger.warn({ err }, 'history stopping now; records not yet in the store stay in the journal')
+    const deadline = timeout(this.options.stopTimeoutMs ?? kStopTimeoutMs)
+    try {
+      await Promise.race([this.journal.close(), deadline.expired])
+      if (this.alive) await Promise.race([this.request('stop'), deadline.expired])
+      await this.worker.terminate()
+      // A graceful close that was running ends with the thread (its waiters are released on exit).
+      await graceful?.catch(() => {})
+    } finally {
+      deadline.clear()
+    }
+  }
+}
+
+/** A promise resolved after `ms` (and a way to cancel the timer). */
+function timeout (ms: number): { expired: Promise<void>, clear: () => void } {
+  let timer: NodeJS.Timeout | undefined
+  const expired = new Promise<void>((resolve) => { timer = setTimeout(resolve, ms) })
+  return { expired, clear: () => clearTimeout(timer) }
 }

@@ -3,7 +3,7 @@
  */
 import { Worker } from 'node:worker_threads'
 import type { SnapshotData } from '../engine/index.ts'
-import { kWorkerShim, workerEntry } from '../worker-entry.ts'
+import { kWorkerExecArgv, kWorkerShim, workerEntry } from '../worker-entry.ts'
 import type { BuildReport, CompileOptions } from './compile.ts'
 import { loadManifest } from './manifest.ts'
 
@@ -37,7 +37,7 @@ export interface BuildInfo {
 /** Loads or compiles a snapshot on a worker thread. */
 export async function buildSnapshot (options: IntelSourceOptions, force = false): Promise<{ data: SnapshotData } & BuildInfo> {
   return await new Promise((resolve, reject) => {
-    const worker = new Worker(kWorkerShim, { workerData: { entry: workerEntry('intel-build'), ...options, force } })
+    const worker = new Worker(kWorkerShim, { execArgv: [...kWorkerExecArgv], workerData: { entry: workerEntry('intel-build'), ...options, force } })
     let settled = false
     worker.once('message', (msg: { ok: true, data: SnapshotData, warm: boolean, ms: number, build: BuildReport | null } | { ok: false, message: string }) => {
       settled = true

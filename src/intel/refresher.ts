@@ -10,7 +10,7 @@ import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { Worker } from 'node:worker_threads'
 import type { FeedSpec } from '../engine/types.ts'
-import { kWorkerShim, workerEntry } from '../worker-entry.ts'
+import { kWorkerExecArgv, kWorkerShim, workerEntry } from '../worker-entry.ts'
 import { FeedFetchError, fetchFeed, MissingVariableError, redactUrl, type RetryPolicy } from './fetcher.ts'
 import { headerVariables } from './manifest.ts'
 
@@ -121,7 +121,7 @@ async function writeAtomic (path: string, data: string | Uint8Array): Promise<vo
 /** Parses a body on a worker thread; counts only. */
 async function validateOnWorker (spec: FeedSpec, path: string): Promise<{ lines: number, entries: number, rejected: number, firstReason: string | null }> {
   return await new Promise((resolve, reject) => {
-    const worker = new Worker(kWorkerShim, { workerData: { entry: workerEntry('feed-validate'), format: spec.format, path } })
+    const worker = new Worker(kWorkerShim, { execArgv: [...kWorkerExecArgv], workerData: { entry: workerEntry('feed-validate'), format: spec.format, path } })
     let settled = false
     worker.once('message', (msg: { ok: true, lines: number, entries: number, rejected: number, firstReason: string | null } | { ok: false, message: string }) => {
       settled = true

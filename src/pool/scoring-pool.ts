@@ -12,7 +12,7 @@ import type { IndicatorType, NormalizedIndicator } from '../engine/types.ts'
 import { ByteSink, SpareBuffers } from '../bytes/byte-sink.ts'
 import { HistoryItems } from '../history/codec.ts'
 import { itemTail } from '../history/record.ts'
-import { kWorkerShim, workerEntry } from '../worker-entry.ts'
+import { kWorkerExecArgv, kWorkerShim, workerEntry } from '../worker-entry.ts'
 import {
   createShardCache, scoreBulkChunk, scoreSingle, threadPackr,
   type BulkChunkOutput, type ChunkItem, type ChunkParams, type ScoringContext
@@ -95,6 +95,7 @@ export class ScoringPool {
     for (let i = 0; i < options.size; i++) {
       this.pools.push(new Piscina({
         filename: kWorkerShim,
+        execArgv: [...kWorkerExecArgv],
         minThreads: 1,
         maxThreads: 1,
         maxQueue: kMaxQueuePerShard,

@@ -12,7 +12,7 @@ import { kTestIntelCache } from '../helper.ts'
 
 type Json = Record<string, any>
 
-const kMain = join(import.meta.dirname, '..', '..', 'src', 'main.ts')
+const kMain = join(import.meta.dirname, '..', '..', 'bin', 'ioc-verdict.js')
 const dir = mkdtempSync(join(tmpdir(), 'ioc-verdict-test-cli-'))
 after(() => rmSync(dir, { recursive: true, force: true }))
 
@@ -20,7 +20,7 @@ interface Run { code: number | null, stdout: string, stderr: string }
 
 /** Runs the CLI with `args`; `stdin` is written and closed (or left to the test through `feed`). */
 async function cli (args: string[], stdin = '', feed?: (child: ReturnType<typeof spawn>) => Promise<void>): Promise<Run> {
-  const child = spawn(process.execPath, ['--import', 'tsx', kMain, ...args], {
+  const child = spawn(process.execPath, [kMain, ...args], {
     env: { ...process.env, IOC_DATA_DIR: join(dir, 'data'), IOC_INTEL_CACHE_DIR: kTestIntelCache, IOC_LOG_LEVEL: 'silent' },
     stdio: ['pipe', 'pipe', 'pipe']
   })

@@ -13,7 +13,7 @@ import { request } from 'undici'
 import { build, kTestIntelCache } from '../helper.ts'
 
 export const kChromium = process.env.IOC_TEST_CHROMIUM ?? '/usr/bin/chromium'
-const kMain = join(import.meta.dirname, '..', '..', 'src', 'main.ts')
+const kMain = join(import.meta.dirname, '..', '..', 'bin', 'ioc-verdict.js')
 
 test('an analyst signs in, looks up an indicator, finds it in History, and signs out', {
   timeout: 120_000,
@@ -22,7 +22,7 @@ test('an analyst signs in, looks up an indicator, finds it in History, and signs
   const svc = await build(t)
   const base = await svc.app.listen({ port: 0, host: '127.0.0.1' })
   // The user is made as an operator would, with the CLI, the password on standard input.
-  execFileSync(process.execPath, ['--import', 'tsx', kMain, 'users', 'create', '--tenant', 't1', '--username', 'ana', '--role', 'analyst', '--password-stdin'], {
+  execFileSync(process.execPath, [kMain, 'users', 'create', '--tenant', 't1', '--username', 'ana', '--role', 'analyst', '--password-stdin'], {
     input: 'correct horse battery staple\n',
     env: { ...process.env, IOC_DATA_DIR: svc.config.dataDir, IOC_INTEL_CACHE_DIR: kTestIntelCache, IOC_LOG_LEVEL: 'silent' }
   })

@@ -36,7 +36,7 @@ interface Server {
 
 /** Starts `ioc-verdict serve` on a data directory and waits for its URL (and the bootstrap key on a first start). */
 async function startServer (t: TestContext, dir: string, env: Record<string, string>, firstStart: boolean): Promise<Server> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', join(kRoot, 'src', 'main.ts'), 'serve'], {
+  const proc = spawn(process.execPath, [join(kRoot, 'bin', 'ioc-verdict.js'), 'serve'], {
     cwd: kRoot,
     env: {
       PATH: process.env.PATH,

@@ -22,7 +22,7 @@ for (const fault of ['exception', 'rejection']) {
     const store = await openStore({ kind: 'sqlite', path: join(dataDir, 'ioc-verdict.db') })
     const { key } = await store.createKey({ tenant: 't1', permissions: ['verdict_bulk'] })
     await store.close()
-    const child = spawn(process.execPath, ['--import', 'tsx', '--import', kFixture, join(kRoot, 'src', 'main.ts'), 'serve'], {
+    const child = spawn(process.execPath, ['--import', kFixture, join(kRoot, 'bin', 'ioc-verdict.js'), 'serve'], {
       env: { ...process.env, FAULT: fault, IOC_DATA_DIR: dataDir, IOC_PORT: '0', IOC_POOL_SIZE: '1', IOC_BOOTSTRAP_KEY: '0', IOC_INTEL_CACHE_DIR: kTestIntelCache, IOC_HISTORY_FLUSH_MS: '2000' },
       stdio: ['ignore', 'pipe', 'pipe']
     })

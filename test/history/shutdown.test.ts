@@ -43,7 +43,7 @@ interface Server {
 async function startServer (t: TestContext, env: Record<string, string>): Promise<Server> {
   const dir = mkdtempSync(join(tmpdir(), 'iocv-shutdown-'))
   t.after(() => rmSync(dir, { recursive: true, force: true }))
-  const proc = spawn(process.execPath, ['--import', 'tsx', join(kRoot, 'src', 'main.ts'), 'serve'], {
+  const proc = spawn(process.execPath, [join(kRoot, 'bin', 'ioc-verdict.js'), 'serve'], {
     cwd: kRoot,
     env: {
       PATH: process.env.PATH,

@@ -150,7 +150,7 @@ test('an API key in the query string is refused with 401 API_KEY_IN_QUERY and ne
   const ok = await svc.app.inject({ method: 'GET', url: '/api/v2/ioc/health?verbose=1' })
   assert.equal(ok.statusCode, 200)
   assert.ok(lines.length > 0, 'requests were logged')
-  const secret = key.split('_').at(-1) as string
+  const secret = key.split('_').slice(2).join('_')
   for (const line of lines) {
     assert.ok(!line.includes(secret), `a log line holds the key: ${line}`)
     assert.ok(!line.includes('verbose=1'), `a log line holds a query string: ${line}`)

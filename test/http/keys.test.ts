@@ -44,7 +44,7 @@ test('an admin creates a key for its tenant, sees it once, lists it with last_us
   const list = (await svc.app.inject({ url: kKeys, headers: { 'x-api-key': svc.key } })).json() as Json
   const listed = list.keys.find((k: Json) => k.id === record.id)
   assert.equal(typeof listed.last_used_at, 'string', 'the use was recorded')
-  assert.ok(!JSON.stringify(list).includes(key.split('_')[2]), 'no secret in the list')
+  assert.ok(!JSON.stringify(list).includes(key.split('_').slice(2).join('_')), 'no secret in the list')
   const del = await svc.app.inject({ method: 'DELETE', url: `${kKeys}/${record.id as string}`, headers: { 'x-api-key': svc.key } })
   assert.equal(del.statusCode, 200)
   assert.equal(typeof del.json().revoked_at, 'string')

@@ -17,6 +17,7 @@ const cases: Case[] = [
   ['a wrong content-length', fastify('FST_ERR_CTP_INVALID_CONTENT_LENGTH', 400), { status: 400, code: 'INVALID_REQUEST' }],
   ['another Fastify client error', fastify('FST_ERR_CTP_INVALID_JSON_BODY', 400), { status: 400, code: 'INVALID_REQUEST' }],
   ['a closed pool', new errors.PoolClosedError(), { status: 503, code: 'OVERLOADED' }],
+  ['a write to destroyed history', new errors.HistoryClosedError(), { status: 503, code: 'OVERLOADED' }],
   ['an unavailable store', new errors.StoreError('STORE_UNAVAILABLE', 'down'), { status: 503, code: 'OVERLOADED' }],
   ['an unavailable quota counter', new errors.StoreError('QUOTA_UNAVAILABLE', 'down'), { status: 503, code: 'OVERLOADED' }],
   ['bad key options', new errors.StoreError('INVALID_KEY_OPTIONS', 'quota must be a non-negative integer'), { status: 400, code: 'INVALID_REQUEST' }],
