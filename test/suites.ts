@@ -45,6 +45,7 @@ export const kSuites = {
     'http/bulk.test.ts',
     'http/content.test.ts',
     'http/errors.test.ts',
+    'http/feedback.test.ts',
     'http/health-history.test.ts',
     'http/keys.test.ts',
     'http/metrics-probes.test.ts',
