@@ -182,8 +182,10 @@ async function currentVerdict (deps: FeedbackRouteDeps['verdicts'], req: Fastify
         req.log.error({ err }, 'scoring for feedback failed')
         throw new ScoringFailedError({ cause: err })
       }
-      if (out.verdict === null) throw new InvalidIndicatorError(out.errors.join('; '))
-      const v = out.verdict as { indicator: { type: string, normalized: string }, risk: { score: number, category: string }, signals: Array<{ signal_id: string }> }
+      // A kept JSON answer comes as its text (the pool's main-thread answers); either form holds the same verdict.
+      const verdict = out.verdict ?? (out.json === null ? null : JSON.parse(out.json) as Record<string, unknown>)
+      if (verdict === null) throw new InvalidIndicatorError(out.errors.join('; '))
+      const v = verdict as { indicator: { type: string, normalized: string }, risk: { score: number, category: string }, signals: Array<{ signal_id: string }> }
       return {
         type: v.indicator.type,
         normalized: v.indicator.normalized,
