@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto'
 import { StoreError } from '../errors.ts'
 import { parseTimestamp } from '../history/utc-day.ts'
-import type { FeedbackFilters, FeedbackSummaryFilters, FeedbackVerdict } from './types.ts'
+import type { FeedbackEntry, FeedbackFilters, FeedbackSummaryFilters, FeedbackVerdict } from './types.ts'
 
 /** What an analyst says of a verdict. */
 export const FEEDBACK_VERDICTS = ['false_positive', 'true_positive'] as const satisfies readonly FeedbackVerdict[]
@@ -98,4 +98,42 @@ export function validateFeedbackLimit (limit: unknown): number {
     throw new StoreError('INVALID_REQUEST', `limit must be an integer from 1 to ${kMaxFeedbackLimit}`)
   }
   return limit
+}
+
+/** A feedback row as both stores read it; the stores differ only in how signal ids and the time are stored. */
+export interface FeedbackRow<SignalIds, Time> {
+  id: string
+  tenant: string
+  verdict: string
+  indicator_type: string
+  indicator_value: string
+  indicator_normalized: string
+  note: string
+  score: number
+  category: string
+  signal_ids: SignalIds
+  engine_version: string
+  data_timestamp: string
+  created_by: string
+  created_at: Time
+}
+
+/** A stored row as an entry; `signalIds` and `createdAt` are already decoded by the store. */
+export function feedbackEntryOf (r: FeedbackRow<unknown, unknown>, signalIds: string[], createdAt: string): FeedbackEntry {
+  return {
+    id: r.id,
+    tenant: r.tenant,
+    verdict: r.verdict as FeedbackVerdict,
+    indicatorType: r.indicator_type,
+    indicatorValue: r.indicator_value,
+    indicatorNormalized: r.indicator_normalized,
+    note: r.note,
+    score: r.score,
+    category: r.category,
+    signalIds,
+    engineVersion: r.engine_version,
+    dataTimestamp: r.data_timestamp,
+    createdBy: r.created_by,
+    createdAt
+  }
 }

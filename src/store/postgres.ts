@@ -19,12 +19,12 @@ import { StoreError } from '../errors.ts'
 import { assertUtcDay } from '../history/utc-day.ts'
 import { allowCursorId, allowCursorOf, newAllowId } from './allowlist.ts'
 import {
-  feedbackCursorId, feedbackCursorOf, isFeedbackId, kMaxSummarySignals, newFeedbackId, validateFeedbackFilters, validateFeedbackLimit,
+  feedbackCursorId, feedbackCursorOf, feedbackEntryOf, type FeedbackRow as SharedFeedbackRow, isFeedbackId, kMaxSummarySignals, newFeedbackId, validateFeedbackFilters, validateFeedbackLimit,
   validateSummaryFilters
 } from './feedback.ts'
 import type {
   AllowEntry, AllowPage, ApiKeyRecord, CreatedKey, CreateKeyOptions, FeedbackDeletion, FeedbackEntry, FeedbackFilters, FeedbackPage, FeedbackSummary,
-  FeedbackSummaryFilters, FeedbackVerdict, HistoryRecord, JournalMark, NewAllowEntry, NewFeedback, SearchFilters, SearchPage, Store, UsageReport
+  FeedbackSummaryFilters, HistoryRecord, JournalMark, NewAllowEntry, NewFeedback, SearchFilters, SearchPage, Store, UsageReport
 } from './types.ts'
 
 /** Options of PostgresStore. */
@@ -199,40 +199,10 @@ function toAllowEntry (r: AllowRow): AllowEntry {
   }
 }
 
-interface FeedbackRow {
-  id: string
-  tenant: string
-  verdict: string
-  indicator_type: string
-  indicator_value: string
-  indicator_normalized: string
-  note: string
-  score: number
-  category: string
-  signal_ids: string[]
-  engine_version: string
-  data_timestamp: string
-  created_by: string
-  created_at: Date
-}
+type FeedbackRow = SharedFeedbackRow<string[], Date>
 
 function toFeedbackEntry (r: FeedbackRow): FeedbackEntry {
-  return {
-    id: r.id,
-    tenant: r.tenant,
-    verdict: r.verdict as FeedbackVerdict,
-    indicatorType: r.indicator_type,
-    indicatorValue: r.indicator_value,
-    indicatorNormalized: r.indicator_normalized,
-    note: r.note,
-    score: r.score,
-    category: r.category,
-    signalIds: r.signal_ids,
-    engineVersion: r.engine_version,
-    dataTimestamp: r.data_timestamp,
-    createdBy: r.created_by,
-    createdAt: r.created_at.toISOString()
-  }
+  return feedbackEntryOf(r, r.signal_ids, r.created_at.toISOString())
 }
 
 interface KeyRow {

@@ -21,12 +21,12 @@ import { StoreError } from '../errors.ts'
 import { assertUtcDay } from '../history/utc-day.ts'
 import { allowCursorId, allowCursorOf, newAllowId } from './allowlist.ts'
 import {
-  feedbackCursorId, feedbackCursorOf, isFeedbackId, kMaxSummarySignals, newFeedbackId, validateFeedbackFilters, validateFeedbackLimit,
+  feedbackCursorId, feedbackCursorOf, feedbackEntryOf, type FeedbackRow as SharedFeedbackRow, isFeedbackId, kMaxSummarySignals, newFeedbackId, validateFeedbackFilters, validateFeedbackLimit,
   validateSummaryFilters
 } from './feedback.ts'
 import type {
   AllowEntry, AllowPage, ApiKeyRecord, CreatedKey, CreateKeyOptions, FeedbackDeletion, FeedbackEntry, FeedbackFilters, FeedbackPage, FeedbackSummary,
-  FeedbackSummaryFilters, FeedbackVerdict, HistoryRecord, JournalMark, NewAllowEntry, NewFeedback, SearchFilters, SearchPage, Store, UsageReport
+  FeedbackSummaryFilters, HistoryRecord, JournalMark, NewAllowEntry, NewFeedback, SearchFilters, SearchPage, Store, UsageReport
 } from './types.ts'
 
 /** Options of SqliteStore. */
@@ -210,40 +210,10 @@ function toAllowEntry (r: AllowRow): AllowEntry {
   return { id: r.id, tenant: r.tenant, kind: r.kind, value: r.value, reason: r.reason, createdBy: r.created_by, createdAt: r.created_at, expiresAt: r.expires_at }
 }
 
-interface FeedbackRow {
-  id: string
-  tenant: string
-  verdict: string
-  indicator_type: string
-  indicator_value: string
-  indicator_normalized: string
-  note: string
-  score: number
-  category: string
-  signal_ids: string
-  engine_version: string
-  data_timestamp: string
-  created_by: string
-  created_at: string
-}
+type FeedbackRow = SharedFeedbackRow<string, string>
 
 function toFeedbackEntry (r: FeedbackRow): FeedbackEntry {
-  return {
-    id: r.id,
-    tenant: r.tenant,
-    verdict: r.verdict as FeedbackVerdict,
-    indicatorType: r.indicator_type,
-    indicatorValue: r.indicator_value,
-    indicatorNormalized: r.indicator_normalized,
-    note: r.note,
-    score: r.score,
-    category: r.category,
-    signalIds: JSON.parse(r.signal_ids) as string[],
-    engineVersion: r.engine_version,
-    dataTimestamp: r.data_timestamp,
-    createdBy: r.created_by,
-    createdAt: r.created_at
-  }
+  return feedbackEntryOf(r, JSON.parse(r.signal_ids) as string[], r.created_at)
 }
 
 interface KeyRow {
