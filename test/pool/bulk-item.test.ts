@@ -146,7 +146,7 @@ test('the packed none tail written directly is packedNoneTail\'s bytes for any p
   const values: unknown[] = [
     { numbers }, { s: ['', 'é', 'x'.repeat(31), 'x'.repeat(32), 'y'.repeat(300), 'z'.repeat(70_000), '\ud800'] }, { b: [true, false, null] },
     { nested: [[], [[1]], Array.from({ length: 20 }, (_, i) => i), Array.from({ length: 70_000 }, () => 0)] }, long, {},
-    { '10': 'integer-like key first', a: 1 }, { u: undefined }, { d: new Date(0) }, [new Map([['a', 1]])]
+    { 10: 'integer-like key first', a: 1 }, { u: undefined }, { d: new Date(0) }, [new Map([['a', 1]])]
   ]
   for (const v of values) {
     const sink = new ByteSink(64)
