@@ -2,7 +2,7 @@
  * buildApp: plugins, parsers, error shape and routes. It never listens (main.ts does).
  */
 import { randomUUID } from 'node:crypto'
-import { STATUS_CODES } from 'node:http'
+import { STATUS_CODES, type ServerResponse } from 'node:http'
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import { join } from 'node:path'
@@ -50,6 +50,11 @@ const kAnswerWhileClosing = new Set(['/api/v2/ioc/health', '/livez', '/readyz'])
 const kConnectionsCheckMs = 1_000
 /** How long open connections are answered `Connection: close` before the server stops, on shutdown, in ms. */
 const kShutdownDrainMs = 1_000
+/**
+ * At shutdown, once every answer is written out (handed to the socket), how long a connection may still take to
+ * deliver it before it is cut, ms: a client that stopped reading its answer must not hold the server's close.
+ */
+const kUnreadAnswerGraceMs = 2_000
 
 /** A client-supplied x-request-id is kept only if it is short and plain, so it cannot forge log lines. */
 function requestId (req: { headers: Record<string, string | string[] | undefined> }): string {
@@ -86,13 +91,26 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     if (!app.server.listening) return
     const open = await new Promise<number>((resolve) => { app.server.getConnections((_err, n) => { resolve(n ?? 0) }) })
     if (open > 0) await new Promise((resolve) => setTimeout(resolve, kShutdownDrainMs))
+    // The server's close waits for every connection to end. Requests still running finish and are answered; after
+    // that, connections whose client does not read the answer are cut.
+    const watch = setInterval(() => {
+      for (const res of answering) if (!res.writableEnded) return
+      clearInterval(watch)
+      setTimeout(() => { app.server.closeAllConnections() }, kUnreadAnswerGraceMs).unref()
+    }, 100)
+    watch.unref()
   })
+  /** Responses not yet delivered (or their connection closed). */
+  const answering = new Set<ServerResponse>()
   app.decorateRequest('apiKey', null)
   app.decorateRequest('session', null)
   await app.register(cookie)
   // One callback-style hook for the checks every request passes (an async hook per check cost a promise and a
   // microtask turn each, on every call).
   app.addHook('onRequest', (req, reply, done) => {
+    const res = reply.raw
+    answering.add(res)
+    res.once('close', () => { answering.delete(res) })
     reply.header('x-request-id', req.id)
     try {
       guardUrl(req)

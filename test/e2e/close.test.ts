@@ -50,3 +50,23 @@ test('keep-alive clients sending while the service closes get answers (200 or 50
   assert.deepEqual(failures, [], `statuses ${JSON.stringify([...statuses])}`)
   assert.ok((statuses.get('503') ?? 0) > 0, 'requests during the close were told to go away')
 })
+
+test('clients that drop their answers halfway do not hold the close: connections are cut once all is answered', { timeout: 40_000 }, async (t) => {
+  // Without the cut, the close waits for the keep-alive timeout (65 s by default): over this test's timeout.
+  const b = await build(t, { IOC_POOL_SIZE: '2' })
+  const base = await b.app.listen({ host: '127.0.0.1', port: 0 })
+  const bulk = async (j: number, drop: boolean): Promise<void> => {
+    const res = await request(`${base}/api/v2/ioc/verdict/bulk`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': b.key },
+      body: JSON.stringify({ indicators: Array.from({ length: 4000 }, (_, i) => ({ value: `172.${16 + j}.${i >> 8}.${i & 255}` })) })
+    })
+    assert.equal(res.statusCode, 200)
+    if (drop) res.body.destroy()
+    else assert.equal(((await res.body.json()) as { results: unknown[] }).results.length, 4000)
+  }
+  // Concurrent answers first (so the dropped ones queue behind them), then clients that read the head and go away.
+  await Promise.all([0, 1, 2, 3].map(async (j) => { await bulk(j, false) }))
+  await Promise.all([4, 5, 6, 7].map(async (j) => { await bulk(j, true) }))
+  await b.app.close()
+})
