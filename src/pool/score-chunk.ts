@@ -9,7 +9,7 @@ import { INDICATOR_TYPES, type EvidenceDetails, type IndicatorType, type Normali
 import { ByteSink } from '../bytes/byte-sink.ts'
 import { HistoryItems } from '../history/codec.ts'
 import { itemTail, kInvalidVerdictMembers, labelsOf, verdictMembers } from '../history/record.ts'
-import { hash30, VerdictCache, verdictHead, type VerdictTexts } from './verdict-cache.ts'
+import { hash30, VerdictCache, verdictHead, type CachedVerdict, type VerdictTexts } from './verdict-cache.ts'
 import { Facets, kNoFacet, type Facet } from './facets.ts'
 import {
   clientPackr, invalidIndicator, invalidItemJson, invalidItemObject, itemEnd, itemHead, itemObject, kItemEndByte, noneTail,
@@ -194,13 +194,7 @@ function writeNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: Norma
   if (cached !== undefined) {
     sink.copy(cached.ring, cached.tailStart, cached.tailEnd)
     out.hit = true
-    const f = kFacets.byId(cached.facet)
-    if (f !== undefined) return facetOut(out, f)
-    const risk = cached.riskJson()
-    out.facet = null
-    out.members = verdictMembers(risk, cached.scoresJson(), kNoLabels)
-    out.category = categoryOfRiskJson(risk)
-    return out
+    return cachedOut(out, cached)
   }
   const t = textsOf(assess(ind, profile, ctx.snapshot))
   const stored = cache?.set(key, t, h) ?? null
@@ -242,13 +236,7 @@ function writePackedNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind:
       t.packed = sink.buf.subarray(start, sink.len)
       cache?.set(key, t, h)
     }
-    const f = kFacets.byId(cached.facet)
-    if (f !== undefined) return facetOut(out, f)
-    const risk = cached.riskJson()
-    out.facet = null
-    out.members = verdictMembers(risk, cached.scoresJson(), kNoLabels)
-    out.category = categoryOfRiskJson(risk)
-    return out
+    return cachedOut(out, cached)
   }
   const a = assess(ind, profile, ctx.snapshot)
   t = textsOf(a)
@@ -262,6 +250,17 @@ function writePackedNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind:
   out.facet = null
   out.members = verdictMembers(t.risk, t.scores, kNoLabels)
   out.category = categoryOfRiskJson(t.risk)
+  return out
+}
+
+/** The history members and category of a cache hit: its facet's, or made from its risk and scores texts. */
+function cachedOut (out: NoneTail, cached: CachedVerdict): NoneTail {
+  const f = kFacets.byId(cached.facet)
+  if (f !== undefined) return facetOut(out, f)
+  const risk = cached.riskJson()
+  out.facet = null
+  out.members = verdictMembers(risk, cached.scoresJson(), kNoLabels)
+  out.category = categoryOfRiskJson(risk)
   return out
 }
 
