@@ -147,8 +147,12 @@ function parseOptions (argv: string[]): Options {
 
 interface Target { name: string, base: string, key: string, proc: ChildProcess | null, dir: string | null }
 
-async function startProcess (name: string, args: string[], env: Record<string, string>, dir: string | null, nodeArgs: string[] = []): Promise<Target> {
-  const proc = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', ...args], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'ignore', 'pipe'] })
+/** Node options that run a TypeScript script. */
+const kTsx = ['--import', 'tsx']
+
+/** Starts `node [nodeArgs] args...` (`nodeArgs` holds `--import tsx` for a TypeScript script). */
+async function startProcess (name: string, args: string[], env: Record<string, string>, dir: string | null, nodeArgs: string[] = kTsx): Promise<Target> {
+  const proc = spawn(process.execPath, [...nodeArgs, ...args], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'ignore', 'pipe'] })
   let err = ''
   return await new Promise((resolve, reject) => {
     const timer = setTimeout(() => { proc.kill('SIGKILL'); reject(new Error(`${name} did not start:\n${err}`)) }, 180_000)
@@ -165,9 +169,13 @@ async function startProcess (name: string, args: string[], env: Record<string, s
   })
 }
 
+/**
+ * Starts the service as `npm start` runs it: bin/ioc-verdict.js, which loads the bundled JavaScript of src/main.ts
+ * (no TypeScript loader in the process), so the bench measures what a deployment runs.
+ */
 async function startService (name: string, poolSize: number | null, profileDir: string | null = null): Promise<Target> {
   const dir = mkdtempSync(join(tmpdir(), 'ioc-verdict-bench-'))
-  return await startProcess(name, [join(kRoot, 'src', 'main.ts'), 'serve'], {
+  return await startProcess(name, [join(kRoot, 'bin', 'ioc-verdict.js'), 'serve'], {
     IOC_DATA_DIR: dir,
     IOC_PORT: '0',
     IOC_HOST: '127.0.0.1',
