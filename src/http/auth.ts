@@ -3,7 +3,7 @@
  * a verified key is remembered for a few seconds under a digest of the presented key, so a busy SIEM feed does not
  * cost a store round trip per request. Revocation therefore takes effect within kVerifiedTtlMs.
  */
-import { createHash, timingSafeEqual } from 'node:crypto'
+import { hash, timingSafeEqual } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { LRUCache } from 'lru-cache'
 import { AddressNotAllowedError, CsrfError, InvalidApiKeyError, MissingApiKeyError, PermissionDeniedError, SessionExpiredError } from '../errors.ts'
@@ -36,7 +36,8 @@ export class KeyVerifier {
 
   /** The active, unexpired key record, or null. */
   async verify (presented: string): Promise<ApiKeyRecord | null> {
-    const digest = createHash('sha256').update(presented).digest('base64')
+    // One-shot hash: half the CPU of createHash().update().digest(), paid on every authenticated call.
+    const digest = hash('sha256', presented, 'base64')
     let rec = this.cache.get(digest) ?? null
     if (rec === null) {
       rec = await this.store.verifyKey(presented)
