@@ -9,6 +9,7 @@ import { InvalidRequestError, NotFoundError } from '../errors.ts'
 import { StoreError, type AllowEntry, type Store } from '../store/index.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
 import { errorsOf } from './response-schemas.ts'
+import { kIdParams } from './schemas.ts'
 import type { SessionAuth } from './session.ts'
 
 /** Longest reason kept, in characters. */
@@ -127,7 +128,7 @@ export function allowlistRoutes (app: FastifyInstance, deps: AllowlistRouteDeps)
       summary: 'Remove one of the tenant\'s allowlist entries; the next request no longer sees it',
       security: [{ apiKey: [] }],
       response: { 204: { type: 'null', description: 'Removed' }, ...errorsOf(401, 403, 404) },
-      params: { type: 'object', additionalProperties: false, required: ['id'], properties: { id: { type: 'string', minLength: 1, maxLength: 64 } } }
+      params: kIdParams
     },
     onRequest: auth
   }, async (req, reply) => {

@@ -16,6 +16,7 @@ import { FEEDBACK_VERDICTS, kMaxFeedbackLimit } from '../store/feedback.ts'
 import { StoreError, type ApiKeyRecord, type FeedbackEntry, type FeedbackFilters, type FeedbackVerdict, type Store } from '../store/index.ts'
 import { hasPermission, requireKey, type KeyVerifier } from './auth.ts'
 import { errorsOf } from './response-schemas.ts'
+import { kIdParams } from './schemas.ts'
 import type { SessionAuth } from './session.ts'
 
 /** Longest note kept, in characters (after trimming). */
@@ -310,7 +311,7 @@ export function feedbackRoutes (app: FastifyInstance, deps: FeedbackRouteDeps): 
       summary: 'Remove a feedback entry: your own, or any of the tenant\'s with the admin permission',
       security: [{ apiKey: [] }],
       response: { 204: { type: 'null', description: 'Removed' }, ...errorsOf(401, 403, 404) },
-      params: { type: 'object', additionalProperties: false, required: ['id'], properties: { id: { type: 'string', minLength: 1, maxLength: 64 } } }
+      params: kIdParams
     },
     onRequest: auth
   }, async (req, reply) => {

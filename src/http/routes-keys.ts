@@ -8,6 +8,7 @@ import { InvalidRequestError, NotFoundError, PermissionDeniedError } from '../er
 import { PERMISSIONS, type ApiKeyRecord, type Store } from '../store/index.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
 import { errorsOf } from './response-schemas.ts'
+import { kIdParams } from './schemas.ts'
 
 /** What the key routes need. */
 export interface KeyRouteDeps {
@@ -122,7 +123,7 @@ export function keyRoutes (app: FastifyInstance, deps: KeyRouteDeps): void {
       tags: ['management'],
       summary: 'Revoke an API key of the tenant (admin); it is refused from the next request on',
       security: [{ apiKey: [] }],
-      params: { type: 'object', required: ['id'], properties: { id: { type: 'string', maxLength: 64 } } },
+      params: kIdParams,
       response: { 200: kKeyRecord, ...errorsOf(400, 401, 403, 404) }
     },
     onRequest: requireKey(verifier, 'admin')

@@ -5,6 +5,14 @@
  */
 import type { FromSchema } from 'json-schema-to-ts'
 
+/** Path parameters of a route on one stored entry (`/:id`: a key, allowlist or feedback id). */
+export const kIdParams = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['id'],
+  properties: { id: { type: 'string', minLength: 1, maxLength: 64 } }
+} as const
+
 const kDetail = {
   signal_details: { type: 'string', enum: ['none', 'top', 'all'] },
   evidence_details: { type: 'string', enum: ['none', 'summary', 'full'] }
