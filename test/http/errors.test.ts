@@ -185,7 +185,11 @@ test('prototype-pollution keys anywhere in a JSON body give 400 INVALID_REQUEST 
     [kBulk, '{"indicators":[{"value":"1.2.3.4"},{"value":"5.6.7.8","__proto__":{"polluted":1}}]}'],
     [kBulk, '{"indicators":[{"value":"1.2.3.4"}],"__proto__":{"polluted":1}}'],
     [kBulk, '{"indicators":[{"value":"1.2.3.4"}],"context":{"flags":{"__proto__":{"polluted":1}}}}'],
-    [kBulk, '{"indicators":[{"value":"1.2.3.4"}],"source":{"constructor":{"prototype":{"polluted":1}}}}']
+    [kBulk, '{"indicators":[{"value":"1.2.3.4"}],"source":{"constructor":{"prototype":{"polluted":1}}}}'],
+    // Spelled with JSON escapes: the body text holds none of the words.
+    [kSingle, '{"indicator":{"value":"1.2.3.4"},"\\u005f_proto__":{"polluted":1}}'],
+    [kBulk, '{"indicators":[{"value":"1.2.3.4","\\u0063onstructor":{"polluted":1}}]}'],
+    [kBulk, '{"indicators":[{"value":"1.2.3.4"}],"context":{"flags":{"proto\\u0074ype":{"polluted":1}}}}']
   ]
   for (const [url, payload] of cases) {
     const res = await post(url, payload, { 'content-type': 'application/json' })
