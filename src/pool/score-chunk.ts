@@ -203,13 +203,7 @@ function writeNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: Norma
   } else {
     sink.write(noneTail(t.risk, t.scores, t.rest))
   }
-  out.hit = false
-  const f = kFacets.byId(t.facet ?? kNoFacet)
-  if (f !== undefined) return facetOut(out, f)
-  out.facet = null
-  out.members = verdictMembers(t.risk, t.scores, kNoLabels)
-  out.category = categoryOfRiskJson(t.risk)
-  return out
+  return missOut(out, t)
 }
 
 /**
@@ -244,6 +238,11 @@ function writePackedNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind:
   writePackedTailOf(sink, a.risk, a.scores, a.threat_context, a.recommended_actions)
   t.packed = sink.buf.subarray(start, sink.len)
   cache?.set(key, t, h)
+  return missOut(out, t)
+}
+
+/** The history members and category of a verdict just assessed: its facet's, or made from its texts. */
+function missOut (out: NoneTail, t: VerdictTexts): NoneTail {
   out.hit = false
   const f = kFacets.byId(t.facet ?? kNoFacet)
   if (f !== undefined) return facetOut(out, f)
