@@ -233,17 +233,8 @@ export class PartBuilder {
   }
 }
 
-/** What a part file's header holds besides its sections. */
-interface PartHeader {
-  format: number
-  lines: number
-  rejected: number
-  rejectedSamples: RejectedLine[]
-  labels: string[]
-  v4Prefixes: number[]
-  v6Prefixes: number[]
-  count: number
-}
+/** What a part file's header holds besides its sections: the part's counts and facts, and the file format. */
+type PartHeader = { format: number } & Pick<SourcePart, 'lines' | 'rejected' | 'rejectedSamples' | 'labels' | 'v4Prefixes' | 'v6Prefixes' | 'count'>
 
 /** Writes a part file atomically. */
 export async function writePartFile (path: string, part: SourcePart): Promise<void> {
