@@ -3,6 +3,7 @@
  * keys with chosen permissions, one engine snapshot per test process, and cut-down registries for tests that compile
  * snapshots of their own.
  */
+import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
@@ -10,7 +11,7 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { after, before, type TestContext } from 'node:test'
 import { loadConfig, type Config } from '../src/config.ts'
-import { Snapshot, type SnapshotData } from '../src/engine/index.ts'
+import { Snapshot, type SnapshotData, type ThreatSignal, type Verdict } from '../src/engine/index.ts'
 import { loadManifest, loadSnapshot } from '../src/intel/index.ts'
 import { startService, type Service } from '../src/service.ts'
 
@@ -134,4 +135,23 @@ function headLines (path: string, n: number): Buffer {
   } finally {
     closeSync(fd)
   }
+}
+
+/** A verdict's signal by id (fails the test, naming the signals it has, when there is none). */
+export function signal (v: Verdict, id: string): ThreatSignal {
+  const s = v.signals.find((x) => x.signal_id === id)
+  assert.ok(s !== undefined, `${v.indicator.value} has signal ${id}; it has ${v.signals.map((x) => x.signal_id).join(', ')}`)
+  return s
+}
+
+/** A signal's signed contribution to the score (fails the test when it has none). */
+export function contribution (s: ThreatSignal): number {
+  const c = s.evidence?.contribution
+  assert.equal(typeof c, 'number')
+  return c as number
+}
+
+/** A verdict's recommended actions, in order. */
+export function actions (v: Verdict): string[] {
+  return v.recommended_actions.map((a) => a.action)
 }

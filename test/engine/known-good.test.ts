@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { DEFAULT_PROFILE, score, selectProfile, Snapshot, type ScoringProfile, type ThreatSignal, type Verdict } from '../../src/engine/index.ts'
 import { compileSnapshot, loadManifest } from '../../src/intel/index.ts'
-import { sampleSnapshot } from '../helper.ts'
+import { actions, contribution, sampleSnapshot, signal } from '../helper.ts'
 
 const kRequire = createRequire(import.meta.url)
 const kRoot = join(import.meta.dirname, '..', '..')
@@ -23,20 +23,6 @@ function verdict (snap: Snapshot, value: string, profile: ScoringProfile = DEFAU
   const r = score(value, undefined, { profile, signalDetails: 'all', evidenceDetails: 'full' }, snap)
   assert.ok(r.ok, `${value} is valid`)
   return r.verdict
-}
-
-function signal (v: Verdict, id: string): ThreatSignal {
-  const s = v.signals.find((x) => x.signal_id === id)
-  assert.ok(s !== undefined, `${v.indicator.value} has signal ${id}; it has ${v.signals.map((x) => x.signal_id).join(', ')}`)
-  return s
-}
-
-function contribution (s: ThreatSignal): number {
-  return s.evidence?.contribution as number
-}
-
-function actions (v: Verdict): string[] {
-  return v.recommended_actions.map((a) => a.action)
 }
 
 function round2 (x: number): number {

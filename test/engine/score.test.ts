@@ -9,10 +9,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
 import { mixedCorpus } from '../../bench/corpus.ts'
-import { assess, DEFAULT_PROFILE, kTopSignals, normalize, PROFILES, render, score, selectProfile, Snapshot, type ScoreParams, type ScoringProfile, type ThreatSignal, type Verdict } from '../../src/engine/index.ts'
+import { assess, DEFAULT_PROFILE, kTopSignals, normalize, PROFILES, render, score, selectProfile, Snapshot, type ScoreParams, type ScoringProfile, type Verdict } from '../../src/engine/index.ts'
 import { compileSnapshot, loadManifest } from '../../src/intel/index.ts'
 import { kParseOptions } from '../../src/engine/score.ts'
-import { kSampleManifest, sampleSnapshot, sampleSnapshotData } from '../helper.ts'
+import { actions, contribution, kSampleManifest, sampleSnapshot, sampleSnapshotData, signal } from '../helper.ts'
 
 const kRequire = createRequire(import.meta.url)
 const kPhishing = kRequire('eth-phishing-detect/src/config.json') as { blacklist: string[], whitelist: string[] }
@@ -29,22 +29,6 @@ function verdict (snap: Snapshot, value: string, type?: string, profile?: Scorin
   const r = score(value, type, params(profile), snap)
   assert.ok(r.ok, `${value} is valid: ${JSON.stringify(r)}`)
   return r.verdict
-}
-
-function signal (v: Verdict, id: string): ThreatSignal {
-  const s = v.signals.find((x) => x.signal_id === id)
-  assert.ok(s !== undefined, `${v.indicator.value} has signal ${id}; it has ${v.signals.map((x) => x.signal_id).join(', ')}`)
-  return s
-}
-
-function contribution (s: ThreatSignal): number {
-  const c = s.evidence?.contribution
-  assert.equal(typeof c, 'number')
-  return c as number
-}
-
-function actions (v: Verdict): string[] {
-  return v.recommended_actions.map((a) => a.action)
 }
 
 function round2 (x: number): number {
