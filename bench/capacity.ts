@@ -32,6 +32,10 @@ const kBulkPath = '/api/v2/ioc/verdict/bulk'
 const kSinglePath = '/api/v2/ioc/verdict'
 
 class UsageError extends Error {}
+/** A run that cannot go on for a reason the operator can fix (exit status 1, `error: ...`, no stack trace). */
+class BenchError extends Error {}
+/** Error codes of a server that cannot be reached (Node's sockets and DNS, undici). */
+const kUnreachable = /^(ECONNREFUSED|ECONNRESET|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT|EAI_AGAIN|UND_ERR_)/
 
 interface Options {
   url: string | null
@@ -565,7 +569,10 @@ async function main (opts: Options): Promise<void> {
     const spec: Spec = { label: 'warm-up', target: t, kind: 'bulk', format: 'json', repeat: 0, signalDetails: 'none', cycle: false }
     const warmBodies = [...seenBodies, ...bodies.build(spec, opts.warmup)]
     const r = await drive(spec, warmBodies, 2, 3600, opts.bulk, dispatcher)
-    if (r.errors > 0) throw new Error(`${t.name} answered warm-up bulks with errors: ${r.errorStatuses}`)
+    if (r.errors > 0) {
+      const refused = /\b(401|403)\b/.test(String(r.errorStatuses)) ? ' (check --key: it needs the verdict and verdict_bulk permissions)' : ''
+      throw new BenchError(`${t.name} answered warm-up bulks with errors: ${r.errorStatuses}${refused}`)
+    }
     rate.set(`${t.name} bulk`, Math.max(r.requestsPerSec, 1))
     await drained(t, dispatcher)
     const singles = bodies.build({ ...spec, kind: 'single', repeat: 1 }, 2000)
@@ -692,5 +699,14 @@ const kUsage = `usage: npm run bench:capacity -- [--url URL --key KEY] [--bulk N
     process.stderr.write(err.message === 'help' ? `${kUsage}\n` : `error: ${err.message}\n${kUsage}\n`)
     process.exit(err.message === 'help' ? 0 : 2)
   }
-  await main(opts)
+  try {
+    await main(opts)
+  } catch (err) {
+    // A deployment that cannot be reached or refuses the bench is the operator's to fix: say so, no stack trace.
+    const e = err as Error & { code?: unknown }
+    const unreachable = typeof e.code === 'string' && kUnreachable.test(e.code)
+    if (!(err instanceof BenchError) && !unreachable) throw err
+    process.stderr.write(`error: ${unreachable ? `cannot reach ${opts.url ?? 'a server the bench started'}: ${String(e.code)} ${e.message}` : e.message}\n`)
+    process.exitCode = 1
+  }
 }

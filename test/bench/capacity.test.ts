@@ -81,3 +81,22 @@ test('the capacity bench rejects bad options with a clear error and a non-zero e
   }
   assert.ok(!existsSync(join(out, 'capacity.json')))
 })
+
+test('a deployment that refuses the key or cannot be reached ends the bench with a one-line error, exit 1 and no report', async (t) => {
+  const svc = await build(t)
+  await svc.app.listen({ port: 0, host: '127.0.0.1' })
+  const url = `http://127.0.0.1:${(svc.app.server.address() as AddressInfo).port}`
+  const out = mkdtempSync(join(tmpdir(), 'ioc-verdict-capacity-test-'))
+  t.after(() => rmSync(out, { recursive: true, force: true }))
+  const common = ['--duration', '1', '--bulk', '50', '--concurrency', '1', '--warmup', '1', '--out', out]
+  const refused = await runBench(['--url', url, '--key', 'iocv_notakey_x', ...common])
+  assert.equal(refused.code, 1, refused.stderr)
+  assert.match(refused.stderr, /^error: .*401 INVALID_API_KEY.*check --key/m)
+  // A closed port: the service's own, once it has stopped listening.
+  await svc.app.close()
+  const gone = await runBench(['--url', url, '--key', svc.key, ...common])
+  assert.equal(gone.code, 1, gone.stderr)
+  assert.match(gone.stderr, new RegExp(`^error: cannot reach ${url}: ECONNREFUSED`, 'm'))
+  for (const run of [refused, gone]) assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack trace')
+  assert.ok(!existsSync(join(out, 'capacity.json')))
+})
