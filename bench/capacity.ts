@@ -433,6 +433,14 @@ function knee (sweep: Row[], gain: number, p99Factor: number): Row | null {
 
 interface Ratio { name: string, value: number | null, target: string, met: boolean | null, detail: string }
 
+/** A client at this share of one core or more may itself be what limits a level's rate. */
+const kClientBoundPercent = 90
+
+function clientBoundNote (levels: string[]): string {
+  return `client-bound (the bench's own client at >= ${kClientBoundPercent}% of a core; the rate may be the client's limit, ` +
+    `and a ratio against such a level is an upper bound; run more clients or clients on other hosts): ${levels.join(', ')}`
+}
+
 function ratio (name: string, a: number | undefined, b: number | undefined, target: string, met: (x: number) => boolean | null, detail: string): Ratio {
   const value = a === undefined || b === undefined || b === 0 || !Number.isFinite(a) || !Number.isFinite(b) ? null : Math.round(a / b * 100) / 100
   return { name, value, target, met: value === null ? null : met(value), detail }
@@ -492,6 +500,7 @@ function html (report: Report): string {
 <h1>ioc-verdict capacity</h1>
 <p>${esc(report.date)} · ${report.cpus} CPUs · target ${esc(report.deployment)} · command <code>${esc(report.command)}</code></p>
 <p class="sizing">${esc(report.sentence)}</p>
+${report.client_bound.length > 0 ? `<p>${esc(clientBoundNote(report.client_bound))}</p>` : ''}
 ${chart('Throughput', report.options.single ? 'indicators/s (= requests/s)' : 'indicators/s', series((r) => r.indicatorsPerSec, ['bulk', 'single']))}
 ${chart('Bulk latency p99', 'p99 ms', series((r) => r.p99, ['bulk']))}
 ${series((r) => r.p99, ['single', 'hello']).length > 0 ? chart('Single-call latency p99', 'p99 ms', series((r) => r.p99, ['single', 'hello'])) : ''}
@@ -518,6 +527,8 @@ interface Report {
   ratios: Ratio[]
   sizing: { indicators_per_sec: number, p99_ms: number, concurrency: number } | null
   sentence: string
+  /** Levels at which the client used kClientBoundPercent or more of a core: their rate may be the client's limit. */
+  client_bound: string[]
 }
 
 async function main (opts: Options): Promise<void> {
@@ -667,6 +678,8 @@ async function main (opts: Options): Promise<void> {
   for (const r of ratios) console.log(`${r.name}: ${r.value ?? '-'}x${r.target === '' ? '' : ` (target ${r.target}: ${r.met === null ? '-' : r.met ? 'met' : 'missed'})`}; ${r.detail}`)
   const clientMax = Math.max(...rows.map((r) => r.clientCpuPercent))
   console.log(`client CPU: at most ${clientMax}% of one core per level`)
+  const clientBound = rows.filter((r) => r.clientCpuPercent >= kClientBoundPercent).map((r) => `${r.label} c=${r.concurrency} (${r.clientCpuPercent}%)`)
+  if (clientBound.length > 0) console.log(clientBoundNote(clientBound))
   console.log(sentence)
   const report: Report = {
     date: new Date().toISOString(),
@@ -677,7 +690,8 @@ async function main (opts: Options): Promise<void> {
     rows,
     ratios,
     sizing,
-    sentence
+    sentence,
+    client_bound: clientBound
   }
   mkdirSync(opts.out, { recursive: true })
   writeFileSync(join(opts.out, 'capacity.json'), JSON.stringify(report, null, 2) + '\n')

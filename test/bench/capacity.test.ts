@@ -37,6 +37,7 @@ test('the capacity bench measures a deployment it did not start and writes the J
     sizing: { indicators_per_sec: number, p99_ms: number, concurrency: number }
     sentence: string
     options: { key: string }
+    client_bound: string[]
   }
   assert.ok(report.rows.length >= 1)
   for (const row of report.rows) {
@@ -47,6 +48,10 @@ test('the capacity bench measures a deployment it did not start and writes the J
   assert.ok(report.sizing.p99_ms > 0)
   assert.ok([1, 2].includes(report.sizing.concurrency))
   assert.notEqual(report.options.key, svc.key)
+  // Levels where the bench's own client was near a full core are named, so a reader knows what limited them.
+  assert.ok(Array.isArray(report.client_bound))
+  for (const level of report.client_bound) assert.match(level, / c=\d+ \((9\d|1\d\d)(\.\d)?%\)$/)
+  if (report.client_bound.length > 0) assert.match(run.stdout, /^client-bound /m)
   assert.match(report.sentence, /^one instance sustains \d+ indicators\/s at p99 <= [\d.]+ ms .*; for \d+ indicators\/s run \d+ instances/)
 
   const html = readFileSync(join(out, 'capacity.html'), 'utf8')
