@@ -22,7 +22,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { availableParallelism, tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
-import { pack } from 'msgpackr'
+import { pack, unpack } from 'msgpackr'
 import { Agent, request } from 'undici'
 import { kMixTypes, weightedCorpus, type CorpusItem, type MixType } from './corpus.ts'
 
@@ -34,8 +34,10 @@ const kSinglePath = '/api/v2/ioc/verdict'
 class UsageError extends Error {}
 /** A run that cannot go on for a reason the operator can fix (exit status 1, `error: ...`, no stack trace). */
 class BenchError extends Error {}
-/** Error codes of a server that cannot be reached (Node's sockets and DNS, undici). */
-const kUnreachable = /^(ECONNREFUSED|ECONNRESET|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT|EAI_AGAIN|UND_ERR_)/
+/** Error codes of a server that cannot be reached (Node's sockets and DNS, undici) or not verified (TLS). */
+const kUnreachable = /^(ECONNREFUSED|ECONNRESET|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT|EAI_AGAIN|UND_ERR_|ERR_TLS_|ERR_SSL_)|CERT/
+/** TLS verification failures: the deployment's certificate is not trusted by this process. */
+const kCertificate = /CERT|ERR_TLS_CERT/
 
 interface Options {
   url: string | null
@@ -569,7 +571,38 @@ async function main (opts: Options): Promise<void> {
     }
     return out
   }
+  /**
+   * Checks that the target answers like ioc-verdict before anything is measured: a bulk of a few indicators in the
+   * run's format must come back with one result per indicator, each a verdict or an item error, and a single call with
+   * a risk score. A proxy's error page or another service answering 200 would otherwise be sized as a fast deployment.
+   */
+  const checkAnswers = async (t: Target): Promise<void> => {
+    const f = opts.format
+    const indicators = bodies.seen.slice(0, 3)
+    const call = async (path: string, body: unknown): Promise<unknown> => {
+      const res = await request(`${t.base}${path}`, { method: 'POST', dispatcher, headers: { 'content-type': contentType(f), accept: contentType(f), 'x-api-key': t.key }, body: encode(f, body) })
+      const bytes = Buffer.from(await res.body.arrayBuffer())
+      const code = /"code":"([A-Z_]+)"/.exec(bytes.subarray(0, 2048).toString())?.[1]
+      const hint = res.statusCode === 401 || res.statusCode === 403 ? ' (check --key: it needs the verdict and verdict_bulk permissions)' : ''
+      if (res.statusCode !== 200) throw new BenchError(`${t.name} answered ${path} with ${res.statusCode}${code === undefined ? '' : ` ${code}`}${hint}`)
+      const type = String(res.headers['content-type'] ?? '')
+      if (!type.startsWith(contentType(f))) throw new BenchError(`${t.name} answered ${path} with content-type "${type}", not ${contentType(f)}: is it ioc-verdict?`)
+      try {
+        return f === 'json' ? JSON.parse(bytes.toString()) : unpack(bytes)
+      } catch {
+        throw new BenchError(`${t.name} answered ${path} with a body that is not ${f}: is it ioc-verdict?`)
+      }
+    }
+    const bulk = await call(kBulkPath, { indicators, signal_details: 'none' }) as { results?: Array<{ risk?: { score?: unknown }, errors?: unknown }> }
+    const results = bulk?.results
+    if (!Array.isArray(results) || results.length !== indicators.length || !results.every((r) => typeof r?.risk?.score === 'number' || Array.isArray(r?.errors))) {
+      throw new BenchError(`${t.name} answered a bulk of ${indicators.length} indicators without ${indicators.length} results: is it ioc-verdict?`)
+    }
+    const single = await call(kSinglePath, { indicator: { value: '198.51.100.23' } }) as { risk?: { score?: unknown } }
+    if (typeof single?.risk?.score !== 'number') throw new BenchError(`${t.name} answered a single verdict without a risk score: is it ioc-verdict?`)
+  }
   const warm = async (t: Target): Promise<void> => {
+    await checkAnswers(t)
     if (opts.warmup === 0) return
     progress.show(`${t.name}: warm-up (${opts.warmup} bulks and the indicators the cache has seen)...`)
     if (!progress.tty) process.stderr.write(`warm-up ${t.name}\n`)
@@ -720,7 +753,8 @@ const kUsage = `usage: npm run bench:capacity -- [--url URL --key KEY] [--bulk N
     const e = err as Error & { code?: unknown }
     const unreachable = typeof e.code === 'string' && kUnreachable.test(e.code)
     if (!(err instanceof BenchError) && !unreachable) throw err
-    process.stderr.write(`error: ${unreachable ? `cannot reach ${opts.url ?? 'a server the bench started'}: ${String(e.code)} ${e.message}` : e.message}\n`)
+    const hint = unreachable && kCertificate.test(String(e.code)) ? ' (a certificate from a private CA: give its PEM in NODE_EXTRA_CA_CERTS)' : ''
+    process.stderr.write(`error: ${unreachable ? `cannot reach ${opts.url ?? 'a server the bench started'}: ${String(e.code)} ${e.message}${hint}` : e.message}\n`)
     process.exitCode = 1
   }
 }

@@ -2,6 +2,8 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { createServer as createHttpServer, type Server } from 'node:http'
+import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -103,5 +105,30 @@ test('a deployment that refuses the key or cannot be reached ends the bench with
   assert.equal(gone.code, 1, gone.stderr)
   assert.match(gone.stderr, new RegExp(`^error: cannot reach ${url}: ECONNREFUSED`, 'm'))
   for (const run of [refused, gone]) assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack trace')
+  assert.ok(!existsSync(join(out, 'capacity.json')))
+})
+
+/** Listens on 127.0.0.1 and resolves with the server's base URL. */
+async function listen (server: Server, scheme: 'http' | 'https'): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return `${scheme}://127.0.0.1:${(server.address() as AddressInfo).port}`
+}
+
+test('a server that is not ioc-verdict, or whose certificate is not trusted, is refused before anything is measured', async (t) => {
+  const out = mkdtempSync(join(tmpdir(), 'ioc-verdict-capacity-test-'))
+  t.after(() => rmSync(out, { recursive: true, force: true }))
+  const common = ['--key', 'iocv_any_key', '--duration', '1', '--bulk', '50', '--concurrency', '1', '--warmup', '1', '--out', out]
+  // Answers 200 with an empty JSON object to everything, as a misrouted proxy might.
+  const other = createHttpServer((_req, res) => { res.setHeader('content-type', 'application/json'); res.end('{}') })
+  const tls = join(import.meta.dirname, '..', 'fixtures', 'tls')
+  const selfSigned = createHttpsServer({ key: readFileSync(join(tls, 'key.pem')), cert: readFileSync(join(tls, 'cert.pem')) }, (_req, res) => { res.end('{}') })
+  t.after(() => { other.close(); selfSigned.close() })
+  const [otherUrl, tlsUrl] = await Promise.all([listen(other, 'http'), listen(selfSigned as unknown as Server, 'https')])
+  const [notUs, untrusted] = await Promise.all([runBench(['--url', otherUrl, ...common]), runBench(['--url', tlsUrl, ...common])])
+  assert.equal(notUs.code, 1, notUs.stderr)
+  assert.match(notUs.stderr, /^error: service answered a bulk of 3 indicators without 3 results: is it ioc-verdict\?$/m)
+  assert.equal(untrusted.code, 1, untrusted.stderr)
+  assert.match(untrusted.stderr, new RegExp(`^error: cannot reach ${tlsUrl}: DEPTH_ZERO_SELF_SIGNED_CERT .*NODE_EXTRA_CA_CERTS`, 'm'))
+  for (const run of [notUs, untrusted]) assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack trace')
   assert.ok(!existsSync(join(out, 'capacity.json')))
 })
