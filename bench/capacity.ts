@@ -37,7 +37,17 @@ class BenchError extends Error {}
 /** Error codes of a server that cannot be reached (Node's sockets and DNS, undici) or not verified (TLS). */
 const kUnreachable = /^(ECONNREFUSED|ECONNRESET|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT|EAI_AGAIN|UND_ERR_|ERR_TLS_|ERR_SSL_)|CERT/
 /** TLS verification failures: the deployment's certificate is not trusted by this process. */
-const kCertificate = /CERT|ERR_TLS_CERT/
+const kCertificate = /CERT/
+
+/** An answer's status with the error code of its body, if any: `401 INVALID_API_KEY`. */
+function statusText (status: number, bodyHead: string): string {
+  return `${status} ${/"code":"([A-Z_]+)"/.exec(bodyHead)?.[1] ?? ''}`.trim()
+}
+
+/** What to tell of answers refused for the key (401, 403 in `statuses`). */
+function keyHint (statuses: string): string {
+  return /\b(401|403)\b/.test(statuses) ? ' (check --key: it needs the verdict and verdict_bulk permissions)' : ''
+}
 
 interface Options {
   url: string | null
@@ -344,7 +354,7 @@ async function drive (spec: Spec, bodies: Buffer[], concurrency: number, duratio
         lat.push(performance.now() - start)
         if (res.statusCode !== 200 || (!Number.isNaN(length) && bytes !== length)) {
           errors++
-          const code = `${res.statusCode} ${/"code":"([A-Z_]+)"/.exec(head)?.[1] ?? ''}`.trim()
+          const code = statusText(res.statusCode, head)
           statuses.set(code, (statuses.get(code) ?? 0) + 1)
         }
       }
@@ -582,9 +592,10 @@ async function main (opts: Options): Promise<void> {
     const call = async (path: string, body: unknown): Promise<unknown> => {
       const res = await request(`${t.base}${path}`, { method: 'POST', dispatcher, headers: { 'content-type': contentType(f), accept: contentType(f), 'x-api-key': t.key }, body: encode(f, body) })
       const bytes = Buffer.from(await res.body.arrayBuffer())
-      const code = /"code":"([A-Z_]+)"/.exec(bytes.subarray(0, 2048).toString())?.[1]
-      const hint = res.statusCode === 401 || res.statusCode === 403 ? ' (check --key: it needs the verdict and verdict_bulk permissions)' : ''
-      if (res.statusCode !== 200) throw new BenchError(`${t.name} answered ${path} with ${res.statusCode}${code === undefined ? '' : ` ${code}`}${hint}`)
+      if (res.statusCode !== 200) {
+        const status = statusText(res.statusCode, bytes.subarray(0, 2048).toString())
+        throw new BenchError(`${t.name} answered ${path} with ${status}${keyHint(status)}`)
+      }
       const type = String(res.headers['content-type'] ?? '')
       if (!type.startsWith(contentType(f))) throw new BenchError(`${t.name} answered ${path} with content-type "${type}", not ${contentType(f)}: is it ioc-verdict?`)
       try {
@@ -613,10 +624,7 @@ async function main (opts: Options): Promise<void> {
     const spec: Spec = { label: 'warm-up', target: t, kind: 'bulk', format: 'json', repeat: 0, signalDetails: 'none', cycle: false }
     const warmBodies = [...seenBodies, ...bodies.build(spec, opts.warmup)]
     const r = await drive(spec, warmBodies, 2, 3600, opts.bulk, dispatcher)
-    if (r.errors > 0) {
-      const refused = /\b(401|403)\b/.test(String(r.errorStatuses)) ? ' (check --key: it needs the verdict and verdict_bulk permissions)' : ''
-      throw new BenchError(`${t.name} answered warm-up bulks with errors: ${r.errorStatuses}${refused}`)
-    }
+    if (r.errors > 0) throw new BenchError(`${t.name} answered warm-up bulks with errors: ${r.errorStatuses}${keyHint(r.errorStatuses)}`)
     rate.set(`${t.name} bulk`, Math.max(r.requestsPerSec, 1))
     await drained(t, dispatcher)
     const singles = bodies.build({ ...spec, kind: 'single', repeat: 1 }, 2000)

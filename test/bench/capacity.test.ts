@@ -1,4 +1,4 @@
-import { test } from 'node:test'
+import { test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -22,12 +22,18 @@ async function runBench (args: string[]): Promise<{ code: number | null, stdout:
   return { code, stdout, stderr }
 }
 
+/** A fresh directory for the bench's reports, removed after the test. */
+function outDir (t: TestContext): string {
+  const out = mkdtempSync(join(tmpdir(), 'ioc-verdict-capacity-test-'))
+  t.after(() => rmSync(out, { recursive: true, force: true }))
+  return out
+}
+
 test('the capacity bench measures a deployment it did not start and writes the JSON and HTML reports with a sizing', async (t) => {
   const svc = await build(t)
   await svc.app.listen({ port: 0, host: '127.0.0.1' })
   const url = `http://127.0.0.1:${(svc.app.server.address() as AddressInfo).port}`
-  const out = mkdtempSync(join(tmpdir(), 'ioc-verdict-capacity-test-'))
-  t.after(() => rmSync(out, { recursive: true, force: true }))
+  const out = outDir(t)
 
   const run = await runBench(['--url', url, '--key', svc.key, '--duration', '1', '--bulk', '200', '--concurrency', '1,2', '--warmup', '2', '--out', out])
   assert.equal(run.code, 0, run.stderr)
@@ -66,8 +72,7 @@ test('the capacity bench measures a deployment it did not start and writes the J
 })
 
 test('the capacity bench rejects bad options with a clear error and a non-zero exit, and writes nothing', async (t) => {
-  const out = mkdtempSync(join(tmpdir(), 'ioc-verdict-capacity-test-'))
-  t.after(() => rmSync(out, { recursive: true, force: true }))
+  const out = outDir(t)
   const cases: Array<[string[], RegExp]> = [
     [['--bulk', 'ten'], /--bulk/],
     [['--mix', 'ip=40,url=60'], /--mix/],
@@ -93,8 +98,7 @@ test('a deployment that refuses the key or cannot be reached ends the bench with
   const svc = await build(t)
   await svc.app.listen({ port: 0, host: '127.0.0.1' })
   const url = `http://127.0.0.1:${(svc.app.server.address() as AddressInfo).port}`
-  const out = mkdtempSync(join(tmpdir(), 'ioc-verdict-capacity-test-'))
-  t.after(() => rmSync(out, { recursive: true, force: true }))
+  const out = outDir(t)
   const common = ['--duration', '1', '--bulk', '50', '--concurrency', '1', '--warmup', '1', '--out', out]
   const refused = await runBench(['--url', url, '--key', 'iocv_notakey_x', ...common])
   assert.equal(refused.code, 1, refused.stderr)
@@ -115,8 +119,7 @@ async function listen (server: Server, scheme: 'http' | 'https'): Promise<string
 }
 
 test('a server that is not ioc-verdict, or whose certificate is not trusted, is refused before anything is measured', async (t) => {
-  const out = mkdtempSync(join(tmpdir(), 'ioc-verdict-capacity-test-'))
-  t.after(() => rmSync(out, { recursive: true, force: true }))
+  const out = outDir(t)
   const common = ['--key', 'iocv_any_key', '--duration', '1', '--bulk', '50', '--concurrency', '1', '--warmup', '1', '--out', out]
   // Answers 200 with an empty JSON object to everything, as a misrouted proxy might.
   const other = createHttpServer((_req, res) => { res.setHeader('content-type', 'application/json'); res.end('{}') })
