@@ -110,7 +110,7 @@ function lookup (ctx: ScoringContext, profile: ScoringProfile, ind: NormalizedIn
   const key = cacheKey(ctx, profile.version, ind.type, ind.normalized)
   const h = ctx.cache === null ? 0 : hash30(key)
   const cached = ctx.cache?.get(key, h)
-  if (cached !== undefined) return { a: cached.assessment(), hit: true }
+  if (cached?.json === true) return { a: cached.assessment(), hit: true }
   const a = assess(ind, profile, ctx.snapshot)
   ctx.cache?.set(key, textsOf(a), h)
   return { a, hit: false }
@@ -191,7 +191,7 @@ function writeNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: Norma
   const cache = ctx.cache
   const h = cache === null ? 0 : hash30(key)
   const cached = cache?.get(key, h)
-  if (cached !== undefined) {
+  if (cached?.json === true) {
     sink.copy(cached.ring, cached.tailStart, cached.tailEnd)
     out.hit = true
     return cachedOut(out, cached)
@@ -208,7 +208,8 @@ function writeNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: Norma
 
 /**
  * writeNoneTail for MessagePack items: copies the entry's packed none tail on a hit; packs it on a miss, or on a hit of
- * an entry a JSON call stored (then stores the entry again with it), so that each verdict is packed once.
+ * an entry a JSON call stored (then stores the entry again with it), so that each verdict is packed once. A miss
+ * stores the packed tail only (verdict-cache.ts), with the risk and scores texts the history record needs.
  */
 function writePackedNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: NormalizedIndicator, sink: ByteSink): NoneTail {
   const out = kNoneTail
@@ -233,7 +234,9 @@ function writePackedNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind:
     return cachedOut(out, cached)
   }
   const a = assess(ind, profile, ctx.snapshot)
-  t = textsOf(a)
+  const risk = jsonOf(a.risk)
+  const scores = jsonOf(a.scores)
+  t = { head: null, risk, scores, rest: '', facet: kFacets.of(a, risk, scores)?.id ?? kNoFacet }
   const start = sink.len
   writePackedTailOf(sink, a.risk, a.scores, a.threat_context, a.recommended_actions)
   t.packed = sink.buf.subarray(start, sink.len)

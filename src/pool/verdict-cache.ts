@@ -33,7 +33,11 @@ const kMinRingBytes = 1 << 20
  * Entry layout: a 40-byte header, the key (UTF-8), then the verdict: `head` of VerdictTexts, the none tail of the bulk
  * item (bulk-item.ts: kTailRisk, risk, kTailSignalsNone, scores, rest) and a closing `}`, so that head to `}` is the
  * JSON object StoredAssessment; then, once a MessagePack call has asked for it, the none tail in MessagePack
- * (bulk-item.ts packedNoneTail) up to the entry's end. Header slots (byte offsets; uint32 little-endian but the stamp):
+ * (bulk-item.ts packedNoneTail) up to the entry's end. An entry a MessagePack miss stored holds only the packed tail
+ * and, for the history record, the risk and scores texts (head and rest empty, kSlotJson 0): writing the JSON texts of
+ * a verdict no JSON caller has asked for cost a MessagePack miss about a third of its time. A caller that needs the
+ * JSON form of such an entry takes it as a miss, assesses again and stores the whole entry.
+ * Header slots (byte offsets; uint32 little-endian but the stamp):
  */
 const kSlotLength = 0 // entry length in bytes, header included
 const kSlotKeyBytes = 4 // key length in bytes
@@ -45,14 +49,18 @@ const kSlotScoresEnd = 20 // where the scores' JSON ends
 const kSlotStamp = 24
 const kSlotFacet = 32 // the verdict's facet number (facets.ts), kNoFacet when it has none
 const kSlotJsonEnd = 36 // where the JSON ends (after its `}`): the MessagePack tail, if any, runs from here to the end
-const kHeader = 40
+const kSlotJson = 40 // 1 when the entry holds the verdict's JSON form, 0 when only its packed tail (see above)
+const kHeader = 44
 /** Entries larger than this share of the ring are not cached (they would evict too much at once). */
 const kMaxEntryShare = 16
 
 /** The texts of one verdict, as the chunk scorer has them on a miss. */
 export interface VerdictTexts {
-  /** JSON text `{"type":..,"normalized":..,"flags":..,"all_signals":..,` (the part before the bulk tail). */
-  head: string
+  /**
+   * JSON text `{"type":..,"normalized":..,"flags":..,"all_signals":..,` (the part before the bulk tail); null for an
+   * entry of the packed tail only (then `packed` is required and `rest` is not stored).
+   */
+  head: string | null
   risk: string
   scores: string
   /** The members of the bulk tail after scores: `,"threat_context":...,"recommended_actions":...`. */
@@ -105,6 +113,14 @@ export class CachedVerdict {
     return this.off + this.u32(kSlotTailEnd)
   }
 
+  /**
+   * Whether the entry holds the verdict's JSON form (the bulk tail, the assessment): false for an entry of the packed
+   * tail only, which only MessagePack callers at signal_details none can use.
+   */
+  get json (): boolean {
+    return this.ring[this.off + kSlotJson] === 1
+  }
+
   /** Start of the MessagePack none tail in `ring` (equal to packedEnd when the entry has none). */
   get packedStart (): number {
     return this.off + this.u32(kSlotJsonEnd)
@@ -115,7 +131,7 @@ export class CachedVerdict {
     return this.off + this.u32(kSlotLength)
   }
 
-  /** The texts the verdict was stored from (to store it again with more). */
+  /** The texts the verdict was stored from (to store it again with more); an entry with its JSON form. */
   texts (): VerdictTexts {
     const o = this.off
     const tailStart = o + this.u32(kSlotTailStart)
@@ -145,7 +161,7 @@ export class CachedVerdict {
     return this.ring.toString('utf8', this.off + this.u32(kSlotRiskEnd) + kTailSignals.length, this.off + this.u32(kSlotScoresEnd))
   }
 
-  /** The assessment, parsed from the stored JSON. */
+  /** The assessment, parsed from the stored JSON; an entry with its JSON form. */
   assessment (): Assessment {
     const s = JSON.parse(this.ring.toString('utf8', this.off + kHeader + this.u32(kSlotKeyBytes), this.off + this.u32(kSlotJsonEnd))) as StoredAssessment
     return {
@@ -211,7 +227,10 @@ export class VerdictCache {
   set (key: string, v: VerdictTexts, hash = hash30(key)): CachedVerdict | null {
     // Reserve the most UTF-8 can take, write, then give back what was not used (nothing is written after it).
     const packed = v.packed?.length ?? 0
-    const most = kHeader + 3 * (key.length + v.head.length + v.risk.length + v.scores.length + v.rest.length) + kRisk.length + kTailSignals.length + 1 + packed
+    const head = v.head ?? ''
+    const rest = v.head === null ? '' : v.rest
+    if (v.head === null && v.packed === undefined) throw new TypeError('an entry without its JSON form needs its packed tail')
+    const most = kHeader + 3 * (key.length + head.length + v.risk.length + v.scores.length + rest.length) + kRisk.length + kTailSignals.length + 1 + packed
     if (most > this.size / kMaxEntryShare) return null
     const off = this.reserve(most)
     const stamp = this.head - most
@@ -221,7 +240,7 @@ export class VerdictCache {
     // then pays for on every thread). Where a piece is ASCII (bytes = UTF-16 units) its end follows from its length.
     const keyBytes = utf8Into(r, key, p)
     p += keyBytes
-    p += utf8Into(r, v.head, p)
+    if (head.length > 0) p += utf8Into(r, head, p)
     const tailStart = p
     r.set(kRiskBytes, p)
     p += kRiskBytes.length
@@ -231,7 +250,7 @@ export class VerdictCache {
     p += kTailSignalsBytes.length
     p += utf8Into(r, v.scores, p)
     const scoresEnd = p
-    p += utf8Into(r, v.rest, p)
+    if (rest.length > 0) p += utf8Into(r, rest, p)
     const tailEnd = p
     r[p++] = 0x7d // }
     const jsonEnd = p
@@ -250,6 +269,7 @@ export class VerdictCache {
     r.writeDoubleLE(stamp, off + kSlotStamp)
     r.writeUInt32LE(v.facet ?? kNoFacet, off + kSlotFacet)
     r.writeUInt32LE(jsonEnd - off, off + kSlotJsonEnd)
+    r.writeUInt32LE(v.head === null ? 0 : 1, off + kSlotJson)
     this.index.set(hash, off)
     return new CachedVerdict(r, off)
   }

@@ -75,6 +75,37 @@ test('bulk chunks answer byte for byte as without a cache, on the miss and on th
   assert.equal(again.cacheHits, items.length - again.invalid)
 })
 
+test('entries a msgpack call stored (packed tail only) answer msgpack hits; JSON and single calls assess again', async () => {
+  const snapshot = await sampleSnapshot()
+  const items = corpus()
+  const fresh: ScoringContext = { snapshot, cache: null }
+  const cached: ScoringContext = { snapshot, cache: createShardCache(100_000) }
+  const bulk = (format: 'json' | 'msgpack', signalDetails: SignalDetails): ChunkParams => ({ mode: 'bulk', format, scoringVersion: null, signalDetails, evidenceDetails: 'none' })
+  const valid = items.length - scoreBulkChunk(items, bulk('json', 'none'), fresh).invalid
+  // Indicators the corpus holds more than once hit from their first time in a chunk.
+  const repeats = scoreBulkChunk(items, bulk('json', 'none'), { snapshot, cache: createShardCache(100_000) }).cacheHits
+  const check = (params: ChunkParams, hits: number, what: string): void => {
+    const want = scoreBulkChunk(items, params, fresh)
+    const got = scoreBulkChunk(items, params, cached)
+    sameBytes(got.body, want.body, what)
+    sameBytes(got.history, want.history, `history ${what}`)
+    assert.equal(got.cacheHits, hits, `cache hits ${what}`)
+  }
+  check(bulk('msgpack', 'none'), repeats, 'msgpack miss')
+  check(bulk('msgpack', 'none'), valid, 'msgpack hit')
+  // The entries hold no JSON form: a single call and a JSON bulk at `top` take them as misses and store whole ones.
+  const single: ChunkParams = { mode: 'single', format: 'json', scoringVersion: null, signalDetails: 'all', evidenceDetails: 'full' }
+  const one = items.find((i) => typeof i[1] === 'string' && i[1].includes('.')) as ChunkItem
+  assert.equal(scoreSingle(one, single, cached).cacheHit, false)
+  assert.deepEqual(scoreSingle(one, single, cached).verdict, scoreSingle(one, single, fresh).verdict)
+  assert.equal(scoreSingle(one, single, cached).cacheHit, true)
+  check(bulk('json', 'top'), repeats + 1, 'json top after msgpack')
+  // The whole entries serve every caller; the first msgpack call packs their tail again.
+  check(bulk('json', 'none'), valid, 'json none hit')
+  check(bulk('msgpack', 'none'), valid, 'msgpack hit on whole entries')
+  check(bulk('msgpack', 'all'), valid, 'msgpack all hit')
+})
+
 test('single calls answer exactly as without a cache, and report the hit, at every detail level', async () => {
   const snapshot = await sampleSnapshot()
   const items = corpus().slice(0, 400)
