@@ -145,6 +145,8 @@ test('the packed none tail written directly is packedNoneTail\'s bytes for any p
   const long = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`k${i}`, i * 1.5]))
   const values: unknown[] = [
     { numbers }, { s: ['', 'é', 'x'.repeat(31), 'x'.repeat(32), 'y'.repeat(300), 'z'.repeat(70_000), '\ud800'] }, { b: [true, false, null] },
+    { long: ['x'.repeat(23), 'x'.repeat(24), 'é'.repeat(24), 'x'.repeat(23) + 'é', 'x'.repeat(40) + '\ud800', '😀'.repeat(20), 'ü'.repeat(200)] },
+    { ключ: 1, ['k'.repeat(40)]: 'v' },
     { nested: [[], [[1]], Array.from({ length: 20 }, (_, i) => i), Array.from({ length: 70_000 }, () => 0)] }, long, {},
     { 10: 'integer-like key first', a: 1 }, { u: undefined }, { d: new Date(0) }, [new Map([['a', 1]])]
   ]
@@ -154,5 +156,12 @@ test('the packed none tail written directly is packedNoneTail\'s bytes for any p
     writePackedNoneTail(sink, v, v, v, v)
     const want = Buffer.concat([Buffer.from([0x2e]), Buffer.from(packedNoneTail(v, v, v, v))])
     assert.ok(Buffer.from(sink.take()).equals(want), JSON.stringify(v)?.slice(0, 80))
+    // Frozen risk, scores and actions (as the engine shares them) are packed once and then copied, twice here.
+    const frozen = Object.freeze(structuredClone(v) as object)
+    for (let i = 0; i < 2; i++) {
+      const again = new ByteSink(64)
+      writePackedNoneTail(again, frozen, frozen, v, frozen)
+      assert.ok(Buffer.from(again.take()).equals(Buffer.from(packedNoneTail(frozen, frozen, v, frozen))), `frozen ${JSON.stringify(v)?.slice(0, 80)}`)
+    }
   }
 })
