@@ -110,7 +110,7 @@ function lookup (ctx: ScoringContext, profile: ScoringProfile, ind: NormalizedIn
   const key = cacheKey(ctx, profile.version, ind.type, ind.normalized)
   const h = ctx.cache === null ? 0 : hash30(key)
   const cached = ctx.cache?.get(key, h)
-  if (cached?.json === true) return { a: cached.assessment(), hit: true }
+  if (cached?.hasAssessment === true) return { a: cached.assessment(), hit: true }
   const a = assess(ind, profile, ctx.snapshot)
   ctx.cache?.set(key, textsOf(a), h)
   return { a, hit: false }
@@ -136,16 +136,18 @@ const kFacets = new Facets()
 
 /**
  * The texts a verdict is cached as (verdict-cache.ts): the bulk tail at signal_details none is one run of them. With
- * the number of its facet, whose texts they share.
+ * the number of its facet, whose texts they share. `forms`: what the entry is to hold (verdict-cache.ts): the
+ * assessment (head and JSON tail), the JSON tail, or only what the history record needs (risk and scores; the caller
+ * adds the packed tail).
  */
-function textsOf (a: Assessment): VerdictTexts {
+function textsOf (a: Assessment, forms: 'assessment' | 'tail' | 'packed' = 'assessment'): VerdictTexts {
   const risk = jsonOf(a.risk)
   const scores = jsonOf(a.scores)
   return {
-    head: verdictHead(a.type, JSON.stringify(a.normalized), jsonOf(a.flags), jsonOf(a.signals)),
+    head: forms === 'assessment' ? verdictHead(a.type, JSON.stringify(a.normalized), jsonOf(a.flags), jsonOf(a.signals)) : null,
     risk,
     scores,
-    rest: tailRest(JSON.stringify(a.threat_context), jsonOf(a.recommended_actions)),
+    rest: forms === 'packed' ? null : tailRest(JSON.stringify(a.threat_context), jsonOf(a.recommended_actions)),
     facet: kFacets.of(a, risk, scores)?.id ?? kNoFacet
   }
 }
@@ -191,17 +193,17 @@ function writeNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: Norma
   const cache = ctx.cache
   const h = cache === null ? 0 : hash30(key)
   const cached = cache?.get(key, h)
-  if (cached?.json === true) {
+  if (cached?.hasTail === true) {
     sink.copy(cached.ring, cached.tailStart, cached.tailEnd)
     out.hit = true
     return cachedOut(out, cached)
   }
-  const t = textsOf(assess(ind, profile, ctx.snapshot))
+  const t = textsOf(assess(ind, profile, ctx.snapshot), 'tail')
   const stored = cache?.set(key, t, h) ?? null
   if (stored !== null) {
     sink.copy(stored.ring, stored.tailStart, stored.tailEnd)
   } else {
-    sink.write(noneTail(t.risk, t.scores, t.rest))
+    sink.write(noneTail(t.risk, t.scores, t.rest ?? ''))
   }
   return missOut(out, t)
 }
@@ -209,7 +211,7 @@ function writeNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: Norma
 /**
  * writeNoneTail for MessagePack items: copies the entry's packed none tail on a hit; packs it on a miss, or on a hit of
  * an entry a JSON call stored (then stores the entry again with it), so that each verdict is packed once. A miss
- * stores the packed tail only (verdict-cache.ts), with the risk and scores texts the history record needs.
+ * stores the packed tail only (verdict-cache.ts).
  */
 function writePackedNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: NormalizedIndicator, sink: ByteSink): NoneTail {
   const out = kNoneTail
@@ -223,7 +225,8 @@ function writePackedNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind:
     if (cached.packedEnd > cached.packedStart) {
       sink.copy(cached.ring, cached.packedStart, cached.packedEnd)
     } else {
-      const a = cached.assessment()
+      // An entry without the packed tail holds the JSON tail (verdict-cache.ts).
+      const a = cached.tailMembers()
       t = cached.texts()
       const start = sink.len
       writePackedTailOf(sink, a.risk, a.scores, a.threat_context, a.recommended_actions)
@@ -234,9 +237,7 @@ function writePackedNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind:
     return cachedOut(out, cached)
   }
   const a = assess(ind, profile, ctx.snapshot)
-  const risk = jsonOf(a.risk)
-  const scores = jsonOf(a.scores)
-  t = { head: null, risk, scores, rest: '', facet: kFacets.of(a, risk, scores)?.id ?? kNoFacet }
+  t = textsOf(a, 'packed')
   const start = sink.len
   writePackedTailOf(sink, a.risk, a.scores, a.threat_context, a.recommended_actions)
   t.packed = sink.buf.subarray(start, sink.len)
@@ -350,8 +351,8 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
     const rule = allow === null ? null : allow.match(ind)
     if (rule !== null && params.format === 'json' && params.signalDetails === 'none') {
       // Allowlisted for this tenant: assessed now, never read from or written to the shared cache.
-      const t = textsOf(overridden(ctx, profile, ind, rule))
-      sink.write(itemHead(sentJson(ind, value)) + noneTail(t.risk, t.scores, t.rest) + itemEnd(ind.warnings))
+      const t = textsOf(overridden(ctx, profile, ind, rule), 'tail')
+      sink.write(itemHead(sentJson(ind, value)) + noneTail(t.risk, t.scores, t.rest ?? '') + itemEnd(ind.warnings))
       members = verdictMembers(t.risk, t.scores, kNoLabels)
       countCategory(categories, 'allowlisted')
     } else if (params.signalDetails === 'none' && rule === null && (params.format === 'json' || typeof value === 'string')) {

@@ -30,13 +30,18 @@ import { IntLru } from './int-lru.ts'
 export const kBytesPerVerdict = 768
 const kMinRingBytes = 1 << 20
 /**
- * Entry layout: a 40-byte header, the key (UTF-8), then the verdict: `head` of VerdictTexts, the none tail of the bulk
+ * Entry layout: a 44-byte header, the key (UTF-8), then the verdict: `head` of VerdictTexts, the none tail of the bulk
  * item (bulk-item.ts: kTailRisk, risk, kTailSignalsNone, scores, rest) and a closing `}`, so that head to `}` is the
  * JSON object StoredAssessment; then, once a MessagePack call has asked for it, the none tail in MessagePack
- * (bulk-item.ts packedNoneTail) up to the entry's end. An entry a MessagePack miss stored holds only the packed tail
- * and, for the history record, the risk and scores texts (head and rest empty, kSlotJson 0): writing the JSON texts of
- * a verdict no JSON caller has asked for cost a MessagePack miss about a third of its time. A caller that needs the
- * JSON form of such an entry takes it as a miss, assesses again and stores the whole entry.
+ * (bulk-item.ts packedNoneTail) up to the entry's end.
+ *
+ * An entry holds the forms its callers have asked for (kSlotForms): the assessment (head and tail: single calls, bulks
+ * at signal_details top or all), the JSON tail (JSON bulks at none), the packed tail (MessagePack bulks at none).
+ * Risk and scores are always there (the history record's members). A bulk at none stores only its own tail, because
+ * the JSON texts no caller has asked for cost a miss a sixth (JSON: the head, mostly the signals) to a third
+ * (MessagePack: head and tail) of its scoring time, for callers a deployment rarely mixes. A caller that needs a
+ * form the entry lacks takes it as a miss, assesses again and stores the entry whole (the packed tail is made again
+ * when a MessagePack caller asks).
  * Header slots (byte offsets; uint32 little-endian but the stamp):
  */
 const kSlotLength = 0 // entry length in bytes, header included
@@ -49,22 +54,29 @@ const kSlotScoresEnd = 20 // where the scores' JSON ends
 const kSlotStamp = 24
 const kSlotFacet = 32 // the verdict's facet number (facets.ts), kNoFacet when it has none
 const kSlotJsonEnd = 36 // where the JSON ends (after its `}`): the MessagePack tail, if any, runs from here to the end
-const kSlotJson = 40 // 1 when the entry holds the verdict's JSON form, 0 when only its packed tail (see above)
+const kSlotForms = 40 // kFormTail | kFormAssessment: the JSON forms the entry holds (see above)
 const kHeader = 44
+/** The JSON tail (risk, scores and rest). */
+const kFormTail = 1
+/** The assessment: head and JSON tail. */
+const kFormAssessment = 2
 /** Entries larger than this share of the ring are not cached (they would evict too much at once). */
 const kMaxEntryShare = 16
 
 /** The texts of one verdict, as the chunk scorer has them on a miss. */
 export interface VerdictTexts {
   /**
-   * JSON text `{"type":..,"normalized":..,"flags":..,"all_signals":..,` (the part before the bulk tail); null for an
-   * entry of the packed tail only (then `packed` is required and `rest` is not stored).
+   * JSON text `{"type":..,"normalized":..,"flags":..,"all_signals":..,` (the part before the bulk tail), for an entry
+   * that holds the assessment; else null.
    */
   head: string | null
   risk: string
   scores: string
-  /** The members of the bulk tail after scores: `,"threat_context":...,"recommended_actions":...`. */
-  rest: string
+  /**
+   * The members of the bulk tail after scores: `,"threat_context":...,"recommended_actions":...`; null for an entry of
+   * the packed tail only (then `packed` is required and `head` null).
+   */
+  rest: string | null
   /** The facet number of risk and scores (facets.ts); absent or kNoFacet when they have none. */
   facet?: number
   /** The none tail in MessagePack (bulk-item.ts packedNoneTail), when a MessagePack call has made it. */
@@ -113,12 +125,14 @@ export class CachedVerdict {
     return this.off + this.u32(kSlotTailEnd)
   }
 
-  /**
-   * Whether the entry holds the verdict's JSON form (the bulk tail, the assessment): false for an entry of the packed
-   * tail only, which only MessagePack callers at signal_details none can use.
-   */
-  get json (): boolean {
-    return this.ring[this.off + kSlotJson] === 1
+  /** Whether the entry holds the JSON tail (tailStart to tailEnd): what a JSON bulk at signal_details none copies. */
+  get hasTail (): boolean {
+    return ((this.ring[this.off + kSlotForms] as number) & kFormTail) !== 0
+  }
+
+  /** Whether the entry holds the assessment (assessment()): what single calls and bulks at top or all need. */
+  get hasAssessment (): boolean {
+    return ((this.ring[this.off + kSlotForms] as number) & kFormAssessment) !== 0
   }
 
   /** Start of the MessagePack none tail in `ring` (equal to packedEnd when the entry has none). */
@@ -131,14 +145,14 @@ export class CachedVerdict {
     return this.off + this.u32(kSlotLength)
   }
 
-  /** The texts the verdict was stored from (to store it again with more); an entry with its JSON form. */
+  /** The texts the verdict was stored from (to store it again with more); an entry with its JSON tail. */
   texts (): VerdictTexts {
     const o = this.off
     const tailStart = o + this.u32(kSlotTailStart)
     const riskEnd = o + this.u32(kSlotRiskEnd)
     const scoresEnd = o + this.u32(kSlotScoresEnd)
     return {
-      head: this.ring.toString('utf8', o + kHeader + this.u32(kSlotKeyBytes), tailStart),
+      head: this.hasAssessment ? this.ring.toString('utf8', o + kHeader + this.u32(kSlotKeyBytes), tailStart) : null,
       risk: this.ring.toString('utf8', tailStart + kRisk.length, riskEnd),
       scores: this.ring.toString('utf8', riskEnd + kTailSignals.length, scoresEnd),
       rest: this.ring.toString('utf8', scoresEnd, o + this.u32(kSlotTailEnd)),
@@ -161,7 +175,15 @@ export class CachedVerdict {
     return this.ring.toString('utf8', this.off + this.u32(kSlotRiskEnd) + kTailSignals.length, this.off + this.u32(kSlotScoresEnd))
   }
 
-  /** The assessment, parsed from the stored JSON; an entry with its JSON form. */
+  /**
+   * The members of the none tail as objects (risk, scores, threat_context, recommended_actions), parsed from the
+   * stored JSON; an entry with its JSON tail.
+   */
+  tailMembers (): Pick<Assessment, 'risk' | 'scores' | 'threat_context' | 'recommended_actions'> {
+    return JSON.parse(`{${this.ring.toString('utf8', this.off + this.u32(kSlotTailStart), this.off + this.u32(kSlotTailEnd))}}`) as StoredAssessment
+  }
+
+  /** The assessment, parsed from the stored JSON; an entry that holds it. */
   assessment (): Assessment {
     const s = JSON.parse(this.ring.toString('utf8', this.off + kHeader + this.u32(kSlotKeyBytes), this.off + this.u32(kSlotJsonEnd))) as StoredAssessment
     return {
@@ -228,8 +250,8 @@ export class VerdictCache {
     // Reserve the most UTF-8 can take, write, then give back what was not used (nothing is written after it).
     const packed = v.packed?.length ?? 0
     const head = v.head ?? ''
-    const rest = v.head === null ? '' : v.rest
-    if (v.head === null && v.packed === undefined) throw new TypeError('an entry without its JSON form needs its packed tail')
+    const rest = v.rest ?? ''
+    if (v.rest === null && (v.head !== null || v.packed === undefined)) throw new TypeError('an entry without its JSON tail holds the packed tail only')
     const most = kHeader + 3 * (key.length + head.length + v.risk.length + v.scores.length + rest.length) + kRisk.length + kTailSignals.length + 1 + packed
     if (most > this.size / kMaxEntryShare) return null
     const off = this.reserve(most)
@@ -269,7 +291,7 @@ export class VerdictCache {
     r.writeDoubleLE(stamp, off + kSlotStamp)
     r.writeUInt32LE(v.facet ?? kNoFacet, off + kSlotFacet)
     r.writeUInt32LE(jsonEnd - off, off + kSlotJsonEnd)
-    r.writeUInt32LE(v.head === null ? 0 : 1, off + kSlotJson)
+    r.writeUInt32LE(v.rest === null ? 0 : v.head === null ? kFormTail : kFormTail | kFormAssessment, off + kSlotForms)
     this.index.set(hash, off)
     return new CachedVerdict(r, off)
   }

@@ -75,7 +75,7 @@ test('bulk chunks answer byte for byte as without a cache, on the miss and on th
   assert.equal(again.cacheHits, items.length - again.invalid)
 })
 
-test('entries a msgpack call stored (packed tail only) answer msgpack hits; JSON and single calls assess again', async () => {
+test('entries hold the forms their callers asked for; a caller needing another assesses again, byte for byte', async () => {
   const snapshot = await sampleSnapshot()
   const items = corpus()
   const fresh: ScoringContext = { snapshot, cache: null }
@@ -104,6 +104,22 @@ test('entries a msgpack call stored (packed tail only) answer msgpack hits; JSON
   check(bulk('json', 'none'), valid, 'json none hit')
   check(bulk('msgpack', 'none'), valid, 'msgpack hit on whole entries')
   check(bulk('msgpack', 'all'), valid, 'msgpack all hit')
+
+  // A JSON bulk at none stores the JSON tail only: msgpack callers pack it (hits), single calls and `top` assess again.
+  const second: ScoringContext = { snapshot, cache: createShardCache(100_000) }
+  const check2 = (params: ChunkParams, hits: number, what: string): void => {
+    const got = scoreBulkChunk(items, params, second)
+    sameBytes(got.body, scoreBulkChunk(items, params, fresh).body, what)
+    assert.equal(got.cacheHits, hits, `cache hits ${what}`)
+  }
+  check2(bulk('json', 'none'), repeats, 'json miss')
+  check2(bulk('json', 'none'), valid, 'json hit')
+  assert.equal(scoreSingle(one, single, second).cacheHit, false)
+  assert.equal(scoreSingle(one, single, second).cacheHit, true)
+  check2(bulk('msgpack', 'none'), valid, 'msgpack hit on JSON tails')
+  check2(bulk('msgpack', 'none'), valid, 'msgpack hit on packed tails')
+  check2(bulk('json', 'all'), repeats + 1, 'json all after json none')
+  check2(bulk('json', 'none'), valid, 'json none hit on whole entries')
 })
 
 test('single calls answer exactly as without a cache, and report the hit, at every detail level', async () => {
