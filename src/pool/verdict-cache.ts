@@ -24,8 +24,9 @@ import { kNoFacet } from './facets.ts'
 import { IntLru } from './int-lru.ts'
 
 /**
- * Ring bytes reserved per verdict of capacity. An entry (header, key, assessment JSON) took 540-1,300 bytes (10th to
- * 90th percentile; mean 713) on the bench's mixed corpus: the ring then holds about as many verdicts as the index.
+ * Ring bytes reserved per verdict of capacity. An entry holding the assessment (header, key, assessment JSON) took
+ * 540-1,300 bytes (10th to 90th percentile; mean 713) on the bench's mixed corpus: the ring then holds about as many
+ * verdicts as the index. Entries of a bulk's tail only are smaller, so the index bound is reached first.
  */
 export const kBytesPerVerdict = 768
 const kMinRingBytes = 1 << 20
