@@ -277,6 +277,7 @@ interface Row {
   repeat: number
   signalDetails: string
   concurrency: number
+  /** Requests answered (200, whole body); refused or failed ones are in `errors` and count toward no rate. */
   requests: number
   indicators: number
   seconds: number
@@ -327,7 +328,7 @@ async function drive (spec: Spec, bodies: Buffer[], concurrency: number, duratio
   const until = t0 + durationS * 1000
   const timer = setInterval(() => {
     const s = (performance.now() - t0) / 1000
-    progress.show(`${spec.label} c=${concurrency}: ${s.toFixed(1)}/${durationS}s, ${lat.length} requests, ${Math.round(lat.length * perRequest / s)} indicators/s`)
+    progress.show(`${spec.label} c=${concurrency}: ${s.toFixed(1)}/${durationS}s, ${lat.length} answered, ${Math.round(lat.length * perRequest / s)} indicators/s${errors > 0 ? `, ${errors} errors` : ''}`)
   }, 250)
   try {
     await Promise.all(Array.from({ length: concurrency }, async () => {
@@ -351,8 +352,10 @@ async function drive (spec: Spec, bodies: Buffer[], concurrency: number, duratio
           bytes += (chunk as Buffer).length
         }
         const length = Number(res.headers['content-length'] ?? NaN)
-        lat.push(performance.now() - start)
-        if (res.statusCode !== 200 || (!Number.isNaN(length) && bytes !== length)) {
+        // Only answers count toward the rates and latencies: a quick refusal (503 OVERLOADED) is not throughput.
+        if (res.statusCode === 200 && (Number.isNaN(length) || bytes === length)) {
+          lat.push(performance.now() - start)
+        } else {
           errors++
           const code = statusText(res.statusCode, head)
           statuses.set(code, (statuses.get(code) ?? 0) + 1)
@@ -410,6 +413,9 @@ async function drained (t: Target, dispatcher: Agent): Promise<number | null> {
 // ---------------------------------------------------------------------------------------------------------------
 // The table.
 
+/** A latency, or '-' for a level that answered nothing (no latency to tell). */
+const ms = (x: number): string => Number.isFinite(x) ? String(x) : '-'
+
 const kColumns: Array<[string, (r: Row) => string, number]> = [
   ['run', (r) => r.label, 22],
   ['target', (r) => r.target, 8],
@@ -417,8 +423,8 @@ const kColumns: Array<[string, (r: Row) => string, number]> = [
   ['req', (r) => String(r.requests), 7],
   ['ind/s', (r) => String(r.indicatorsPerSec), 9],
   ['req/s', (r) => String(r.requestsPerSec), 9],
-  ['p50 ms', (r) => String(r.p50), 8],
-  ['p99 ms', (r) => String(r.p99), 8],
+  ['p50 ms', (r) => ms(r.p50), 8],
+  ['p99 ms', (r) => ms(r.p99), 8],
   ['srv µs/ind', (r) => r.serverCpuUsPerIndicator === null ? '-' : String(r.serverCpuUsPerIndicator), 10],
   ['client cpu', (r) => `${r.clientCpuPercent}%`, 10],
   ['drain ms', (r) => r.historyDrainMs === null ? '-' : String(r.historyDrainMs), 8],
@@ -443,6 +449,21 @@ function knee (sweep: Row[], gain: number, p99Factor: number): Row | null {
   return chosen
 }
 
+/** Why the sweep gave no sizing, and what to do about it. */
+function noSizing (sweep: Row[]): string {
+  const failed = sweep.filter((r) => r.errors > 0).map((r) => `c=${r.concurrency}: ${r.errorStatuses}`)
+  let s = `no sizing: no level of the sweep completed without errors${failed.length > 0 ? ` (${failed.join('; ')})` : ''}`
+  if (failed.some((f) => f.includes('503 OVERLOADED'))) {
+    const first = sweep[0]
+    s += '; 503 OVERLOADED is the deployment refusing load it cannot take (its history writer behind, or its in-flight bound)'
+    if (first?.sustainedIndicatorsPerSec !== null && first?.sustainedIndicatorsPerSec !== undefined && first.sustainedIndicatorsPerSec > 0) {
+      s += `: at c=${first.concurrency} it answered and recorded ${first.sustainedIndicatorsPerSec} indicators/s (history drained)`
+    }
+    s += '; see docs/OPERATIONS.md, "Capacity tuning"'
+  }
+  return s
+}
+
 interface Ratio { name: string, value: number | null, target: string, met: boolean | null, detail: string }
 
 /** A client at this share of one core or more may itself be what limits a level's rate. */
@@ -464,7 +485,9 @@ function ratio (name: string, a: number | undefined, b: number | undefined, targ
 const esc = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 const kColors = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b', '#17becf', '#7f7f7f']
 
-function chart (title: string, yLabel: string, series: Array<{ name: string, points: Array<[number, number]> }>): string {
+function chart (title: string, yLabel: string, all: Array<{ name: string, points: Array<[number, number]> }>): string {
+  // A level that answered nothing has no latency: it is left out of the lines (the table says why).
+  const series = all.map((s) => ({ name: s.name, points: s.points.filter(([, y]) => Number.isFinite(y)) })).filter((s) => s.points.length > 0)
   const W = 640
   const H = 300
   const L = 70
@@ -714,7 +737,7 @@ async function main (opts: Options): Promise<void> {
   const sizing = k === null || n === null || n <= 0 ? null : { indicators_per_sec: n, p99_ms: k.p99, concurrency: k.concurrency }
   const f = opts.targetRate ?? (sizing === null ? null : Math.max(100_000, Math.ceil(sizing.indicators_per_sec * 3.5 / 10_000) * 10_000))
   const sentence = sizing === null || f === null
-    ? 'no sizing: no level of the sweep completed without errors'
+    ? noSizing(sweepRows)
     : `one instance sustains ${sizing.indicators_per_sec} indicators/s at p99 <= ${sizing.p99_ms} ms (concurrency ${sizing.concurrency}); ` +
       `for ${f} indicators/s run ${Math.ceil(f / sizing.indicators_per_sec)} instances${opts.targetRate === null ? ' (example rate; set yours with --target-rate)' : ''}`
   console.log('')

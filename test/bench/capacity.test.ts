@@ -135,3 +135,50 @@ test('a server that is not ioc-verdict, or whose certificate is not trusted, is 
   for (const run of [notUs, untrusted]) assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack trace')
   assert.ok(!existsSync(join(out, 'capacity.json')))
 })
+
+test('a deployment that sheds every level with 503 OVERLOADED gets no sizing, with the reason, and no rate from refusals', async (t) => {
+  const out = outDir(t)
+  // Answers like ioc-verdict to the bench's 3-indicator check and its single call, and refuses every larger bulk as
+  // an instance whose history writer is behind does.
+  const overloaded = createHttpServer((req, res) => {
+    let body = ''
+    req.on('data', (d: Buffer) => { body += d.toString() })
+    req.on('end', () => {
+      res.setHeader('content-type', 'application/json')
+      const parsed = body === '' ? {} : JSON.parse(body) as { indicators?: unknown[] }
+      const n = parsed.indicators?.length ?? 0
+      if (req.url === '/api/v2/ioc/verdict') {
+        res.end(JSON.stringify({ risk: { score: 10 } }))
+      } else if (req.url === '/api/v2/ioc/verdict/bulk' && n <= 3) {
+        res.end(JSON.stringify({ meta: {}, results: Array.from({ length: n }, () => ({ risk: { score: 10 } })) }))
+      } else if (req.url === '/api/v2/ioc/verdict/bulk') {
+        res.statusCode = 503
+        res.setHeader('retry-after', '1')
+        res.end(JSON.stringify({ error: { code: 'OVERLOADED', message: 'history writer is behind; retry shortly' } }))
+      } else {
+        res.end('{}')
+      }
+    })
+  })
+  t.after(() => overloaded.close())
+  const url = await listen(overloaded, 'http')
+  const run = await runBench(['--url', url, '--key', 'iocv_any_key', '--duration', '1', '--bulk', '50', '--concurrency', '1,2', '--warmup', '0', '--out', out])
+  assert.equal(run.code, 1, run.stderr)
+  assert.match(run.stdout, /^no sizing: no level of the sweep completed without errors \(c=1: 503 OVERLOADED x\d+.*\); 503 OVERLOADED is the deployment refusing load/m)
+  const report = JSON.parse(readFileSync(join(out, 'capacity.json'), 'utf8')) as {
+    rows: Array<{ requests: number, indicatorsPerSec: number, requestsPerSec: number, errors: number }>
+    sizing: unknown
+  }
+  assert.equal(report.sizing, null)
+  assert.ok(report.rows.length >= 1)
+  for (const row of report.rows) {
+    // Refusals are errors, not throughput.
+    assert.ok(row.errors > 0)
+    assert.equal(row.requests, 0)
+    assert.equal(row.indicatorsPerSec, 0)
+    assert.equal(row.requestsPerSec, 0)
+  }
+  // A level without answers has no latency: '-' in the table, left out of the charts.
+  assert.doesNotMatch(readFileSync(join(out, 'capacity.html'), 'utf8'), /NaN/)
+  assert.match(run.stdout, /^service bulk json r=0\.8 +service +1 +0 +0 +0 +- +- /m)
+})
