@@ -16,6 +16,7 @@ export const kTestRoot = import.meta.dirname
 /** Files of each suite, relative to test/. */
 export const kSuites = {
   unit: [
+    'bench/flame.test.ts',
     'bytes/byte-sink.test.ts',
     'config/config.test.ts',
     'engine/dga.test.ts',
