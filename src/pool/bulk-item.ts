@@ -135,16 +135,6 @@ const kPackedActions = packed('recommended_actions')
  */
 export function writePackedNoneTail (sink: ByteSink, risk: unknown, scores: unknown, threatContext: unknown, actions: unknown): void {
   const start = sink.len
-  const head = sharedHead(risk, scores)
-  const end = head === undefined ? undefined : sharedEnd(actions)
-  if (head !== undefined && end !== undefined) {
-    sink.bytes(head)
-    if (packPlain(sink, threatContext)) {
-      sink.bytes(end)
-      return
-    }
-    sink.len = start
-  }
   sink.bytes(kPackedRisk)
   if (packShared(sink, risk)) {
     sink.bytes(kPackedNoSignalsScores)
@@ -180,45 +170,6 @@ function packShared (sink: ByteSink, v: unknown): boolean {
   }
   sink.bytes(bytes)
   return true
-}
-
-/**
- * The packed none tail up to threat_context's value (risk, signals, signal_count, scores, the threat_context key) of
- * frozen risk and scores, by identity of both: the few pairs unlisted verdicts share are then one copy. Undefined
- * when either is not frozen (or not plain data).
- */
-const kSharedHeads = new WeakMap<object, WeakMap<object, Uint8Array>>()
-
-function sharedHead (risk: unknown, scores: unknown): Uint8Array | undefined {
-  if (risk === null || typeof risk !== 'object' || !Object.isFrozen(risk) || scores === null || typeof scores !== 'object' || !Object.isFrozen(scores)) return undefined
-  let byScores = kSharedHeads.get(risk)
-  if (byScores === undefined) kSharedHeads.set(risk, byScores = new WeakMap())
-  let bytes = byScores.get(scores)
-  if (bytes === undefined) {
-    kScratch.clear()
-    kScratch.bytes(kPackedRisk)
-    if (!packPlain(kScratch, risk)) return undefined
-    kScratch.bytes(kPackedNoSignalsScores)
-    if (!packPlain(kScratch, scores)) return undefined
-    kScratch.bytes(kPackedThreatContext)
-    byScores.set(scores, bytes = new Uint8Array(kScratch.buf.subarray(0, kScratch.len)))
-  }
-  return bytes
-}
-
-/** The recommended_actions pair of frozen actions, by identity; undefined when not frozen (or not plain data). */
-const kSharedEnds = new WeakMap<object, Uint8Array>()
-
-function sharedEnd (actions: unknown): Uint8Array | undefined {
-  if (actions === null || typeof actions !== 'object' || !Object.isFrozen(actions)) return undefined
-  let bytes = kSharedEnds.get(actions)
-  if (bytes === undefined) {
-    kScratch.clear()
-    kScratch.bytes(kPackedActions)
-    if (!packPlain(kScratch, actions)) return undefined
-    kSharedEnds.set(actions, bytes = new Uint8Array(kScratch.buf.subarray(0, kScratch.len)))
-  }
-  return bytes
 }
 
 /** Writes a collection header: fix form below 16, then 16 or 32 bits (`fix`, `c16`, `c32` are the type bytes). */
