@@ -140,6 +140,8 @@ const kFacets = new Facets()
  * assessment (head and JSON tail), the JSON tail, or only what the history record needs (risk and scores; the caller
  * adds the packed tail).
  */
+function textsOf (a: Assessment, forms?: 'assessment' | 'tail'): VerdictTexts & { rest: string }
+function textsOf (a: Assessment, forms: 'packed'): VerdictTexts
 function textsOf (a: Assessment, forms: 'assessment' | 'tail' | 'packed' = 'assessment'): VerdictTexts {
   const risk = jsonOf(a.risk)
   const scores = jsonOf(a.scores)
@@ -203,7 +205,7 @@ function writeNoneTail (ctx: ScoringContext, profile: ScoringProfile, ind: Norma
   if (stored !== null) {
     sink.copy(stored.ring, stored.tailStart, stored.tailEnd)
   } else {
-    sink.write(noneTail(t.risk, t.scores, t.rest ?? ''))
+    sink.write(noneTail(t.risk, t.scores, t.rest))
   }
   return missOut(out, t)
 }
@@ -352,7 +354,7 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
     if (rule !== null && params.format === 'json' && params.signalDetails === 'none') {
       // Allowlisted for this tenant: assessed now, never read from or written to the shared cache.
       const t = textsOf(overridden(ctx, profile, ind, rule), 'tail')
-      sink.write(itemHead(sentJson(ind, value)) + noneTail(t.risk, t.scores, t.rest ?? '') + itemEnd(ind.warnings))
+      sink.write(itemHead(sentJson(ind, value)) + noneTail(t.risk, t.scores, t.rest) + itemEnd(ind.warnings))
       members = verdictMembers(t.risk, t.scores, kNoLabels)
       countCategory(categories, 'allowlisted')
     } else if (params.signalDetails === 'none' && rule === null && (params.format === 'json' || typeof value === 'string')) {
