@@ -25,6 +25,7 @@ import { parseArgs } from 'node:util'
 import { pack, unpack } from 'msgpackr'
 import { Agent, request } from 'undici'
 import { kMixTypes, weightedCorpus, type CorpusItem, type MixType } from './corpus.ts'
+import { esc } from './flame.ts'
 
 const kRoot = join(import.meta.dirname, '..')
 const kIntelCache = join(tmpdir(), 'ioc-verdict-bench-intel')
@@ -455,10 +456,9 @@ function noSizing (sweep: Row[]): string {
   let s = `no sizing: no level of the sweep completed without errors${failed.length > 0 ? ` (${failed.join('; ')})` : ''}`
   if (failed.some((f) => f.includes('503 OVERLOADED'))) {
     const first = sweep[0]
+    const recorded = first?.sustainedIndicatorsPerSec ?? 0
     s += '; 503 OVERLOADED is the deployment refusing load it cannot take (its history writer behind, or its in-flight bound)'
-    if (first?.sustainedIndicatorsPerSec !== null && first?.sustainedIndicatorsPerSec !== undefined && first.sustainedIndicatorsPerSec > 0) {
-      s += `: at c=${first.concurrency} it answered and recorded ${first.sustainedIndicatorsPerSec} indicators/s (history drained)`
-    }
+    if (first !== undefined && recorded > 0) s += `: at c=${first.concurrency} it answered and recorded ${recorded} indicators/s (history drained)`
     s += '; see docs/OPERATIONS.md, "Capacity tuning"'
   }
   return s
@@ -482,7 +482,6 @@ function ratio (name: string, a: number | undefined, b: number | undefined, targ
 // ---------------------------------------------------------------------------------------------------------------
 // The HTML report.
 
-const esc = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 const kColors = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b', '#17becf', '#7f7f7f']
 
 function chart (title: string, yLabel: string, all: Array<{ name: string, points: Array<[number, number]> }>): string {

@@ -19,7 +19,8 @@ const kTop = 40
 const kMinPixels = 0.5
 const kLeftOut = new Set(['(idle)', '(program)'])
 
-const esc = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+/** Text escaped for XML and HTML (element content and quoted attribute values). */
+export const esc = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 
 /** A function's name and place, with `place` shortening its file's URL. */
 export function frameName (frame: ProfileNode['callFrame'], place: (url: string) => string = (u) => u): string {

@@ -9,7 +9,7 @@
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { parseArgs } from 'node:util'
-import { flameSvg, type Profile } from './flame.ts'
+import { flameSvg, frameName, type Profile } from './flame.ts'
 
 const { values, positionals } = parseArgs({ allowPositionals: true, options: { top: { type: 'string', default: '15' }, flame: { type: 'boolean', default: false } } })
 const dir = positionals[0]
@@ -29,9 +29,7 @@ for (const file of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sor
     const dt = p.timeDeltas[i] ?? 0
     const n = byId.get(id)
     if (n === undefined) return
-    const { functionName, url, lineNumber } = n.callFrame
-    const where = url === '' ? '' : ` ${place(url)}:${lineNumber + 1}`
-    const key = `${functionName === '' ? '(anonymous)' : functionName}${where}`
+    const key = frameName(n.callFrame, place)
     self.set(key, (self.get(key) ?? 0) + dt)
     total += dt
   })
