@@ -174,6 +174,8 @@ const kProfile202612: ScoringProfile = {
   weights: { ...kProfile202611.weights, popularity: 30 },
   groupCaps: { ...kProfile202611.groupCaps, popularity: 30 },
   actions: kActions202612,
+  // Feed manifests name botnet C2 listings' category `botnet` (the subgroup is botnet_c2): it leads too.
+  categoryPrecedence: ['botnet_c2', 'botnet', ...kPrecedence.slice(1)],
   trust: { contextSubgroups: ['private_suffix_hosting', 'disposable_email', 'homograph'], singleSourceUndatedCap: 19 },
   knownGood: {
     popularity: { maxRank: 1_000_000, unrankedFactor: 0.5, subdomainFactor: 0.3, damping: 0.6 },

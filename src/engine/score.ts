@@ -380,10 +380,11 @@ export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap:
       flags.add('listed')
       if (h.match !== 'exact') flags.add('inherited')
       if (decay < kStaleDecay) flags.add('stale')
-      maliciousSources.add(h.src.name)
+      maliciousSources.add(originOf(h.src))
     }
   }
   if (maliciousSources.size >= 2) flags.add('multi_source')
+  const sameOrigin = profile.trust === null ? null : countOncePerOrigin(weighed)
 
   // Group caps, per direction: scale every member so the group's sum equals the cap.
   const sumsUp = new Map<string, number>()
@@ -428,6 +429,8 @@ export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap:
       ...hit.extra,
       ...w.extra
     }
+    const keptOf = sameOrigin?.get(i)
+    if (keptOf !== undefined) evidence.same_origin_as = keptOf
     if (trust !== null) {
       evidence.context_only = trust.context[i] as boolean
       evidence.corroboration_scale = Math.round((trust.scales[i] as number) * 10000) / 10000
@@ -571,6 +574,40 @@ function knownGoodFactors (h: Hit, known: KnownGood): Record<string, number> | n
   return out
 }
 
+/** The upstream data a source carries: its manifest `origin`, else its name. */
+function originOf (src: SourceMeta): string {
+  return src.origin ?? src.name
+}
+
+/**
+ * One upstream list seen through several feeds (the same origin) is one source: only its strongest listing of the
+ * indicator adds to the score; the others are shown with contribution 0. Zeroes their `raw` in place and returns,
+ * for each of them, the name of the source whose listing counts; null when no origin has two listings.
+ */
+function countOncePerOrigin (weighed: Array<{ hit: Hit, raw: number }>): Map<number, string> | null {
+  let best: Map<string, number> | null = null
+  let out: Map<number, string> | null = null
+  for (let i = 0; i < weighed.length; i++) {
+    const w = weighed[i] as { hit: Hit, raw: number }
+    if (w.raw <= 0 || w.hit.match === 'lexical') continue
+    const origin = originOf(w.hit.src)
+    const j = (best ??= new Map()).get(origin)
+    if (j === undefined) {
+      best.set(origin, i)
+      continue
+    }
+    const other = weighed[j] as { hit: Hit, raw: number }
+    const [keep, drop] = w.raw > other.raw ? [i, j] : [j, i]
+    best.set(origin, keep)
+    ;(out ??= new Map()).set(drop, (weighed[keep] as { hit: Hit }).hit.src.name)
+  }
+  if (out === null) return null
+  for (const [i] of out) (weighed[i] as { raw: number }).raw = 0
+  // A listing dropped earlier may have been kept over another since: name the final keeper of each origin.
+  for (const [i] of out) out.set(i, (weighed[best?.get(originOf((weighed[i] as { hit: Hit }).hit.src)) as number] as { hit: Hit }).hit.src.name)
+  return out
+}
+
 /**
  * What a profile's trust rules do to each weighed, group-capped signal (null when the profile has none, so older
  * profiles replay byte for byte).
@@ -601,7 +638,7 @@ function trustScales (ind: NormalizedIndicator, profile: ScoringProfile, hits: H
     evidenceUp += c
     const h = hits[i] as Hit
     if (h.match !== 'lexical') {
-      sources.add(h.src.name)
+      sources.add(originOf(h.src))
       if (h.lastDay !== 0) dated = true
     }
   }

@@ -94,6 +94,11 @@ export interface FeedSpec {
   confidence: number
   /** Evidence halves in weight every this many days since last seen; 0 = no decay. */
   halfLifeDays: number
+  /**
+   * The upstream data this feed is a copy or a view of, when another feed carries the same (manifest `origin`);
+   * absent: the feed's own name. Feeds of one origin count as one source.
+   */
+  origin?: string
   /** Set for a feed fetched over HTTP(S): `path` is then its last good copy in the data directory. */
   remote?: RemoteFeed
 }

@@ -20,9 +20,11 @@ const kTopLevelKeys = new Set(['feeds'])
 const kFeedKeys = [
   'name', 'format', 'path', 'direction', 'group', 'subgroup', 'category', 'confidence', 'half_life_days'
 ] as const
+/** Optional keys of any feed: `origin` names the upstream data a feed is a copy or a view of. */
+const kOptionalKeys = ['origin'] as const
 /** Keys of a fetched feed (with `url` in place of `path`). */
 const kRemoteKeys = ['url', 'refresh_seconds', 'headers', 'max_bytes', 'timeout_seconds', 'zip_member'] as const
-const kFeedKeySet = new Set<string>([...kFeedKeys, ...kRemoteKeys])
+const kFeedKeySet = new Set<string>([...kFeedKeys, ...kOptionalKeys, ...kRemoteKeys])
 export const kDefaultRefreshSeconds = 3600
 export const kDefaultMaxBytes = 64 * 1024 * 1024
 export const kDefaultTimeoutSeconds = 60
@@ -47,7 +49,7 @@ function checkFeed (feed: Json, baseDir: string, feedsDir: string | null): { pro
   const problems: string[] = []
   for (const key of Object.keys(feed)) {
     if (kForbiddenKeys.has(key)) problems.push(`forbidden key "${key}"`)
-    else if (!kFeedKeySet.has(key)) problems.push(`unknown key "${key}" (allowed: ${kFeedKeys.join(', ')})`)
+    else if (!kFeedKeySet.has(key)) problems.push(`unknown key "${key}" (allowed: ${[...kFeedKeys, ...kOptionalKeys].join(', ')})`)
   }
   const isRemote = Object.hasOwn(feed, 'url')
   if (isRemote && Object.hasOwn(feed, 'path')) problems.push('give either "path" or "url", not both')
@@ -63,6 +65,9 @@ function checkFeed (feed: Json, baseDir: string, feedsDir: string | null): { pro
   const halfLife = feed.half_life_days
   if (Object.hasOwn(feed, 'name') && (typeof name !== 'string' || !kName.test(name))) {
     problems.push('"name" must be 1-64 characters of letters, digits, "_", "." or "-", starting with a letter or digit')
+  }
+  if (Object.hasOwn(feed, 'origin') && (typeof feed.origin !== 'string' || !kName.test(feed.origin))) {
+    problems.push('"origin" must be 1-64 characters of letters, digits, "_", "." or "-", starting with a letter or digit')
   }
   if (Object.hasOwn(feed, 'format') && !isFeedFormat(format)) {
     problems.push(`"format" must be one of ${FEED_FORMATS.join(', ')}`)
@@ -99,6 +104,7 @@ function checkFeed (feed: Json, baseDir: string, feedsDir: string | null): { pro
     confidence: confidence as number,
     halfLifeDays: halfLife as number
   }
+  if (typeof feed.origin === 'string' && feed.origin !== spec.name) spec.origin = feed.origin
   if (remote !== undefined) spec.remote = remote
   return { problems, spec }
 }

@@ -722,6 +722,13 @@ describe('feed manifest', () => {
     })
   })
 
+  test('origin is optional and kept when it names another upstream', async (t) => {
+    const path = await writeManifest(t, { feeds: [{ ...kValidFeed, origin: 'upstream.list' }, { ...kValidFeed, name: 'other', origin: 'other' }] })
+    const [withOrigin, own] = await loadManifest(path)
+    assert.equal(withOrigin?.origin, 'upstream.list')
+    assert.equal(own?.origin, undefined, 'an origin equal to the name is the default')
+  })
+
   test('relative feed paths resolve against the manifest folder', async (t) => {
     const path = await writeManifest(t, { feeds: [kValidFeed] })
     const [spec] = await loadManifest(path)
@@ -737,7 +744,9 @@ describe('feed manifest', () => {
     { title: 'a bad direction', feeds: [{ ...kValidFeed, direction: 'bad' }], message: /"local_feed": "direction"/ },
     { title: 'a missing field', feeds: [{ ...kValidFeed, category: undefined }], message: /"local_feed": missing "category"/ },
     { title: 'a duplicate name', feeds: [kValidFeed, kValidFeed], message: /feeds\[1\] "local_feed": duplicate name \(also feeds\[0\]\)/ },
-    { title: 'a missing feed file', feeds: [{ ...kValidFeed, path: 'lists/gone.txt' }], message: /feed "local_feed": feed file not found: .*gone\.txt/ }
+    { title: 'a missing feed file', feeds: [{ ...kValidFeed, path: 'lists/gone.txt' }], message: /feed "local_feed": feed file not found: .*gone\.txt/ },
+    { title: 'an origin that is not a name', feeds: [{ ...kValidFeed, origin: 'up stream' }], message: /"local_feed": "origin" must be 1-64 characters/ },
+    { title: 'an origin that is not a string', feeds: [{ ...kValidFeed, origin: 7 }], message: /"local_feed": "origin" must be 1-64 characters/ }
   ]
   for (const { title, feeds, message } of kBadCases) {
     test(`a manifest with ${title} is an error naming the manifest and the feed`, async (t) => {

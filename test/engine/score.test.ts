@@ -182,6 +182,65 @@ describe('network evidence', () => {
   })
 })
 
+describe('sources and categories', () => {
+  test('two feeds of one origin count as one source: the stronger listing adds, the other shows 0', async () => {
+    // cegelecinfo.fr is on both shipped URLhaus-filter lists (one upstream list in two formats, "origin" in the manifest).
+    const v = verdict(await sampleSnapshot(), 'cegelecinfo.fr')
+    const both = ['urlhaus_filter:exact', 'urlhaus_filter_hosts:exact'].map((id) => signal(v, id))
+    const counted = both.filter((s) => contribution(s) > 0)
+    const shown = both.filter((s) => contribution(s) === 0)
+    assert.equal(counted.length, 1)
+    assert.equal(shown.length, 1)
+    assert.equal(shown[0]?.evidence?.same_origin_as, counted[0]?.evidence?.source)
+    assert.equal(counted[0]?.evidence?.independent_sources, 1)
+    assert.ok(!v.flags.includes('multi_source'), v.flags.join())
+    assert.equal(v.risk.score, 69, 'one undated source: alert, not block')
+    assert.ok(!actions(v).includes('block'), actions(v).join())
+  })
+
+  test('two feeds of different origins still corroborate each other', async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'ioc-verdict-origin-'))
+    t.after(async () => await rm(dir, { recursive: true, force: true }))
+    await writeFile(join(dir, 'a.txt'), 'probe-origin.com\n')
+    await writeFile(join(dir, 'b.txt'), 'probe-origin.com\n')
+    const feed = (name: string, path: string, origin?: string): object => ({
+      name, format: 'plain', path, direction: 'malicious', group: 'threat_feed', subgroup: 'malware_distribution', category: 'malware', confidence: 0.8, half_life_days: 0, ...(origin === undefined ? {} : { origin })
+    })
+    const snapOf = async (feeds: object[]): Promise<Snapshot> => {
+      await writeFile(join(dir, 'manifest.json'), JSON.stringify({ feeds }))
+      return new Snapshot(await compileSnapshot({ feeds: await loadManifest(join(dir, 'manifest.json')) }))
+    }
+    const apart = verdict(await snapOf([feed('a', 'a.txt'), feed('b', 'b.txt')]), 'probe-origin.com')
+    assert.ok(apart.flags.includes('multi_source'))
+    assert.ok(apart.risk.score >= 80, `score ${apart.risk.score}`)
+    const together = verdict(await snapOf([feed('a', 'a.txt', 'up'), feed('b', 'b.txt', 'up')]), 'probe-origin.com')
+    assert.ok(!together.flags.includes('multi_source'))
+    assert.equal(together.risk.score, 69)
+    // A feed named as another's origin is that origin too.
+    const named = verdict(await snapOf([feed('a', 'a.txt'), feed('b', 'b.txt', 'a')]), 'probe-origin.com')
+    assert.equal(named.risk.score, 69)
+    const pair = ['a:exact', 'b:exact'].map((id) => signal(named, id))
+    assert.equal(pair.find((s) => contribution(s) === 0)?.evidence?.same_origin_as, pair.find((s) => contribution(s) > 0)?.evidence?.source)
+  })
+
+  test('a botnet C2 listing names the category over a weaker phishing or spam listing', async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'ioc-verdict-category-'))
+    t.after(async () => await rm(dir, { recursive: true, force: true }))
+    await writeFile(join(dir, 'c2.txt'), '45.137.21.10\n')
+    await writeFile(join(dir, 'phish.txt'), '45.137.21.10\n')
+    const feed = (name: string, path: string, subgroup: string, category: string, confidence: number): object =>
+      ({ name, format: 'plain', path, direction: 'malicious', group: 'threat_feed', subgroup, category, confidence, half_life_days: 0 })
+    await writeFile(join(dir, 'manifest.json'), JSON.stringify({
+      feeds: [feed('c2', 'c2.txt', 'botnet_c2', 'botnet', 0.5), feed('phish', 'phish.txt', 'phishing', 'phishing', 0.9)]
+    }))
+    const snap = new Snapshot(await compileSnapshot({ feeds: await loadManifest(join(dir, 'manifest.json')) }))
+    const v = verdict(snap, '45.137.21.10')
+    assert.ok(contribution(signal(v, 'phish:exact')) > contribution(signal(v, 'c2:exact')), 'the phishing listing weighs more')
+    assert.equal(v.risk.category, 'botnet')
+    assert.equal(verdict(snap, '45.137.21.10', undefined, kProfile202611).risk.category, 'phishing', 'profiles before 2026-12 lacked botnet')
+  })
+})
+
 describe('domain evidence', () => {
   test('under profile 2026-11 a domain on the eth-phishing-detect blocklist scores malicious with an exact signal', async () => {
     assert.ok(kListedDomain !== undefined)
