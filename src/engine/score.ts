@@ -5,6 +5,7 @@
  * contribution (after decay, attenuation and group caps), so the sum of the signals is the score, and the same
  * snapshot + profile + indicator always give the same bytes.
  */
+import { domainToUnicode } from 'node:url'
 import { parse as parseDomain } from 'tldts'
 import { formatIp, normalize } from './normalize/index.ts'
 import { networkKey } from './snapshot/format.ts'
@@ -260,16 +261,38 @@ function collectDomain (ind: NormalizedIndicator, profile: ScoringProfile, snap:
   if (homo !== null) {
     ctx.unicode = homo.unicode
     hits.add({ src: kLexical.homograph, match: 'lexical', matched: name, attenuation: 1, firstDay: 0, lastDay: 0, label: null, extra: homo })
+  } else if (name.includes('xn--')) {
+    // Any other internationalized name is shown as it reads too (bücher.de for xn--bcher-kva.de).
+    const unicode = domainToUnicode(name)
+    if (unicode !== '' && unicode !== name) ctx.unicode = unicode
   }
   const registrable = parsed.domain
   if (registrable !== null) {
     const { targets, tolerance } = snap.header.lookalike
-    const look = lookalike(homo !== null ? homo.skeleton : registrable, targets, tolerance)
+    // The Latin skeleton of the registrable domain when its own labels are a homograph (a confusable letter in a
+    // subdomain says nothing of which site the name imitates).
+    const regHomo = homo === null ? null : registrable === name ? homo : homograph(registrable)
+    const look = regHomo !== null && profile.knownGood !== null
+      ? homographTarget(regHomo.skeleton, targets, snap) ?? lookalike(regHomo.skeleton, targets, tolerance)
+      : lookalike(regHomo !== null ? regHomo.skeleton : registrable, targets, tolerance)
     if (look !== null) hits.add({ src: kLexical.lookalike, match: 'lexical', matched: registrable, attenuation: 1, firstDay: 0, lastDay: 0, label: null, extra: look })
   }
   if (parsed.isPrivate === true && parsed.subdomain !== null) {
     hits.add({ src: kLexical.privateSuffix, match: 'lexical', matched: parsed.publicSuffix ?? '', attenuation: 1, firstDay: 0, lastDay: 0, label: null, extra: { private_suffix: parsed.publicSuffix } })
   }
+}
+
+/**
+ * A punycode name whose Latin skeleton is exactly a guarded or a popular registrable domain: the name renders as that
+ * site's own and is not it, the strongest lookalike there is (edit distance 0). Null when the skeleton is neither.
+ */
+function homographTarget (skeleton: string, targets: readonly string[], snap: Snapshot): { target: string, distance: number } | null {
+  if (targets.includes(skeleton)) return { target: skeleton, distance: 0 }
+  for (let e = snap.findDomain(skeleton); e !== 0; e = snap.entryNext(e)) {
+    const src = snap.sources[snap.entrySource(e)] as SourceMeta
+    if (src.subgroup === 'popularity' && src.direction === 'safe') return { target: skeleton, distance: 0 }
+  }
+  return null
 }
 
 function signalName (h: Hit): string {

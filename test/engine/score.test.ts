@@ -7,6 +7,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { domainToASCII } from 'node:url'
 import { describe, test } from 'node:test'
 import { mixedCorpus } from '../../bench/corpus.ts'
 import { assess, DEFAULT_PROFILE, kTopSignals, normalize, PROFILES, render, score, selectProfile, Snapshot, type ScoreParams, type ScoringProfile, type Verdict } from '../../src/engine/index.ts'
@@ -369,6 +370,34 @@ describe('domain evidence', () => {
       assert.deepEqual(v.signals.filter((s) => s.signal_group === 'lexical').map((s) => s.signal_id), [], name)
       assert.ok(!v.flags.some((f) => ['dga_like', 'homograph', 'lookalike'].includes(f)), `${name}: ${v.flags.join()}`)
     }
+  })
+
+  test('a punycode homograph of a guarded or a popular domain is a lookalike at distance 0; an ordinary IDN is not', async () => {
+    const snap = await sampleSnapshot()
+    const cases: Array<[string, string]> = [['metam\u0430sk.io', 'metamask.io'], ['g\u043e\u043egle.com', 'google.com'], ['login.\u0430pple.com', 'apple.com']]
+    for (const [unicode, target] of cases) {
+      const name = domainToASCII(unicode)
+      const v = verdict(snap, name)
+      const look = signal(v, 'lexical:lookalike')
+      assert.equal(look.evidence?.target, target, name)
+      assert.equal(look.evidence?.distance, 0, name)
+      assert.ok(contribution(look) > 0, name)
+      assert.ok(v.flags.includes('homograph') && v.flags.includes('lookalike'), `${name}: ${v.flags.join()}`)
+      assert.equal(v.risk.score, 69, `${name}: capped as one undated source, alert not block`)
+      assert.ok(actions(v).includes('alert') && !actions(v).includes('block'), `${name}: ${actions(v).join()}`)
+      assert.ok(!actions(v).includes('allow'), name)
+    }
+    // An IDN that imitates nothing is shown as it reads, without a lexical signal.
+    const idn = verdict(snap, domainToASCII('b\u00fccher.de'))
+    assert.equal(idn.threat_context.unicode, 'b\u00fccher.de')
+    assert.deepEqual(idn.signals.filter((s) => s.signal_group === 'lexical'), [])
+    assert.equal(verdict(snap, 'google.com').threat_context.unicode, undefined)
+    // The genuine names, an IDN that imitates nothing, and a confusable letter in a subdomain only.
+    for (const name of ['metamask.io', 'google.com', domainToASCII('b\u00fccher.de'), domainToASCII('\u0430pple.example.org')]) {
+      assert.ok(!verdict(snap, name).flags.includes('lookalike'), name)
+    }
+    // Profiles before 2026-12 compared only guarded domains within the edit tolerance, above distance 0.
+    assert.ok(!verdict(snap, domainToASCII('g\u043e\u043egle.com'), undefined, kProfile202611).flags.includes('lookalike'))
   })
 
   test('a name within the tolerance of a guarded domain is a lookalike', async () => {
