@@ -200,18 +200,28 @@ function collectNetwork (ind: NormalizedIndicator, profile: ScoringProfile, snap
     ctx.network = ind.normalized
     ctx.prefix_length = q
   }
-  const facts = snap.registryFacts(ip.version, ip.words)
+  // A block is described by its network's AS and country only when one of each holds all of it.
+  const last = ind.type === 'ip_block' ? lastAddress(ip, q) : null
+  const facts = snap.registryFacts(ip.version, ip.words, last)
   if (facts !== null) {
     ctx.asn = facts.asn
     ctx.as_org = facts.info?.org ?? null
     ctx.registry_range = facts.range
     if (facts.listed !== 0) hits.addEntries(snap, facts.listed, 'asn', `AS${facts.asn}`, profile.attenuation.asn)
   }
-  const cc = snap.countryOf(ip.version, ip.words)
+  const cc = snap.countryOf(ip.version, ip.words, last)
   if (cc !== null) {
     ctx.country = cc
     ctx.country_name = countryName(cc)
   }
+}
+
+/** The last address of the block of `prefix` bits holding `ip`, as words. */
+function lastAddress (ip: NonNullable<NormalizedIndicator['ip']>, prefix: number): number[] {
+  return ip.words.map((w, i) => {
+    const bits = Math.min(32, Math.max(0, prefix - i * 32))
+    return bits === 0 ? 0xffffffff : bits === 32 ? w : (w | (0xffffffff >>> bits)) >>> 0
+  })
 }
 
 function maskIp (ip: NonNullable<NormalizedIndicator['ip']>, prefix: number): NonNullable<NormalizedIndicator['ip']> {

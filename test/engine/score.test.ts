@@ -125,6 +125,24 @@ describe('network evidence', () => {
     signal(listed, 'sample_spamhaus_drop:supernet')
   })
 
+  test('a block takes its network\'s AS and country only when one AS (one country) holds all of it', async () => {
+    const snap = await sampleSnapshot()
+    const inside = verdict(snap, '1.0.0.0/24', 'ip_block')
+    assert.equal(inside.threat_context.asn, 13335)
+    assert.ok(inside.signals.some((s) => s.signal_id === 'cdn-asns:asn'))
+    assert.equal(verdict(snap, '8.8.8.0/24').threat_context.asn, 15169)
+    // 1.0.0.0/8 starts in Cloudflare's 1.0.0.0/24 but spans thousands of other networks.
+    for (const value of ['1.0.0.0/8', '8.0.0.0/8', '0.0.0.0/0', '::/0']) {
+      const v = verdict(snap, value)
+      assert.equal(v.threat_context.asn, undefined, value)
+      assert.equal(v.threat_context.registry_range, undefined, value)
+      assert.ok(!v.signals.some((s) => s.signal_id.endsWith(':asn')), `${value}: ${v.signals.map((s) => s.signal_id).join()}`)
+      assert.ok(!v.flags.includes('cdn') && !v.flags.includes('cloud_hosting'), `${value}: ${v.flags.join()}`)
+    }
+    // An address keeps its network's facts as before.
+    assert.equal(verdict(snap, '1.0.0.1').threat_context.asn, 13335)
+  })
+
   test('an ip_block query sees the listing of the same block exactly and of a containing block as supernet', async () => {
     const snap = await freshSnapshot()
     const exact = verdict(snap, '203.0.113.0/24', 'ip_block')

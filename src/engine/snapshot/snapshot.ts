@@ -83,6 +83,21 @@ class RangeView {
   }
 }
 
+/**
+ * Index of the last range of the run from range `i` that holds every address up to `last` with the same value, or
+ * -1: a block is described by its ranges' value (AS number, country) only when one value covers all of it. IPv4 runs
+ * may continue over adjacent ranges of the same value; an IPv6 block must fit in one range.
+ */
+function coveringRun (r: RangeView, values: ArrayLike<number>, i: number, last: ArrayLike<number>): number {
+  const { starts, ends, width } = r
+  let j = i
+  while (compare(ends, j * width, last, width) < 0) {
+    if (width !== 1 || j + 1 >= r.count || values[j + 1] !== values[i] || (starts[j + 1] as number) !== (ends[j] as number) + 1) return -1
+    j++
+  }
+  return j
+}
+
 /** Compares the stored address at `at` with `w`: negative, 0 or positive. */
 function compare (arr: Uint32Array, at: number, w: ArrayLike<number>, width: number): number {
   for (let i = 0; i < width; i++) {
@@ -292,16 +307,23 @@ export class Snapshot {
     return i === -1 ? -1 : this.asn6v[i] as number
   }
 
-  /** The registry facts of the range announcing the address, or null when no range holds it. */
-  registryFacts (version: 4 | 6, words: ArrayLike<number>): RegistryFacts | null {
+  /**
+   * The registry facts of the range announcing the address, or null when no range holds it. With `last` (a block's
+   * last address), null also when no one AS announces the whole block.
+   */
+  registryFacts (version: 4 | 6, words: ArrayLike<number>, last: ArrayLike<number> | null = null): RegistryFacts | null {
     const r = version === 4 ? this.asn4 : this.asn6
+    const values = version === 4 ? this.asn4v : this.asn6v
     const i = r.find(words)
     if (i === -1) return null
-    const asn = (version === 4 ? this.asn4v : this.asn6v)[i] as number
+    const j = last === null ? i : coveringRun(r, values, i, last)
+    if (j === -1) return null
+    const asn = values[i] as number
     const b = i * r.width
+    const e = j * r.width
     const range = version === 4
-      ? `${formatIPv4(r.starts[i] as number)}-${formatIPv4(r.ends[i] as number)}`
-      : `${formatIPv6(Array.from(r.starts.subarray(b, b + 4)))}-${formatIPv6(Array.from(r.ends.subarray(b, b + 4)))}`
+      ? `${formatIPv4(r.starts[i] as number)}-${formatIPv4(r.ends[j] as number)}`
+      : `${formatIPv6(Array.from(r.starts.subarray(b, b + 4)))}-${formatIPv6(Array.from(r.ends.subarray(e, e + 4)))}`
     const facts = this.asnFacts(asn)
     return { asn, info: facts.info, range, listed: facts.listed }
   }
@@ -319,12 +341,14 @@ export class Snapshot {
     return facts
   }
 
-  /** Two-letter country code of the address, or null. */
-  countryOf (version: 4 | 6, words: ArrayLike<number>): string | null {
+  /** Two-letter country code of the address (with `last`: of the whole block, when one country holds it), or null. */
+  countryOf (version: 4 | 6, words: ArrayLike<number>, last: ArrayLike<number> | null = null): string | null {
     const r = version === 4 ? this.cc4 : this.cc6
+    const values = version === 4 ? this.cc4v : this.cc6v
     const i = r.find(words)
     if (i === -1) return null
-    const v = (version === 4 ? this.cc4v : this.cc6v)[i] as number
+    if (last !== null && coveringRun(r, values, i, last) === -1) return null
+    const v = values[i] as number
     if (v === 0) return null
     let code = this.codes.get(v)
     if (code === undefined) {
