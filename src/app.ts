@@ -46,6 +46,7 @@ const kRequestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/
 const kOverloadRetryAfter = 1 // seconds
 /** Routes that keep answering while the service shuts down, so orchestrators and load balancers see it. */
 const kAnswerWhileClosing = new Set(['/api/v2/ioc/health', '/livez', '/readyz'])
+const kRetiredHistory = '/api/v2/ioc/history'
 /** How often Node checks connections against the header and request timeouts, in ms. */
 const kConnectionsCheckMs = 1_000
 /** How long open connections are answered `Connection: close` before the server stops, on shutdown, in ms. */
@@ -113,7 +114,8 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     res.once('close', () => { answering.delete(res) })
     reply.header('x-request-id', req.id)
     try {
-      guardUrl(req)
+      // The retired history route answers 404 to any call (spec 4.4), a key in its query string included.
+      if (req.routeOptions.url !== kRetiredHistory) guardUrl(req)
       // Health keeps answering (unavailable) so load balancers see the shutdown; everything else is refused.
       if (closing && !kAnswerWhileClosing.has(req.routeOptions.url ?? '')) throw new OverloadedError('service is shutting down; retry on another instance')
     } catch (err) {

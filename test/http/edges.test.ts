@@ -147,6 +147,9 @@ test('an API key in the query string is refused with 401 API_KEY_IN_QUERY and ne
   // Even with a valid header, a key in the URL is refused (it has leaked into URLs already).
   const both = await svc.app.inject({ method: 'GET', url: `/api/v2/ioc/health?key=${key}`, headers: { 'x-api-key': key } })
   assert.equal(both.statusCode, 401)
+  // The retired route answers 404 to any call, and the key in its URL is not logged either.
+  const retired = await svc.app.inject({ method: 'POST', url: `/api/v2/ioc/history?api_key=${encodeURIComponent(key)}` })
+  assert.equal(retired.statusCode, 404)
   const ok = await svc.app.inject({ method: 'GET', url: '/api/v2/ioc/health?verbose=1' })
   assert.equal(ok.statusCode, 200)
   assert.ok(lines.length > 0, 'requests were logged')

@@ -260,7 +260,10 @@ test('the retired POST /api/v2/ioc/history is 404 with and without a key (any pe
     { method: 'POST', url: '/api/v2/ioc/history', headers: { 'x-api-key': await svc.makeKey(['mgmt']) }, payload: { date_gte: '2026-01-01T00:00:00Z', bulk_request_id: 'x', label: 'y' } },
     { method: 'POST', url: '/api/v2/ioc/history', headers: { 'x-api-key': svc.key }, payload: { results: [] } },
     { method: 'POST', url: '/api/v2/ioc/history', headers: { 'x-api-key': svc.key, 'content-type': 'application/msgpack' }, payload: Buffer.from([0x82, 0xa1]) },
-    { method: 'POST', url: '/api/v2/ioc/history', headers: { 'x-api-key': svc.key, 'content-type': 'application/xml' }, payload: '<history/>' }
+    { method: 'POST', url: '/api/v2/ioc/history', headers: { 'x-api-key': svc.key, 'content-type': 'application/xml' }, payload: '<history/>' },
+    // A key in the query string is refused with 401 elsewhere; here the route's answer is still 404.
+    { method: 'POST', url: '/api/v2/ioc/history?api_key=x' },
+    { method: 'POST', url: `/api/v2/ioc/history?token=abc&apikey=${encodeURIComponent(svc.key)}`, headers: { 'x-api-key': svc.key }, payload: {} }
   ]
   for (const v of variants) {
     const res = await inject(v)
