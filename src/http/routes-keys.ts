@@ -88,7 +88,11 @@ export function keyRoutes (app: FastifyInstance, deps: KeyRouteDeps): void {
   }, async (req, reply) => {
     const body = req.body as CreateBody
     const caller = req.apiKey!
-    if (body.tenant !== undefined && body.tenant !== caller.tenant) throw new PermissionDeniedError('admin permission of that tenant')
+    if (body.tenant !== undefined && body.tenant !== caller.tenant) {
+      const err = new PermissionDeniedError('admin')
+      err.message = 'an admin key creates keys of its own tenant only; leave out tenant or give the key\'s own'
+      throw err
+    }
     const created = await store.createKey({
       tenant: caller.tenant,
       permissions: body.permissions,

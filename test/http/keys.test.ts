@@ -56,7 +56,9 @@ test('key management needs admin, stays inside the caller\'s tenant, and validat
   const mgmt = await svc.makeKey(['mgmt', 'verdict'])
   assertError(await create({ permissions: ['verdict'] }, mgmt), 403, 'PERMISSION_DENIED')
   assertError(await svc.app.inject({ url: kKeys, headers: { 'x-api-key': mgmt } }), 403, 'PERMISSION_DENIED')
-  assertError(await create({ tenant: 'other', permissions: ['verdict'] }), 403, 'PERMISSION_DENIED')
+  const otherTenant = await create({ tenant: 'other', permissions: ['verdict'] })
+  assertError(otherTenant, 403, 'PERMISSION_DENIED')
+  assert.match(otherTenant.json().message, /^an admin key creates keys of its own tenant only/)
   const otherAdmin = await svc.makeKey(['admin'], { tenant: 't2' })
   const other = (await create({ permissions: ['verdict'] }, otherAdmin)).json() as Json
   assert.equal(other.record.tenant, 't2')
