@@ -128,7 +128,10 @@ export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Prom
         count: 1
       }), [out.history])
       deps.observer?.scored('single', 1, out.cacheHit ? 1 : 0, out.type === null ? 1 : 0, typeCounts(out.type), out.category !== null ? { [out.category]: 1 } : {})
-      if (out.type === null) throw new InvalidIndicatorError(out.errors.join('; '))
+      if (out.type === null) {
+        // Counted against the quota like a verdict, so the refusal carries the quota headers too.
+        throw Object.assign(new InvalidIndicatorError(out.errors.join('; ')), { quotaRemaining: ticket.quotaRemaining })
+      }
       const meta = {
         engine_version: deps.engineVersion(selectProfile(null).profile.version),
         data_timestamp: lease.pool.snapshot.dataTimestamp,

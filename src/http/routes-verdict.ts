@@ -80,6 +80,11 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
       source: sourceOf(body.source),
       requestId: req.id,
       started
+    }).catch((err: unknown) => {
+      // An invalid indicator is answered 400 and counted: its quota headers as a verdict's.
+      const counted = (err as { quotaRemaining?: number | null }).quotaRemaining
+      if (counted !== undefined) quotaHeaders(reply, req.apiKey!.quota, counted)
+      throw err
     })
     quotaHeaders(reply, req.apiKey!.quota, answer.quotaRemaining)
     if (answer.json !== null) return reply.type('application/json; charset=utf-8').send(answer.json)

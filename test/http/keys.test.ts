@@ -124,6 +124,10 @@ test('answers to a key with a daily quota carry X-Quota-Limit and X-Quota-Remain
   assert.deepEqual([single.headers['x-quota-limit'], single.headers['x-quota-remaining']], ['10', '9'])
   const bulk = await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict/bulk', headers: { 'x-api-key': key }, payload: { indicators: [{ value: '1.1.1.1' }, { value: '8.8.8.8' }] } })
   assert.deepEqual([bulk.headers['x-quota-limit'], bulk.headers['x-quota-remaining']], ['10', '7'])
+  // An invalid indicator is answered 400 and counted against the quota: the same headers.
+  const invalid = await svc.app.inject({ method: 'POST', url: kSingle, headers: { 'x-api-key': key }, payload: { indicator: { value: '1.2.3', type: 'ip' } } })
+  assertError(invalid, 400, 'INVALID_INDICATOR')
+  assert.deepEqual([invalid.headers['x-quota-limit'], invalid.headers['x-quota-remaining']], ['10', '6'])
   const none = await svc.app.inject({ method: 'POST', url: kSingle, headers: { 'x-api-key': svc.key }, payload: kBody })
   assert.equal(none.headers['x-quota-remaining'], undefined)
 })
