@@ -284,7 +284,8 @@ function collectDomain (ind: NormalizedIndicator, profile: ScoringProfile, snap:
     const regHomo = homo === null ? null : registrable === name ? homo : homograph(registrable)
     const look = regHomo !== null && profile.knownGood !== null
       ? homographTarget(regHomo.skeleton, targets, snap) ?? lookalike(regHomo.skeleton, targets, tolerance)
-      : lookalike(regHomo !== null ? regHomo.skeleton : registrable, targets, tolerance)
+      : lookalike(regHomo !== null ? regHomo.skeleton : registrable, targets, tolerance) ??
+        (profile.knownGood !== null ? digitTarget(registrable, parsed.publicSuffix, targets, snap) : null)
     if (look !== null) hits.add({ src: kLexical.lookalike, match: 'lexical', matched: registrable, attenuation: 1, firstDay: 0, lastDay: 0, label: null, extra: look })
   }
   if (parsed.isPrivate === true && parsed.subdomain !== null) {
@@ -301,6 +302,35 @@ function homographTarget (skeleton: string, targets: readonly string[], snap: Sn
   for (let e = snap.findDomain(skeleton); e !== 0; e = snap.entryNext(e)) {
     const src = snap.sources[snap.entrySource(e)] as SourceMeta
     if (src.subgroup === 'popularity' && src.direction === 'safe') return { target: skeleton, distance: 0 }
+  }
+  return null
+}
+
+/** Digits that stand in for the letters they resemble in typosquats (goog1e, micros0ft, paypa1). */
+const kDigitLetters: Record<string, readonly string[]> = { 0: ['o'], 1: ['l', 'i'], 3: ['e'], 5: ['s'] }
+
+/**
+ * A registrable domain whose name part, with its look-alike digits read as letters, is exactly a guarded or a popular
+ * domain (`goog1e.com` -> google.com): a lookalike at the distance of the digits replaced. Null otherwise.
+ */
+function digitTarget (registrable: string, suffix: string | null, targets: readonly string[], snap: Snapshot): { target: string, distance: number } | null {
+  if (suffix === null || !/[0135]/.test(registrable)) return null
+  const label = registrable.slice(0, registrable.length - suffix.length - 1)
+  for (const variant of [0, 1]) {
+    let mapped = ''
+    let distance = 0
+    for (const ch of label) {
+      const letters = kDigitLetters[ch]
+      if (letters === undefined) {
+        mapped += ch
+      } else {
+        mapped += letters[Math.min(variant, letters.length - 1)] as string
+        distance++
+      }
+    }
+    if (distance === 0 || /[0-9]/.test(mapped)) return null
+    const found = homographTarget(`${mapped}.${suffix}`, targets, snap)
+    if (found !== null) return { target: found.target, distance }
   }
   return null
 }

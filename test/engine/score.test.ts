@@ -418,6 +418,22 @@ describe('domain evidence', () => {
     assert.ok(!verdict(snap, domainToASCII('g\u043e\u043egle.com'), undefined, kProfile202611).flags.includes('lookalike'))
   })
 
+  test('a name whose look-alike digits read as letters give a popular domain is a lookalike; other digits are not', async () => {
+    const snap = await sampleSnapshot()
+    const cases: Array<[string, string, number]> = [['goog1e.com', 'google.com', 1], ['micros0ft.com', 'microsoft.com', 1], ['faceb00k.com', 'facebook.com', 2], ['m1crosoft.com', 'microsoft.com', 1], ['g00gle.co.uk', 'google.co.uk', 2]]
+    for (const [name, target, distance] of cases) {
+      const v = verdict(snap, name)
+      const look = signal(v, 'lexical:lookalike')
+      assert.deepEqual([look.evidence?.target, look.evidence?.distance], [target, distance], name)
+      assert.equal(v.risk.score, 69, name)
+      assert.ok(actions(v).includes('alert') && !actions(v).includes('block'), name)
+    }
+    for (const name of ['1e100.net', '163.com', '1und1.de', '360.cn', 'l0gin.microsoftonline.com', 'google.com']) {
+      assert.ok(!verdict(snap, name).flags.includes('lookalike'), name)
+    }
+    assert.ok(!verdict(snap, 'goog1e.com', undefined, kProfile202611).flags.includes('lookalike'), 'profiles before 2026-12')
+  })
+
   test('a name within the tolerance of a guarded domain is a lookalike', async () => {
     const v = verdict(await sampleSnapshot(), 'metamsk.io')
     assert.ok(v.flags.includes('lookalike'))
