@@ -656,7 +656,7 @@ function originOf (src: SourceMeta): string {
  */
 function countOncePerOrigin (weighed: Array<{ hit: Hit, raw: number }>): Map<number, string> | null {
   let best: Map<string, number> | null = null
-  let out: Map<number, string> | null = null
+  let dropped: number[] | null = null
   for (let i = 0; i < weighed.length; i++) {
     const w = weighed[i] as { hit: Hit, raw: number }
     if (w.raw <= 0 || w.hit.match === 'lexical') continue
@@ -664,17 +664,20 @@ function countOncePerOrigin (weighed: Array<{ hit: Hit, raw: number }>): Map<num
     const j = (best ??= new Map()).get(origin)
     if (j === undefined) {
       best.set(origin, i)
-      continue
+    } else if (w.raw > (weighed[j] as { raw: number }).raw) {
+      best.set(origin, i)
+      ;(dropped ??= []).push(j)
+    } else {
+      ;(dropped ??= []).push(i)
     }
-    const other = weighed[j] as { hit: Hit, raw: number }
-    const [keep, drop] = w.raw > other.raw ? [i, j] : [j, i]
-    best.set(origin, keep)
-    ;(out ??= new Map()).set(drop, (weighed[keep] as { hit: Hit }).hit.src.name)
   }
-  if (out === null) return null
-  for (const [i] of out) (weighed[i] as { raw: number }).raw = 0
-  // A listing dropped earlier may have been kept over another since: name the final keeper of each origin.
-  for (const [i] of out) out.set(i, (weighed[best?.get(originOf((weighed[i] as { hit: Hit }).hit.src)) as number] as { hit: Hit }).hit.src.name)
+  if (dropped === null || best === null) return null
+  const out = new Map<number, string>()
+  for (const i of dropped) {
+    const w = weighed[i] as { hit: Hit, raw: number }
+    w.raw = 0
+    out.set(i, (weighed[best.get(originOf(w.hit.src)) as number] as { hit: Hit }).hit.src.name)
+  }
   return out
 }
 

@@ -240,6 +240,15 @@ describe('sources and categories', () => {
     assert.equal(named.risk.score, 69)
     const pair = ['a:exact', 'b:exact'].map((id) => signal(named, id))
     assert.equal(pair.find((s) => contribution(s) === 0)?.evidence?.same_origin_as, pair.find((s) => contribution(s) > 0)?.evidence?.source)
+    // Three of one origin, the strongest last: the other two show 0 and both name it.
+    await writeFile(join(dir, 'c.txt'), 'probe-origin.com\n')
+    const three = verdict(await snapOf([feed('a', 'a.txt', 'up'), feed('b', 'b.txt', 'up'), { ...feed('c', 'c.txt', 'up'), confidence: 0.95 }]), 'probe-origin.com')
+    assert.ok(contribution(signal(three, 'c:exact')) > 0)
+    for (const id of ['a:exact', 'b:exact']) {
+      assert.equal(contribution(signal(three, id)), 0, id)
+      assert.equal(signal(three, id).evidence?.same_origin_as, 'c', id)
+    }
+    assert.equal(three.risk.score, 69)
   })
 
   test('a botnet C2 listing names the category over a weaker phishing or spam listing', async (t) => {
