@@ -134,6 +134,15 @@ export function backoffMs (n: number, policy: RetryPolicy, random: () => number 
   return Math.floor(random() * Math.min(policy.maxMs, policy.baseMs * 2 ** (n - 1)))
 }
 
+/**
+ * Lets a response body go unread. undici's body emits RequestAbortedError when destroyed before its end; with no
+ * listener that error is uncaught and ends the process, so one is attached first.
+ */
+function abandon (body: Dispatcher.ResponseData['body']): void {
+  body.once('error', () => {})
+  body.destroy()
+}
+
 /** Reads a response body, gunzipping when asked, and fails as soon as the decoded bytes pass `maxBytes`. */
 async function readCapped (body: Dispatcher.ResponseData['body'], gzip: boolean | 'sniff', maxBytes: number): Promise<Buffer> {
   const chunks: Buffer[] = []
@@ -180,7 +189,7 @@ async function readCapped (body: Dispatcher.ResponseData['body'], gzip: boolean 
       })
     }
   } catch (err) {
-    body.destroy()
+    abandon(body)
     gunzip?.destroy()
     if (err instanceof AttemptError) throw err
     const code = (err as NodeJS.ErrnoException).code ?? ''
@@ -242,7 +251,7 @@ async function attempt (feed: RemoteFeed, headers: Record<string, string>, valid
     }
     // A declared length over the cap is refused before reading; the cap on decoded bytes holds either way.
     if (encoding === '' && Number.isFinite(declared) && declared > feed.maxBytes) {
-      res.body.destroy()
+      abandon(res.body)
       throw new AttemptError('oversize', `body larger than max_bytes (${feed.maxBytes})`, false)
     }
     let body = await readCapped(res.body, encoding === 'gzip' || encoding === 'x-gzip' ? true : 'sniff', feed.maxBytes)

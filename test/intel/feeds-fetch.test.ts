@@ -292,6 +292,32 @@ test('500s, an HTML error page, garbage, a timeout, an oversize body and a shrun
   assert.equal((await health(svc)).status, 'ok')
 })
 
+test('a body whose declared length passes max_bytes is refused before reading, and the process lives on', async (t) => {
+  const host = await feedHost(t)
+  let big = false
+  host.set((_req, res) => {
+    const body = Buffer.from(big ? netset(100) : netset(3))
+    res.setHeader('content-length', body.length)
+    res.end(body)
+  })
+  const uncaught: unknown[] = []
+  const onUncaught = (err: unknown): void => { uncaught.push(err) }
+  process.prependListener('uncaughtException', onUncaught)
+  t.after(() => { process.removeListener('uncaughtException', onUncaught) })
+  const dir = tempDir(t)
+  const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/feed`, max_bytes: 200 }))
+  assert.equal((await refresh(svc)).sources[0]?.status, 'ok')
+  big = true
+  const r = await refresh(svc)
+  assert.equal(r.sources[0]?.status, 'failed')
+  assert.match(r.sources[0]?.error ?? '', /body larger than max_bytes \(200\)/)
+  assert.equal(r.sources[0]?.records, 3, 'the last good copy stays')
+  // The abandoned response body errors after the refusal: it must not become an uncaught exception.
+  await new Promise((resolve) => setTimeout(resolve, 200))
+  assert.deepEqual(uncaught.map((e) => (e as Error).message), [])
+  assert.deepEqual(await verdictSources(svc, '10.1.0.2'), ['remote_list'])
+})
+
 test('a restart with the feed host down serves the last good copy', async (t) => {
   const host = await feedHost(t)
   host.set((_req, res) => { res.setHeader('etag', '"a"'); res.end(netset(30, 7)) })
