@@ -237,7 +237,9 @@ async function attempt (feed: RemoteFeed, headers: Record<string, string>, valid
     if (res.statusCode < 200 || res.statusCode > 299) {
       await res.body.dump()
       const retry = res.statusCode === 408 || res.statusCode === 429 || res.statusCode >= 500
-      throw new AttemptError('http_status', `HTTP ${res.statusCode}`, retry)
+      // A redirect reaches here only when it was not followed: past the limit, or without a Location.
+      const why = res.statusCode >= 300 && res.statusCode < 400 ? ': redirect not followed (more than 5, or no Location)' : ''
+      throw new AttemptError('http_status', `HTTP ${res.statusCode}${why}`, retry)
     }
     const header = (name: string): string | null => {
       const v = res.headers[name]
@@ -270,6 +272,8 @@ function transportError (err: unknown, signal: AbortSignal): AttemptError {
   if (signal.aborted || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') {
     return new AttemptError('timeout', 'timed out', true)
   }
+  // undici's redirect interceptor refuses a redirect back to a URL it has visited (its message names no URL).
+  if (code === 'UND_ERR_INVALID_ARG' && /redirect loop/i.test((err as Error).message ?? '')) return new AttemptError('http_status', 'redirect loop', false)
   const causeCode = (err as { cause?: { code?: string } }).cause?.code
   const shown = /^[A-Z_]{2,40}$/.test(code) ? code : /^[A-Z_]{2,40}$/.test(causeCode ?? '') ? (causeCode as string) : 'network error'
   return new AttemptError('network', `network error (${shown})`, true)

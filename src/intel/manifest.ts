@@ -47,11 +47,12 @@ function isObject (value: unknown): value is Json {
 /** The feed's problems (empty when valid) and, when valid, its spec with the path resolved against `baseDir`. */
 function checkFeed (feed: Json, baseDir: string, feedsDir: string | null): { problems: string[], spec?: FeedSpec } {
   const problems: string[] = []
+  const isRemote = Object.hasOwn(feed, 'url')
+  const allowed = [...kFeedKeys, ...kOptionalKeys, ...(isRemote ? kRemoteKeys : [])].filter((k) => !(isRemote && k === 'path'))
   for (const key of Object.keys(feed)) {
     if (kForbiddenKeys.has(key)) problems.push(`forbidden key "${key}"`)
-    else if (!kFeedKeySet.has(key)) problems.push(`unknown key "${key}" (allowed: ${[...kFeedKeys, ...kOptionalKeys].join(', ')})`)
+    else if (!kFeedKeySet.has(key)) problems.push(`unknown key "${key}" (allowed: ${allowed.join(', ')})`)
   }
-  const isRemote = Object.hasOwn(feed, 'url')
   if (isRemote && Object.hasOwn(feed, 'path')) problems.push('give either "path" or "url", not both')
   for (const key of kFeedKeys) {
     if (key === 'path' && isRemote) continue

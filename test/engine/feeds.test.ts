@@ -738,6 +738,11 @@ describe('feed manifest', () => {
 
   const kBadCases: Array<{ title: string, feeds: unknown[], message: RegExp }> = [
     { title: 'an unknown key', feeds: [{ ...kValidFeed, half_life: 3 }], message: /feeds\[0\] "local_feed": unknown key "half_life"/ },
+    {
+      title: 'an unknown key in a fetched feed',
+      feeds: [{ ...kValidFeed, path: undefined, url: 'http://127.0.0.1:1/feed', refresh: 60 }],
+      message: /unknown key "refresh" \(allowed: name, format, direction, .*origin, url, refresh_seconds, headers, max_bytes, timeout_seconds, zip_member\)/
+    },
     { title: 'a confidence above 1', feeds: [{ ...kValidFeed, confidence: 1.5 }], message: /"local_feed": "confidence" must be a number from 0 to 1/ },
     { title: 'a negative half-life', feeds: [{ ...kValidFeed, half_life_days: -1 }], message: /"local_feed": "half_life_days"/ },
     { title: 'an unknown format', feeds: [{ ...kValidFeed, format: 'csv' }], message: /"local_feed": "format" must be one of/ },

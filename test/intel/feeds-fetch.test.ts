@@ -246,10 +246,10 @@ test('a zip bomb, an ambiguous or missing member, a corrupt archive and a non-zi
   assert.match((await refresh(svc2)).sources[0]?.error ?? '', /not a zip archive/)
 })
 
-test('500s, an HTML error page, garbage, a timeout, an oversize body and a shrunken list are refused and the last good copy stays in use', async (t) => {
+test('500s, an HTML error page, garbage, a timeout, an oversize body, a redirect loop and a shrunken list are refused and the last good copy stays in use', async (t) => {
   const host = await feedHost(t)
   let mode = 'good'
-  host.set((_req, res) => {
+  host.set((req, res) => {
     switch (mode) {
       case 'good': res.end(netset(100)); break
       case '500': res.statusCode = 500; res.end('oops'); break
@@ -268,6 +268,9 @@ test('500s, an HTML error page, garbage, a timeout, an oversize body and a shrun
         pump()
         break
       }
+      case 'loop': res.statusCode = 301; res.setHeader('location', '/feed'); res.end(); break
+      // Redirects to ever new URLs: five are followed, the sixth is not.
+      case 'chain': res.statusCode = 301; res.setHeader('location', `/hop/${Number(/\/hop\/(\d+)/.exec(req.url ?? '')?.[1] ?? 0) + 1}`); res.end(); break
       case 'shrunk': res.end(netset(10)); break
     }
   })
@@ -275,7 +278,7 @@ test('500s, an HTML error page, garbage, a timeout, an oversize body and a shrun
   const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/feed`, max_bytes: 200_000, timeout_seconds: 1 }))
   assert.equal((await refresh(svc)).sources[0]?.status, 'ok')
   const version = (await sources(svc)).snapshot.version
-  for (const [m, pattern] of [['500', /HTTP 500/], ['html', /HTML/], ['garbage', /no usable entries|rejected/], ['slow', /timed out/], ['oversize', /max_bytes/], ['shrunk', /shrank/]] as const) {
+  for (const [m, pattern] of [['500', /HTTP 500/], ['html', /HTML/], ['garbage', /no usable entries|rejected/], ['slow', /timed out/], ['oversize', /max_bytes/], ['loop', /redirect loop/], ['chain', /HTTP 301: redirect not followed/], ['shrunk', /shrank/]] as const) {
     mode = m
     const r = await refresh(svc)
     assert.equal(r.sources[0]?.status, 'failed', m)
