@@ -202,6 +202,7 @@ export class HistoryClient implements HistorySink {
       pending: this.journal.pendingRecords,
       written: this.status.written,
       spoolBytes: this.status.spoolBytes,
+      journalError: this.journal.writeFailure(),
       journalBytes,
       journalLimit: this.options.journalLimit,
       restarts: this.restarts,

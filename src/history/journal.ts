@@ -180,6 +180,9 @@ export class Journal {
   private writing: Promise<void> | null = null
   private timer: NodeJS.Timeout | null = null
   private failure: Error | null = null
+  /** When the last group write failed (Date.now()) and its error code; 0 after a write succeeds. */
+  private failedAt = 0
+  private failedCode = ''
   private closed = false
   /** Groups synced but not yet in the store: their end positions and record counts, oldest first. */
   private readonly unstored: Array<{ end: number, records: number }> = []
@@ -246,6 +249,17 @@ export class Journal {
   /** Records synced and not yet in the store, of this run (a replay of an earlier run's journal is not counted). */
   get pendingRecords (): number {
     return this.unstoredRecords + this.group.records
+  }
+
+  /**
+   * Why the last write failed (`ENOSPC` ...) when one failed within `windowMs` and none succeeded since, else null.
+   * Appends are still taken (each tries the disk again), so a freed disk serves again at once; health and readiness
+   * report the failure meanwhile. A window, not a latch: a probe that took an instance out of rotation must see it
+   * ready again once the disk is back, though no request has written since.
+   */
+  writeFailure (windowMs = 5_000, now = Date.now()): string | null {
+    if (this.failure !== null) return (this.failure as NodeJS.ErrnoException).code ?? 'write error'
+    return this.failedAt !== 0 && now - this.failedAt < windowMs ? this.failedCode : null
   }
 
   /** Why appends are refused now, or null. */
@@ -315,6 +329,8 @@ export class Journal {
       while (written < g.bytes) written += await writevFd(fh.fd, written === 0 ? g.buffers : remaining(g.buffers, written))
       await datasyncFd(fh.fd)
     } catch (err) {
+      this.failedAt = Date.now()
+      this.failedCode = (err as NodeJS.ErrnoException).code ?? 'write error'
       // A partial group would break every later frame: take it back; if even that fails, refuse appends from now on.
       try {
         await fh.truncate(before)
@@ -330,6 +346,7 @@ export class Journal {
       }
       return
     }
+    this.failedAt = 0
     this.durableEnd += g.bytes
     this.unstored.push({ end: this.durableEnd, records: g.records })
     this.unstoredRecords += g.records

@@ -21,6 +21,8 @@ export interface HistoryState {
   written: number
   /** Bytes of a spool left by an earlier version, not yet replayed. */
   spoolBytes: number
+  /** The error code of a journal write that failed in the last seconds (a full disk: `ENOSPC`), else null. */
+  journalError: string | null
   /** Journal bytes not yet in the store (live), and the limit at which requests are refused. */
   journalBytes: number
   journalLimit: number

@@ -67,6 +67,11 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
       status = 'degraded'
       reasons.push(h.reason ?? 'history store unavailable; records wait in the journal')
     }
+    if (h.journalError !== null) {
+      // Every verdict needs its history journalled first: while the journal cannot be written, none is answered.
+      status = 'unavailable'
+      reasons.push(`history journal cannot be written (${h.journalError})`)
+    }
     // A fetched feed that is stale or refused keeps its last good copy in use: verdicts work, on older data.
     const feeds = deps.feeds.rows()
     const feedCounts = { ok: 0, stale: 0, failed: 0, pending: 0 }
@@ -88,6 +93,7 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
           written: h.written,
           spool_bytes: h.spoolBytes,
           journal_bytes: h.journalBytes,
+          journal_error: h.journalError,
           journal_limit: h.journalLimit,
           writer_restarts: h.restarts
         },
@@ -111,6 +117,8 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
     if (quota === 'error') reasons.push('quota counter unreachable')
     const refusal = deps.history.refusal()
     if (refusal !== null) reasons.push(refusal)
+    const journalError = deps.history.state().journalError
+    if (journalError !== null && refusal === null) reasons.push(`history journal cannot be written (${journalError})`)
     reply.code(reasons.length === 0 ? 200 : 503)
     return reasons.length === 0 ? { status: 'ok' } : { status: 'unavailable', reasons }
   })

@@ -2,6 +2,8 @@
  * GET /metrics (Prometheus text) after traffic, and the orchestrator probes GET /livez and GET /readyz.
  */
 import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import { syncBuiltinESMExports } from 'node:module'
 import { test } from 'node:test'
 import { build, buildForFile } from '../helper.ts'
 
@@ -69,4 +71,35 @@ test('readyz answers 503 with a reason when the store is unreachable, while live
   assert.equal(ready.statusCode, 503)
   assert.deepEqual(ready.json(), { status: 'unavailable', reasons: ['store unreachable'] })
   assert.equal((await own.app.inject({ url: '/livez' })).statusCode, 200)
+})
+
+test('a journal that cannot be written (a full disk) makes health unavailable and readyz 503, until a write succeeds', async (t) => {
+  const own = await build(t)
+  const headers = { 'x-api-key': own.key }
+  const payload = { indicator: { value: 'journal-probe.example' } }
+  const writev = fs.writev
+  const restore = (): void => { fs.writev = writev; syncBuiltinESMExports() }
+  t.after(restore)
+  // Every journal write fails as on a full disk (the journal writes through node:fs writev).
+  fs.writev = ((_fd: number, _buffers: unknown, cb: (err: NodeJS.ErrnoException | null, n?: number) => void) => {
+    setImmediate(() => cb(Object.assign(new Error('no space left on device'), { code: 'ENOSPC' })))
+  }) as typeof fs.writev
+  syncBuiltinESMExports()
+  const refused = await own.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict', headers, payload })
+  assert.equal(refused.statusCode, 503)
+  const ready = await own.app.inject({ url: '/readyz' })
+  assert.equal(ready.statusCode, 503)
+  assert.deepEqual(ready.json(), { status: 'unavailable', reasons: ['history journal cannot be written (ENOSPC)'] })
+  const health = await own.app.inject({ url: '/api/v2/ioc/health' })
+  assert.equal(health.statusCode, 503)
+  assert.equal(health.json().status, 'unavailable')
+  assert.ok(health.json().reasons.includes('history journal cannot be written (ENOSPC)'), health.body)
+  assert.equal(health.json().checks.history.journal_error, 'ENOSPC')
+  // The disk has room again: the next call is answered and recorded, and the instance is ready at once.
+  restore()
+  assert.equal((await own.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict', headers, payload })).statusCode, 200)
+  assert.equal((await own.app.inject({ url: '/readyz' })).statusCode, 200)
+  const after = await own.app.inject({ url: '/api/v2/ioc/health' })
+  assert.equal(after.json().checks.history.journal_error, null)
+  assert.equal(after.statusCode, 200)
 })
