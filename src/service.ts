@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import pino, { type Logger } from 'pino'
 import { buildApp } from './app.ts'
+import { lockDataDir } from './data-dir-lock.ts'
 import { redactUrl } from './http/edges.ts'
 import { storeOptions, type Config } from './config.ts'
 import { startHistory, type HistoryClient } from './history/client.ts'
@@ -69,7 +70,9 @@ export function createLogger (config: Readonly<Config>, destination?: pino.Desti
 export async function startService (config: Readonly<Config>, options: { logger?: Logger, scoringEntry?: string } = {}): Promise<Service> {
   const logger = options.logger ?? createLogger(config)
   mkdirSync(config.dataDir, { recursive: true })
-  const closers: Array<() => Promise<void>> = []
+  const lock = lockDataDir(config.dataDir)
+  if (lock.warning !== null) logger.warn(lock.warning)
+  const closers: Array<() => Promise<void>> = [async () => { lock.release() }]
   try {
     const sopts = storeOptions(config)
     const store = await openStore(sopts)
@@ -150,6 +153,7 @@ export async function startService (config: Readonly<Config>, options: { logger?
       await history.close()
       await quota.close()
       await store.close()
+      lock.release()
     })
     await app.ready()
     let destroying: Promise<void> | null = null
@@ -160,6 +164,7 @@ export async function startService (config: Readonly<Config>, options: { logger?
         await history.destroy(err)
         await quota.close().catch(() => {})
         await store.close().catch(() => {})
+        lock.release()
       })()
       await destroying
     }

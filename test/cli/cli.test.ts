@@ -5,11 +5,13 @@
 import assert from 'node:assert/strict'
 import { execFile, spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
 import { request } from 'undici'
+import { loadConfig } from '../../src/config.ts'
+import { startService } from '../../src/service.ts'
 import { kTestIntelCache, smallRegistries } from '../helper.ts'
 
 const kRoot = join(import.meta.dirname, '..', '..')
@@ -193,4 +195,23 @@ test('serve prints its address and a first-start key, answers with that key, and
   const second = await start()
   assert.equal(second.key, null, 'keys exist, so no bootstrap key')
   assert.equal(await second.stop(), 0)
+})
+
+test('serve refuses a data directory another running instance holds, and takes over one whose owner is gone', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'iocv-cli-lock-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  const config = loadConfig({ IOC_DATA_DIR: dir, IOC_LOG_LEVEL: 'silent', IOC_POOL_SIZE: '0', IOC_BOOTSTRAP_KEY: '0', IOC_INTEL_CACHE_DIR: kTestIntelCache, ...smallRegistries() })
+  const first = await startService(config)
+  // A second service in this process, and a second process, are both refused; nothing of theirs starts.
+  await assert.rejects(startService(config), /data directory .* is in use/)
+  const second = await cli(['serve'], { IOC_DATA_DIR: dir, IOC_PORT: '0', IOC_BOOTSTRAP_KEY: '0', ...smallRegistries() })
+  assert.equal(second.code, 1, second.stderr)
+  assert.match(second.stderr, new RegExp(`data directory .* is in use by process ${process.pid}; give each instance its own IOC_DATA_DIR`))
+  await first.app.close()
+  // Closed, the directory is free again; a lock left by a process that is gone (kill -9) does not hold it either.
+  const again = await startService(config)
+  await again.destroy()
+  writeFileSync(join(dir, 'instance.lock'), `999999999\n${hostname()}\n`)
+  const afterCrash = await startService(config)
+  await afterCrash.app.close()
 })

@@ -3,8 +3,10 @@
  * query string, and the per-key rate limit with its headers, through app.inject.
  */
 import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
 import { test } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
+import pg from 'pg'
 import { build, buildForFile } from '../helper.ts'
 
 type Json = Record<string, any>
@@ -133,13 +135,23 @@ test('answers to a key with a daily quota carry X-Quota-Limit and X-Quota-Remain
 })
 
 const kRedis = process.env.IOC_TEST_REDIS_URL
-test('with Redis, instances share one rate-limit window per key', { skip: kRedis === undefined ? 'IOC_TEST_REDIS_URL not set' : false }, async (t) => {
+const kDb = process.env.IOC_TEST_DATABASE_URL
+test('with Redis, instances share one rate-limit window per key', {
+  skip: kRedis === undefined || kDb === undefined ? 'IOC_TEST_REDIS_URL or IOC_TEST_DATABASE_URL not set' : false
+}, async (t) => {
   const prefix = `iocv-test-rl-${process.pid}-${Date.now()}:`
-  const env = { IOC_REDIS_URL: kRedis as string, IOC_REDIS_PREFIX: prefix, IOC_STORE: 'sqlite' }
+  // Both instances know the key through one PostgreSQL store (each has its own data directory, as it must).
+  const schema = `iocv_rl_${randomBytes(4).toString('hex')}`
+  t.after(async () => {
+    const client = new pg.Client({ connectionString: kDb })
+    await client.connect()
+    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+    await client.end()
+  })
+  const env = { IOC_REDIS_URL: kRedis as string, IOC_REDIS_PREFIX: prefix, IOC_STORE: 'postgres', IOC_DATABASE_URL: kDb as string, IOC_DATABASE_SCHEMA: schema }
   const a = await build(t, env)
   const limited = (await a.app.inject({ method: 'POST', url: kKeys, headers: { 'x-api-key': a.key }, payload: { permissions: ['verdict'], rate_limit: 2 } })).json() as Json
-  // The second instance shares the first one's data directory, so it knows the key.
-  const b = await build(t, { ...env, IOC_DATA_DIR: a.config.dataDir })
+  const b = await build(t, env)
   const headers = { 'x-api-key': limited.key }
   assert.equal((await a.app.inject({ method: 'POST', url: kSingle, headers, payload: kBody })).statusCode, 200)
   assert.equal((await b.app.inject({ method: 'POST', url: kSingle, headers, payload: kBody })).statusCode, 200)

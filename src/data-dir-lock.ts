@@ -1,0 +1,89 @@
+/**
+ * One serving instance per data directory. Two instances on one directory append to the same history journal and each
+ * replays the other's records into the store at its next start (duplicate history and usage), so the second one is
+ * refused at start.
+ *
+ * `<data dir>/instance.lock` holds the owner's process id and host name. A lock whose process is gone (a crash, a
+ * kill -9, a container restarted with the same pid) is taken over. A lock written on another host cannot be checked
+ * from here; it is taken over with a warning (a restarted container often has a new host name), so sharing one
+ * directory between hosts stays the operator's error to avoid (docs/OPERATIONS.md). Written by hand: the npm lock
+ * packages (proper-lockfile and the like) lock by directory mtime with timeouts meant for short critical sections,
+ * not for the lifetime of a server.
+ */
+import { readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { hostname } from 'node:os'
+import { join } from 'node:path'
+
+/** Lock files held by services of this process (a second in-process service is refused too). */
+const kHeld = new Set<string>()
+
+/** The data directory is used by another running instance. */
+export class DataDirInUseError extends Error {
+  constructor (message: string) {
+    super(message)
+    this.name = 'DataDirInUseError'
+  }
+}
+
+/** Whether a process with this id runs on this host. */
+function alive (pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+/** What the lock at `path` says of its owner, or null when there is none (or it cannot be read as one). */
+function owner (path: string): { pid: number, host: string } | null {
+  let text: string
+  try {
+    text = readFileSync(path, 'utf8')
+  } catch {
+    return null
+  }
+  const [pid, host] = text.split('\n')
+  const n = Number(pid)
+  return Number.isSafeInteger(n) && n > 0 ? { pid: n, host: host ?? '' } : null
+}
+
+/**
+ * Takes the data directory for this instance; throws DataDirInUseError when a live instance on this host holds it.
+ * Returns a release function (idempotent) and, when a lock from another host was taken over, a warning to log.
+ */
+export function lockDataDir (dir: string): { release: () => void, warning: string | null } {
+  const path = join(dir, 'instance.lock')
+  if (kHeld.has(path)) throw new DataDirInUseError(`data directory ${dir} is in use by another service in this process`)
+  const prev = owner(path)
+  let warning: string | null = null
+  if (prev !== null) {
+    if (prev.host === hostname()) {
+      if (prev.pid !== process.pid && alive(prev.pid)) {
+        throw new DataDirInUseError(`data directory ${dir} is in use by process ${prev.pid}; give each instance its own IOC_DATA_DIR`)
+      }
+    } else {
+      warning = `data directory ${dir} was locked by host ${prev.host.slice(0, 64)}; taking it over (each instance needs its own IOC_DATA_DIR)`
+    }
+  }
+  const mine = `${process.pid}\n${hostname()}\n`
+  try {
+    writeFileSync(path, mine, { flag: 'wx' })
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+    // Read above as free or stale (or written since, by an instance starting now: the later writer wins).
+    writeFileSync(path, mine)
+  }
+  kHeld.add(path)
+  let released = false
+  return {
+    warning,
+    release: () => {
+      if (released) return
+      released = true
+      kHeld.delete(path)
+      const now = owner(path)
+      if (now?.pid === process.pid) rmSync(path, { force: true })
+    }
+  }
+}
