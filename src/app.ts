@@ -93,9 +93,18 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     const open = await new Promise<number>((resolve) => { app.server.getConnections((_err, n) => { resolve(n ?? 0) }) })
     if (open > 0) await new Promise((resolve) => setTimeout(resolve, kShutdownDrainMs))
     // The server's close waits for every connection to end. Requests still running finish and are answered; after
-    // that, connections whose client does not read the answer are cut.
+    // that, connections whose client does not read the answer are cut. A request still sending its body after the
+    // drain was never admitted (nothing scored or recorded): its connection is cut rather than waited for, so a
+    // client trickling an upload cannot hold the shutdown until its timeout.
     const watch = setInterval(() => {
-      for (const res of answering) if (!res.writableEnded) return
+      for (const res of answering) {
+        if (res.writableEnded) continue
+        if (!res.req.complete) {
+          res.req.socket.destroy()
+          continue
+        }
+        return
+      }
       clearInterval(watch)
       setTimeout(() => { app.server.closeAllConnections() }, kUnreadAnswerGraceMs).unref()
     }, 100)

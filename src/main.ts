@@ -71,7 +71,7 @@ async function serve (config: Readonly<Config>): Promise<void> {
     stopping = true
     logger.info({ signal }, 'shutting down: draining requests, scoring and history')
     const timer = setTimeout(() => {
-      logger.error('shutdown timed out; exiting with unwritten history left in the journal')
+      logger.error('shutdown timed out; exiting now (history not yet in the store stays in the journal for the next start)')
       // Every answered request's history is in the journal already; the next start writes what the store lacks.
       const exit = (): never => process.exit(1)
       svc.destroy(new Error('shutdown timed out')).then(exit, exit)
