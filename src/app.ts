@@ -75,6 +75,8 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     // headers within headersTimeout; Node checks both every second instead of its default 30 s.
     requestTimeout: config.requestTimeoutMs,
     keepAliveTimeout: config.keepAliveTimeoutMs,
+    // Socket inactivity: an answer whose client reads nothing (its buffers held in memory) is cut after this.
+    connectionTimeout: config.sendTimeoutMs,
     http: { headersTimeout: config.headersTimeoutMs, requestTimeout: config.requestTimeoutMs, connectionsCheckingInterval: kConnectionsCheckMs },
     // Errors of Node's HTTP parser (431, 414, 408, malformed requests) get the documented body too.
     clientErrorHandler,

@@ -76,6 +76,7 @@ export interface Config {
   requestTimeoutMs: number
   /** How long an idle keep-alive connection stays open, in ms. */
   keepAliveTimeoutMs: number
+  sendTimeoutMs: number
   /** Open connections at most; connections beyond it are closed at once, so file descriptors stay bounded. */
   maxConnections: number
   /** A fetched feed body with more than this percentage of rejected lines is refused. */
@@ -153,6 +154,8 @@ const kFields: Record<string, Field> = {
   // Longer than the idle timeout of a reverse proxy in front (60 s for nginx and most load balancers), so the proxy,
   // not this service, closes idle connections and never sends a request on a connection being closed.
   IOC_KEEP_ALIVE_TIMEOUT_MS: { key: 'keepAliveTimeoutMs', kind: 'int', min: 100, max: 3_600_000, default: 65_000, doc: 'idle keep-alive connections are closed after this, ms' },
+  // Above the keep-alive timeout: an idle keep-alive connection is the keep-alive timeout's to close.
+  IOC_SEND_TIMEOUT_MS: { key: 'sendTimeoutMs', kind: 'int', min: 1_000, max: 3_600_000, default: 120_000, doc: 'a connection on which nothing moves for this long (a client that stopped reading its answer) is cut, ms' },
   IOC_MAX_CONNECTIONS: { key: 'maxConnections', kind: 'int', min: 1, max: 10_000_000, default: 4096, doc: 'open connections at most; more are closed as they arrive' },
   IOC_FEED_MAX_REJECTED_PERCENT: { key: 'feedMaxRejectedPercent', kind: 'int', min: 0, max: 100, default: 50, doc: 'a fetched feed with more rejected lines than this percentage is refused (the last good copy stays)' },
   IOC_FEED_MIN_SHRINK_PERCENT: { key: 'feedMinShrinkPercent', kind: 'int', min: 0, max: 100, default: 50, doc: 'a fetched feed with fewer entries than this percentage of its last good copy is refused; 0 = never' },

@@ -96,3 +96,37 @@ test('a client still trickling its request body does not hold the close: it is c
   assert.ok(sent < body.length, 'the upload was still going when the close ended')
   assert.ok(Date.now() - started < 15_000, `the close took ${Date.now() - started} ms`)
 })
+
+test('a client that never reads a large answer is cut after IOC_SEND_TIMEOUT_MS, and others are served meanwhile', { timeout: 60_000 }, async (t) => {
+  const b = await build(t, { IOC_SEND_TIMEOUT_MS: '1000' })
+  const base = new URL(await b.app.listen({ host: '127.0.0.1', port: 0 }))
+  // About 6 MB of answer: far more than the socket buffers hold, so the server's write stalls.
+  const body = JSON.stringify({
+    indicators: Array.from({ length: 10_000 }, (_, i) => ({ value: `10.${i >> 16}.${(i >> 8) & 255}.${i & 255}` })),
+    signal_details: 'all',
+    evidence_details: 'full'
+  })
+  const socket = connect(Number(base.port), base.hostname)
+  await once(socket, 'connect')
+  socket.on('error', () => {})
+  t.after(() => { socket.destroy() })
+  socket.write(`POST /api/v2/ioc/verdict/bulk HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\nx-api-key: ${b.key}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+  // The socket is not read (no 'data' listener): Node stops reading it once its small buffer is full, and the
+  // server's write stalls. Meanwhile other clients are served.
+  const probe = await request(`${base.origin}/api/v2/ioc/health`)
+  assert.equal(probe.statusCode, 200)
+  await probe.body.dump()
+  await new Promise((resolve) => setTimeout(resolve, 4000))
+  // Reading now gets what was buffered before the cut, then the end: far less than the answer.
+  const chunks: Buffer[] = []
+  socket.on('data', (chunk: Buffer) => { chunks.push(chunk) })
+  const closed = once(socket, 'close')
+  socket.resume()
+  await closed
+  const got = Buffer.concat(chunks)
+  const head = got.subarray(0, got.indexOf('\r\n\r\n')).toString()
+  assert.match(head, /^HTTP\/1\.1 200/, 'the answer had begun')
+  const length = Number(/content-length: (\d+)/i.exec(head)?.[1])
+  const bodyBytes = got.length - head.length - 4
+  assert.ok(length > 1_000_000 && bodyBytes < length, `${bodyBytes} of ${length} body bytes arrived: the connection was cut, not delivered`)
+})
