@@ -97,6 +97,12 @@ test('score - reads stdin and answers while the input is still open (streaming)'
   assert.equal(lines(run.stdout).length, 2001)
 })
 
+test('CRLF line ends and a last line without an end are read as lines', async () => {
+  const run = await cli(['score', file('crlf.txt', '192.0.2.1\r\n\r\na.example\r\nb.example')])
+  assert.equal(run.code, 0)
+  assert.deepEqual(lines(run.stdout).map((i) => i.indicator.normalized), ['192.0.2.1', 'a.example', 'b.example'])
+})
+
 test('bad options are refused with the usage and exit code 2, and nothing is scored', async () => {
   const path = file('one.txt', '8.8.8.8\n')
   for (const args of [['score', path, '--format', 'xml'], ['score', path, '--input', 'yaml'], ['score', '8.8.8.8', '--format', 'csv'], ['score', path, '--signals', 'some']]) {
