@@ -7,6 +7,7 @@ import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
+import pg from 'pg'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { after, before, type TestContext } from 'node:test'
@@ -53,6 +54,33 @@ export async function build (t: TestContext, env: Record<string, string> = {}): 
     (await svc.store.createKey({ tenant: options.tenant ?? 't1', permissions, quota: options.quota ?? null })).key
   const key = await makeKey(['verdict', 'verdict_bulk', 'mgmt', 'admin'])
   return { ...svc, config, key, makeKey }
+}
+
+/**
+ * Services of one test sharing a fresh PostgreSQL schema: `build()` builds one more on it. After the test they are
+ * closed first, then the schema is dropped (DROP SCHEMA would wait on a connection still open in it).
+ */
+export function pgServices (t: TestContext, databaseUrl: string, schema: string, env: Record<string, string> = {}): { build: () => Promise<Built> } {
+  const apps: Built[] = []
+  t.after(async () => {
+    for (const s of apps) {
+      await s.app.close()
+      rmSync(s.config.dataDir, { recursive: true, force: true })
+    }
+    const client = new pg.Client({ connectionString: databaseUrl })
+    await client.connect()
+    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+    await client.end()
+  })
+  const noop = { after: () => {} } as unknown as TestContext
+  const full = { IOC_STORE: 'postgres', IOC_DATABASE_URL: databaseUrl, IOC_DATABASE_SCHEMA: schema, ...env }
+  return {
+    build: async () => {
+      const b = await build(noop, full)
+      apps.push(b)
+      return b
+    }
+  }
 }
 
 /**

@@ -5,11 +5,9 @@
  */
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { rmSync } from 'node:fs'
 import { test } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
-import pg from 'pg'
-import { build, buildForFile, type Built } from '../helper.ts'
+import { buildForFile, pgServices, type Built } from '../helper.ts'
 
 type Json = Record<string, any>
 
@@ -340,21 +338,8 @@ const kDb = process.env.IOC_TEST_DATABASE_URL
 test('on PostgreSQL, feedback recorded through one instance is listed and summarized by another, per tenant', {
   skip: kDb === undefined || kDb === '' ? 'IOC_TEST_DATABASE_URL not set' : false
 }, async (t) => {
-  const schema = `iocv_feedback_${randomBytes(4).toString('hex')}`
-  const env = { IOC_STORE: 'postgres', IOC_DATABASE_URL: kDb as string, IOC_DATABASE_SCHEMA: schema }
-  const apps: Built[] = []
-  t.after(async () => {
-    for (const s of apps) {
-      await s.app.close()
-      rmSync(s.config.dataDir, { recursive: true, force: true })
-    }
-    const client = new pg.Client({ connectionString: kDb })
-    await client.connect()
-    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
-    await client.end()
-  })
-  const noop = { after: () => {} } as unknown as Parameters<typeof build>[0]
-  apps.push(await build(noop, env), await build(noop, env))
+  const services = pgServices(t, kDb as string, `iocv_feedback_${randomBytes(4).toString('hex')}`)
+  const apps = [await services.build(), await services.build()]
   const [one, two] = apps as [Built, Built]
   const a = await one.makeKey(['mgmt'], { tenant: 'pg-a' })
   const b = await one.makeKey(['mgmt'], { tenant: 'pg-b' })

@@ -4,11 +4,9 @@
  */
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { rmSync } from 'node:fs'
 import { test } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
-import pg from 'pg'
-import { build, buildForFile, type Built } from '../helper.ts'
+import { build, buildForFile, pgServices } from '../helper.ts'
 
 type Json = Record<string, any>
 
@@ -142,26 +140,10 @@ test('with Redis, instances share one rate-limit window per key', {
 }, async (t) => {
   const prefix = `iocv-test-rl-${process.pid}-${Date.now()}:`
   // Both instances know the key through one PostgreSQL store (each has its own data directory, as it must).
-  const schema = `iocv_rl_${randomBytes(4).toString('hex')}`
-  const apps: Built[] = []
-  // The services close before their schema is dropped: DROP SCHEMA would wait on a connection still open in it.
-  t.after(async () => {
-    for (const s of apps) {
-      await s.app.close()
-      rmSync(s.config.dataDir, { recursive: true, force: true })
-    }
-    const client = new pg.Client({ connectionString: kDb })
-    await client.connect()
-    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
-    await client.end()
-  })
-  const env = { IOC_REDIS_URL: kRedis as string, IOC_REDIS_PREFIX: prefix, IOC_STORE: 'postgres', IOC_DATABASE_URL: kDb as string, IOC_DATABASE_SCHEMA: schema }
-  const noop = { after: () => {} } as unknown as Parameters<typeof build>[0]
-  const a = await build(noop, env)
-  apps.push(a)
+  const services = pgServices(t, kDb as string, `iocv_rl_${randomBytes(4).toString('hex')}`, { IOC_REDIS_URL: kRedis as string, IOC_REDIS_PREFIX: prefix })
+  const a = await services.build()
   const limited = (await a.app.inject({ method: 'POST', url: kKeys, headers: { 'x-api-key': a.key }, payload: { permissions: ['verdict'], rate_limit: 2 } })).json() as Json
-  const b = await build(noop, env)
-  apps.push(b)
+  const b = await services.build()
   const headers = { 'x-api-key': limited.key }
   assert.equal((await a.app.inject({ method: 'POST', url: kSingle, headers, payload: kBody })).statusCode, 200)
   assert.equal((await b.app.inject({ method: 'POST', url: kSingle, headers, payload: kBody })).statusCode, 200)
