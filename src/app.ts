@@ -22,7 +22,7 @@ import { TenantAllowlists } from './bulk/allowlist.ts'
 import { allowlistRoutes } from './http/routes-allowlist.ts'
 import { feedbackRoutes } from './http/routes-feedback.ts'
 import { mgmtRoutes } from './http/routes-mgmt.ts'
-import { serviceRoutes } from './http/routes-service.ts'
+import { kRetiredHistoryRoute, serviceRoutes } from './http/routes-service.ts'
 import { verdictDeps, verdictRoutes } from './http/routes-verdict.ts'
 import { SessionAuth } from './http/session.ts'
 import { dashboardRoutes } from './dashboard/routes.ts'
@@ -46,7 +46,6 @@ const kRequestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/
 const kOverloadRetryAfter = 1 // seconds
 /** Routes that keep answering while the service shuts down, so orchestrators and load balancers see it. */
 const kAnswerWhileClosing = new Set(['/api/v2/ioc/health', '/livez', '/readyz'])
-const kRetiredHistory = '/api/v2/ioc/history'
 /** How often Node checks connections against the header and request timeouts, in ms. */
 const kConnectionsCheckMs = 1_000
 /** How long open connections are answered `Connection: close` before the server stops, on shutdown, in ms. */
@@ -126,7 +125,7 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     reply.header('x-request-id', req.id)
     try {
       // The retired history route answers 404 to any call (spec 4.4), a key in its query string included.
-      if (req.routeOptions.url !== kRetiredHistory) guardUrl(req)
+      if (req.routeOptions.url !== kRetiredHistoryRoute) guardUrl(req)
       // Health keeps answering (unavailable) so load balancers see the shutdown; everything else is refused.
       if (closing && !kAnswerWhileClosing.has(req.routeOptions.url ?? '')) throw new OverloadedError('service is shutting down; retry on another instance')
     } catch (err) {

@@ -192,7 +192,7 @@ function collectNetwork (ind: NormalizedIndicator, profile: ScoringProfile, snap
     const head = snap.find(networkKey(ind, p, pair))
     if (head === 0) continue
     const exact = p === q
-    const matched = exact ? ind.normalized : `${formatIp(maskIp(ip, p))}/${p}`
+    const matched = exact ? ind.normalized : `${formatIp({ version: ip.version, words: blockBound(ip, p, false) })}/${p}`
     hits.addEntries(snap, head, exact ? 'exact' : 'supernet', matched, exact ? 1 : supernetFactor(v4 ? profile.attenuation.supernetV4 : profile.attenuation.supernetV6, p), true)
   }
   ctx.ip_version = ip.version
@@ -201,7 +201,7 @@ function collectNetwork (ind: NormalizedIndicator, profile: ScoringProfile, snap
     ctx.prefix_length = q
   }
   // A block is described by its network's AS and country only when one of each holds all of it.
-  const last = ind.type === 'ip_block' ? lastAddress(ip, q) : null
+  const last = ind.type === 'ip_block' ? blockBound(ip, q, true) : null
   const facts = snap.registryFacts(ip.version, ip.words, last)
   if (facts !== null) {
     ctx.asn = facts.asn
@@ -216,20 +216,13 @@ function collectNetwork (ind: NormalizedIndicator, profile: ScoringProfile, snap
   }
 }
 
-/** The last address of the block of `prefix` bits holding `ip`, as words. */
-function lastAddress (ip: NonNullable<NormalizedIndicator['ip']>, prefix: number): number[] {
+/** The first (`last` false) or last address of the block of `prefix` bits holding `ip`, as words. */
+function blockBound (ip: NonNullable<NormalizedIndicator['ip']>, prefix: number, last: boolean): number[] {
   return ip.words.map((w, i) => {
     const bits = Math.min(32, Math.max(0, prefix - i * 32))
-    return bits === 0 ? 0xffffffff : bits === 32 ? w : (w | (0xffffffff >>> bits)) >>> 0
+    const net = bits === 0 ? 0 : (0xffffffff << (32 - bits)) >>> 0
+    return (last ? (w | ~net) : (w & net)) >>> 0
   })
-}
-
-function maskIp (ip: NonNullable<NormalizedIndicator['ip']>, prefix: number): NonNullable<NormalizedIndicator['ip']> {
-  const words = ip.words.map((w, i) => {
-    const bits = Math.min(32, Math.max(0, prefix - i * 32))
-    return bits === 0 ? 0 : (w & ((0xffffffff << (32 - bits)) >>> 0)) >>> 0
-  })
-  return { version: ip.version, words }
 }
 
 /**

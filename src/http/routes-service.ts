@@ -10,6 +10,8 @@ import type { FeedRefresher } from '../intel/index.ts'
 import type { IntelService } from '../pool/intel-service.ts'
 import type { QuotaCounter, Store } from '../store/index.ts'
 
+/** The retired history query (spec 4.4): 404 to any call. */
+export const kRetiredHistoryRoute = '/api/v2/ioc/history'
 /** The route that replaced the retired history query. */
 export const kHistoryReplacement = 'GET /api/v2/mgmt/enrich-logs/search-history'
 
@@ -30,6 +32,11 @@ async function check (fn: () => Promise<void>): Promise<'ok' | 'error'> {
   } catch {
     return 'error'
   }
+}
+
+/** The health and readiness reason of a journal write failure, by its error code. */
+function journalReason (code: string): string {
+  return `history journal cannot be written (${code})`
 }
 
 /** Registers health and the retired history route. */
@@ -70,7 +77,7 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
     if (h.journalError !== null) {
       // Every verdict needs its history journalled first: while the journal cannot be written, none is answered.
       status = 'unavailable'
-      reasons.push(`history journal cannot be written (${h.journalError})`)
+      reasons.push(journalReason(h.journalError))
     }
     // A fetched feed that is stale or refused keeps its last good copy in use: verdicts work, on older data.
     const feeds = deps.feeds.rows()
@@ -118,7 +125,8 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
     const refusal = deps.history.refusal()
     if (refusal !== null) reasons.push(refusal)
     const journalError = deps.history.state().journalError
-    if (journalError !== null && refusal === null) reasons.push(`history journal cannot be written (${journalError})`)
+    // A journal that refuses appends for good says so in the refusal already.
+    if (journalError !== null && refusal === null) reasons.push(journalReason(journalError))
     reply.code(reasons.length === 0 ? 200 : 503)
     return reasons.length === 0 ? { status: 'ok' } : { status: 'unavailable', reasons }
   })
@@ -128,7 +136,7 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
   const retired = async (): Promise<never> => {
     throw new NotFoundError(`POST /api/v2/ioc/history is retired; use ${kHistoryReplacement}`)
   }
-  app.post('/api/v2/ioc/history', {
+  app.post(kRetiredHistoryRoute, {
     schema: {
       tags: ['service'],
       summary: 'Retired: always 404, naming GET /api/v2/mgmt/enrich-logs/search-history',

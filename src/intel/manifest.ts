@@ -64,11 +64,11 @@ function checkFeed (feed: Json, baseDir: string, feedsDir: string | null): { pro
   const remote = isRemote ? checkRemote(feed, problems) : undefined
   const { name, format, path, direction, group, subgroup, category, confidence } = feed
   const halfLife = feed.half_life_days
-  if (Object.hasOwn(feed, 'name') && (typeof name !== 'string' || !kName.test(name))) {
-    problems.push('"name" must be 1-64 characters of letters, digits, "_", "." or "-", starting with a letter or digit')
-  }
-  if (Object.hasOwn(feed, 'origin') && (typeof feed.origin !== 'string' || !kName.test(feed.origin))) {
-    problems.push('"origin" must be 1-64 characters of letters, digits, "_", "." or "-", starting with a letter or digit')
+  for (const key of ['name', 'origin'] as const) {
+    const v = feed[key]
+    if (Object.hasOwn(feed, key) && (typeof v !== 'string' || !kName.test(v))) {
+      problems.push(`"${key}" must be 1-64 characters of letters, digits, "_", "." or "-", starting with a letter or digit`)
+    }
   }
   if (Object.hasOwn(feed, 'format') && !isFeedFormat(format)) {
     problems.push(`"format" must be one of ${FEED_FORMATS.join(', ')}`)
