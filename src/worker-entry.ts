@@ -11,6 +11,7 @@
 import { existsSync, readdirSync } from 'node:fs'
 import { extname } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
+import { Worker } from 'node:worker_threads'
 import { bundleFiles } from '../workers/bundle.js'
 
 const kExt = extname(fileURLToPath(import.meta.url))
@@ -22,11 +23,48 @@ export const kWorkerShim = fileURLToPath(new URL('../workers/entry.js', import.m
 const kLoaderFlags = new Set(['--import', '--require', '-r', '--loader', '--experimental-loader'])
 
 /**
- * Node options for worker threads (Worker's and Piscina's `execArgv`): the process's own minus the tsx loader. A
- * thread inherits `--import tsx` otherwise and loads tsx for nothing (about 120 ms of CPU): a bundle needs no loader,
- * and workers/entry.js registers tsx itself in a thread that loads TypeScript.
+ * Node options for worker threads (Worker's and Piscina's `execArgv`): the process's own minus the tsx loader and
+ * minus what a thread refuses. A thread inherits `--import tsx` otherwise and loads tsx for nothing (about 120 ms of
+ * CPU): a bundle needs no loader, and workers/entry.js registers tsx itself in a thread that loads TypeScript.
+ *
+ * A Worker refuses its whole `execArgv` over one V8 or process-wide option (`--max-old-space-size`, `--title`,
+ * `--stack-trace-limit` ...), and which options those are differs between Node lines; Node 24's test runner also
+ * hands every child process the defaults of such options. So the list is tried once on a thread that does nothing,
+ * and the options that thread names are left out.
  */
-export const kWorkerExecArgv: readonly string[] = withoutTsx(process.execArgv)
+export const kWorkerExecArgv: readonly string[] = workerSafe(withoutTsx(process.execArgv))
+
+function workerSafe (argv: string[]): string[] {
+  if (argv.length === 0) return argv
+  const refused = refusedBy(argv)
+  if (refused === null) return argv
+  const out: string[] = []
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string
+    if (!refused.has(arg)) {
+      out.push(arg)
+      continue
+    }
+    // `--flag value` as two entries: the value goes with its flag.
+    const next = argv[i + 1]
+    if (!arg.includes('=') && next !== undefined && !next.startsWith('-')) i++
+  }
+  return refusedBy(out) === null ? out : []
+}
+
+/** The options a thread refuses in `argv`, or null when it takes them all. */
+function refusedBy (argv: string[]): Set<string> | null {
+  try {
+    const probe = new Worker('', { eval: true, execArgv: argv, stdout: true, stderr: true })
+    probe.unref()
+    void probe.terminate()
+    return null
+  } catch (err) {
+    const message = (err as Error & { code?: string }).code === 'ERR_WORKER_INVALID_EXEC_ARGV' ? (err as Error).message : ''
+    const at = message.indexOf('flags: ')
+    return new Set(at < 0 ? argv : message.slice(at + 'flags: '.length).split(', '))
+  }
+}
 
 function withoutTsx (argv: readonly string[]): string[] {
   const isTsx = (spec: string | undefined): boolean => spec === 'tsx' || (spec?.startsWith('tsx/') ?? false)
