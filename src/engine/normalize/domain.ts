@@ -6,6 +6,7 @@
  * are rejected rather than trimmed, because the caller meant something other than one domain.
  */
 import { domainToASCII } from 'node:url'
+import punycode from 'punycode/punycode.js'
 import { fail, type Failure } from './failure.ts'
 
 const kErrEmpty = 'invalid domain: empty label'
@@ -97,7 +98,27 @@ export function normalizeDomain (s: string): string | Failure {
   const v = validateAscii(d, end)
   if (v !== null && v !== 'xn') return v
   const out = end === d.length ? d : d.slice(0, end)
-  // An ASCII xn-- label skipped IDNA processing, so round-trip it to reject undecodable punycode.
-  if (v === 'xn' && !nonAscii && domainToASCII(out) !== out) return fail(kErrPunycode)
+  // An ASCII xn-- label skipped IDNA processing, so decode it to reject undecodable punycode.
+  if (v === 'xn' && !nonAscii && !punycodeValid(out)) return fail(kErrPunycode)
   return out
+}
+
+/**
+ * True when every xn-- label of a lowercase ASCII name decodes (RFC 3492) to a name that IDNA maps back to the same
+ * label. Node's own URL parser stopped rejecting undecodable labels (`xn--zz`) in Node 24, so the decode is done here.
+ * @see https://www.rfc-editor.org/rfc/rfc3492#section-6.2
+ */
+function punycodeValid (name: string): boolean {
+  for (const label of name.split('.')) {
+    if (!label.startsWith('xn--')) continue
+    let decoded: string
+    try {
+      decoded = punycode.decode(label.slice(4))
+    } catch {
+      return false
+    }
+    // An empty or all-ASCII decoding ('xn--abc-') is not an A-label either.
+    if (decoded.length === 0 || domainToASCII(`${decoded}.a`) !== `${label}.a`) return false
+  }
+  return true
 }
