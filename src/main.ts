@@ -363,16 +363,30 @@ async function main (argv: string[]): Promise<number> {
   }
 }
 
+/**
+ * Exits once everything written to stdout and stderr has left the process. Writes to a pipe are asynchronous on
+ * Linux, so an exit right after the last write dropped the tail of a piped `score -` (1,925 of 2,001 answers in one
+ * run); a write's callback runs once it and every write before it are out.
+ */
+function exitFlushed (code: number): void {
+  const flushed = (stream: NodeJS.WriteStream): Promise<void> => new Promise((resolve) => {
+    if (stream.destroyed || stream.writableEnded) resolve()
+    else stream.write('', () => resolve())
+  })
+  void Promise.all([flushed(process.stdout), flushed(process.stderr)]).then(() => process.exit(code))
+}
+
 main(process.argv.slice(2)).then((code) => {
-  if (code >= 0) process.exit(code)
+  if (code >= 0) exitFlushed(code)
 }, (e: unknown) => {
   if (e instanceof UsageError) {
     err(`ioc-verdict: ${e.message}`)
     err(kUsage)
-    process.exit(2)
+    exitFlushed(2)
+    return
   }
   const code = (e as { code?: string }).code
   err(`ioc-verdict: ${(e as Error).message}${code === undefined ? '' : ` (${code})`}`)
   // A flag parseArgs refuses (unknown, or a value missing) is a usage error like the others.
-  process.exit(code?.startsWith('ERR_PARSE_ARGS_') === true ? 2 : 1)
+  exitFlushed(code?.startsWith('ERR_PARSE_ARGS_') === true ? 2 : 1)
 })

@@ -97,6 +97,21 @@ test('score - reads stdin and answers while the input is still open (streaming)'
   assert.equal(lines(run.stdout).length, 2001)
 })
 
+test('every answer reaches a reader slower than the command, as a busy pipe consumer is', async () => {
+  const input = Array.from({ length: 2001 }, (_, i) => `10.1.${i >> 8}.${i & 255}`).join('\n') + '\n'
+  const run = await cli(['score', '-'], '', async (child) => {
+    // The reader takes a pause after each chunk, so answers are still queued in the command when it has scored the
+    // last line and decides to exit.
+    child.stdout!.on('data', () => {
+      child.stdout!.pause()
+      setTimeout(() => child.stdout!.resume(), 25)
+    })
+    child.stdin!.end(input)
+  })
+  assert.equal(run.code, 0)
+  assert.equal(lines(run.stdout).length, 2001)
+})
+
 test('CRLF line ends and a last line without an end are read as lines', async () => {
   const run = await cli(['score', file('crlf.txt', '192.0.2.1\r\n\r\na.example\r\nb.example')])
   assert.equal(run.code, 0)
