@@ -42,6 +42,7 @@ export const kSuites = {
     'dashboard/session.test.ts',
     'http/allowlist.test.ts',
     'http/auth.test.ts',
+    'http/body-fuzz.test.ts',
     'http/bulk-formats.test.ts',
     'http/bulk.test.ts',
     'http/content.test.ts',

@@ -1,43 +1,23 @@
 /**
- * Content negotiation: JSON (default) and standard MessagePack request bodies, the response format from
- * Accept, and a guard against prototype-pollution keys anywhere in a body.
+ * Content negotiation: JSON (default) and standard MessagePack request bodies, each checked by body-guard.ts (depth,
+ * element count, prototype-pollution keys) in one pass linear in its size, and the response format from Accept.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { Unpackr } from 'msgpackr'
 import { InvalidRequestError, NotAcceptableError } from '../errors.ts'
+import { checkJsonBody, checkMsgpackBody } from './body-guard.ts'
 
 /** Media types accepted for msgpack bodies and offered in responses. */
 export const kMsgpackTypes = ['application/msgpack', 'application/x-msgpack', 'application/vnd.msgpack']
-const kForbiddenKeys = new Set(['__proto__', 'constructor', 'prototype'])
-// msgpackr renames a "__proto__" key to "__proto_" instead of assigning the prototype; reject that too.
-const kForbiddenMsgpackKeys = new Set([...kForbiddenKeys, '__proto_'])
-const kUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true })
-/** Deepest nesting accepted, so a hostile body cannot exhaust the stack while being checked. */
-const kMaxDepth = 64
-
-/** Throws INVALID_REQUEST when any object key in the value could pollute a prototype. */
-export function assertNoForbiddenKeys (value: unknown, forbidden = kForbiddenKeys, depth = 0): void {
-  if (value === null || typeof value !== 'object') return
-  if (depth > kMaxDepth) throw new InvalidRequestError(`body is nested deeper than ${kMaxDepth} levels`)
-  if (Array.isArray(value)) {
-    for (const v of value) if (v !== null && typeof v === 'object') assertNoForbiddenKeys(v, forbidden, depth + 1)
-    return
-  }
-  if (value instanceof Uint8Array) return
-  for (const key of Object.keys(value)) {
-    // msgpackr hands "__proto__" over renamed to "__proto_": name the key the client sent.
-    if (forbidden.has(key)) throw new InvalidRequestError(`forbidden key "${key === '__proto_' ? '__proto__' : key}" in body`)
-    const v = (value as Record<string, unknown>)[key]
-    if (v !== null && typeof v === 'object') assertNoForbiddenKeys(v, forbidden, depth + 1)
-  }
-}
+// After checkMsgpackBody a body holds standard types only; structuredClone: false refuses msgpackr's reference
+// extensions even so, and 64-bit integers become numbers, as in JSON.
+const kUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, structuredClone: false, int64AsType: 'number' })
 
 /** Installs the JSON and msgpack body parsers (everything else is 415). */
 export function registerParsers (app: FastifyInstance): void {
   app.removeAllContentTypeParsers()
-  // JSON.parse makes every key an own data property (a "__proto__" key sets no prototype), so the walk below finds
-  // and refuses each forbidden key, escaped or not. (secure-json-parse, used before, also scanned the whole body text
-  // twice with regular expressions for the same keys.)
+  // JSON.parse makes every key an own data property (a "__proto__" key sets no prototype), so the walk finds and
+  // refuses each forbidden key, escaped or not.
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
     let parsed: unknown
     try {
@@ -47,7 +27,7 @@ export function registerParsers (app: FastifyInstance): void {
       return
     }
     try {
-      assertNoForbiddenKeys(parsed)
+      checkJsonBody(parsed)
       done(null, parsed)
     } catch (err) {
       done(err as Error, undefined)
@@ -56,17 +36,18 @@ export function registerParsers (app: FastifyInstance): void {
   app.addContentTypeParser(kMsgpackTypes, { parseAs: 'buffer' }, (_req, body, done) => {
     let parsed: unknown
     try {
+      checkMsgpackBody(body as Buffer)
+    } catch (err) {
+      done(err as Error, undefined)
+      return
+    }
+    try {
       parsed = kUnpackr.unpack(body as Buffer)
     } catch {
       done(new InvalidRequestError('body is not valid MessagePack'), undefined)
       return
     }
-    try {
-      assertNoForbiddenKeys(parsed, kForbiddenMsgpackKeys)
-      done(null, parsed)
-    } catch (err) {
-      done(err as Error, undefined)
-    }
+    done(null, parsed)
   })
 }
 
