@@ -20,26 +20,37 @@ export function csvField (v: string): string {
   return /[",\r\n']/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe
 }
 
-/** What a row reads of a result item (the bulk result item's JSON form). */
+/** What a row reads of a result item (the bulk result item's JSON form); `type` and `value` are as sent, any JSON value. */
 export interface CsvItem {
-  indicator: { type?: string | null, value?: unknown, normalized?: string | null }
+  indicator: { type?: unknown, value?: unknown, normalized?: string | null }
   risk: { score: number, strength: string, category: string } | null
   signals?: Array<{ signal_id: string }>
   errors?: string[]
 }
 
-/** One row, with its line break. */
+/** A cell's text: a string as it is, nothing for null, anything else (a number, an array, an object) as its JSON. */
+function cell (v: unknown): string {
+  if (typeof v === 'string') return v
+  if (v === null || v === undefined) return ''
+  return JSON.stringify(v) ?? ''
+}
+
+/** One row, with its line break. Never throws: an item it cannot write becomes a row naming the error. */
 export function csvRow (item: CsvItem): string {
-  const { indicator: ind, risk } = item
-  const cells = [
-    typeof ind.value === 'string' ? ind.value : JSON.stringify(ind.value ?? ''),
-    ind.type ?? '',
-    ind.normalized ?? '',
-    risk === null ? '' : String(risk.score),
-    risk === null ? '' : risk.strength,
-    risk === null ? '' : risk.category,
-    (item.signals ?? []).slice(0, kCsvSignals).map((s) => s.signal_id).join(' '),
-    (item.errors ?? []).join('; ')
-  ]
-  return cells.map(csvField).join(',') + '\r\n'
+  try {
+    const { indicator: ind, risk } = item
+    const cells = [
+      cell(ind.value),
+      cell(ind.type),
+      cell(ind.normalized),
+      risk === null ? '' : String(risk.score),
+      risk === null ? '' : risk.strength,
+      risk === null ? '' : risk.category,
+      (item.signals ?? []).slice(0, kCsvSignals).map((s) => s.signal_id).join(' '),
+      (item.errors ?? []).join('; ')
+    ]
+    return cells.map(csvField).join(',') + '\r\n'
+  } catch {
+    return ',,,,,,,item could not be written as CSV\r\n'
+  }
 }

@@ -82,3 +82,44 @@ test('an NDJSON or CSV bulk leaves one history record per indicator, like a JSON
   const page = (await svc.app.inject({ url: '/api/v2/mgmt/enrich-logs/search-history?limit=100', headers: { 'x-api-key': key } })).json() as Json
   assert.equal(page.results.length, 2 * kIndicators.length)
 })
+
+/** Item types and values a bulk's schema lets through that are not strings (any JSON value). */
+const kOddItems: Array<{ type?: unknown, value?: unknown }> = [
+  { type: ['a,b'], value: '1.2.3.4' }, { type: { k: 'v, "w"' }, value: '1.2.3.4' }, { type: 7, value: '8.8.8.8' },
+  { type: true, value: [1, '=x'] }, { type: null, value: { a: [null, 'b\r\nc'] } }, { type: 'ip', value: 1.5 }, { value: false },
+  { type: '=cmd', value: '-1' }
+]
+
+test('every answer format writes an item whatever its type and value hold: an error row, never a failed answer', async () => {
+  for (const accept of ['text/csv', 'application/x-ndjson', 'application/json', 'application/msgpack']) {
+    const res = await svc.app.inject({ method: 'POST', url: kBulk, headers: { 'x-api-key': svc.key, accept }, payload: { indicators: [...kOddItems, { value: '1.1.1.1' }] } })
+    assert.equal(res.statusCode, 200, `${accept}: ${res.body.slice(0, 200)}`)
+    if (accept === 'text/csv') {
+      const rows = res.body.split('\r\n').slice(1, -1)
+      assert.equal(rows.length, kOddItems.length + 1)
+      assert.match(rows[0] as string, /^1\.2\.3\.4,"\[""a,b""\]",,,,,,.+$/, 'a non-string type is written as its JSON text')
+      assert.match(rows[3] as string, /^"\[1,""=x""\]",true,/)
+      assert.match(rows[7] as string, /^"'-1","'=cmd",/, 'formulas are neutralized in every column')
+      assert.match(rows[8] as string, /^1\.1\.1\.1,ip,1\.1\.1\.1,\d+,/)
+    }
+  }
+})
+
+test('a CSV bulk with a bad item anywhere is answered whole and charges exactly the items answered', async () => {
+  const key = await svc.makeKey(['verdict_bulk', 'mgmt'], { tenant: 'csv-odd' })
+  const keyId = key.split('_')[1] as string
+  const n = 6_000
+  const indicators: Array<{ type?: unknown, value: unknown }> = Array.from({ length: n }, (_, i) => ({ value: `10.1.${i >> 8}.${i & 255}` }))
+  indicators[0] = { type: ['first, bad'], value: '1.2.3.4' }
+  indicators[5_500] = { type: ['late, bad'], value: '1.2.3.4' }
+  const res = await svc.app.inject({ method: 'POST', url: kBulk, headers: { 'x-api-key': key, accept: 'text/csv' }, payload: { indicators } })
+  assert.equal(res.statusCode, 200)
+  const rows = res.body.split('\r\n')
+  assert.equal(rows.pop(), '', 'the answer ends with a whole row')
+  assert.equal(rows.length, n + 1)
+  assert.match(rows[1] as string, /^1\.2\.3\.4,"\[""first, bad""\]",/)
+  assert.match(rows[5_501] as string, /^1\.2\.3\.4,"\[""late, bad""\]",/)
+  await svc.history.flush()
+  const usage = await svc.store.usage('csv-odd', keyId, new Date().toISOString().slice(0, 10))
+  assert.equal(usage.total, n)
+})
