@@ -50,6 +50,7 @@ export const kSuites = {
     'http/feedback.test.ts',
     'http/health-history.test.ts',
     'http/keys.test.ts',
+    'http/limits.test.ts',
     'http/metrics-probes.test.ts',
     'http/openapi.test.ts',
     'http/single.test.ts'
@@ -57,6 +58,7 @@ export const kSuites = {
   services: [
     'history/accounting.test.ts',
     'history/destroy.test.ts',
+    'history/oversized-records.test.ts',
     'history/quota.test.ts',
     'history/retention.test.ts',
     'history/search-history.test.ts',

@@ -2,6 +2,7 @@
  * Groups a bulk request's indicators by shard, remembering where each came from, so every shard's worker
  * gets one chunk and the merge can put each answer back at its original index.
  */
+import { InvalidRequestError } from '../errors.ts'
 import { normalizeActionSource, normalizeActionTaken } from './log-fields.ts'
 import { shardOf } from '../pool/scoring-pool.ts'
 import type { ChunkItem } from '../pool/score-chunk.ts'
@@ -24,8 +25,20 @@ export interface Chunks {
 }
 
 /**
- * Validates log-only fields (a bad action_source rejects the whole batch: spec 4.2 rule 3) and groups by shard.
- * The loop touches each item once and allocates only the forwarded tuple.
+ * Longest indicator value a request may carry, in characters (a value that is not a string: its JSON text), the
+ * normalizer's own limit: the value is stored in history as sent, so a longer one is refused with the request.
+ */
+export const kMaxValueChars = 8192
+
+/** Throws INVALID_REQUEST, naming the item, when a bulk item's value is longer than kMaxValueChars. */
+function checkValueLength (value: unknown, i: number): void {
+  const n = typeof value === 'string' ? value.length : value === null || typeof value !== 'object' ? 0 : (JSON.stringify(value) ?? '').length
+  if (n > kMaxValueChars) throw new InvalidRequestError(`indicators[${i}].value is ${n} characters; the limit is ${kMaxValueChars}`)
+}
+
+/**
+ * Validates log-only fields (a bad action_source rejects the whole batch: spec 4.2 rule 3) and value lengths, and
+ * groups by shard. The loop touches each item once and allocates only the forwarded tuple.
  */
 export function chunkIndicators (indicators: readonly BulkIndicator[], shards: number): Chunks {
   const items: ChunkItem[][] = Array.from({ length: shards }, () => [])
@@ -34,6 +47,7 @@ export function chunkIndicators (indicators: readonly BulkIndicator[], shards: n
   for (let i = 0; i < indicators.length; i++) {
     const ind = indicators[i] as BulkIndicator
     const actionSource = normalizeActionSource(ind.action_source, i)
+    checkValueLength(ind.value, i)
     const s = shardOf(ind.value, shards)
     const list = items[s] as ChunkItem[]
     shard[i] = s

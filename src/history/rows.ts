@@ -293,6 +293,71 @@ export function validateLimit (limit: unknown): number {
   return limit as number
 }
 
+/**
+ * Longest string a search answers in a record, in characters. Requests are refused at the edge before they store a
+ * longer one (docs/API.md "Limits"); records written before those limits existed may hold longer strings, which a
+ * search cuts to this length followed by "…", so that no stored record can make an answer unbounded.
+ */
+export const MAX_RECORD_STRING = 8192
+/** A record half of at most this many characters is answered as stored: every record written under the limits is. */
+const kPlainHalfChars = 128 * 1024
+/** Most bytes of records (their JSON) one search-history page holds: a page ends before the record that would pass it. */
+export const MAX_PAGE_BYTES = 8 * 1024 * 1024
+
+/** A record half parsed, with the bytes of its JSON as answered. */
+interface ParsedHalf { value: Record<string, unknown>, bytes: number }
+
+function cutString (_key: string, v: unknown): unknown {
+  return typeof v === 'string' && v.length > MAX_RECORD_STRING ? `${v.slice(0, MAX_RECORD_STRING)}\u2026` : v
+}
+
+/** An object's JSON text (a record half), parsed with every over-long string cut (MAX_RECORD_STRING). */
+function parseHalf (text: string): ParsedHalf {
+  if (text.length <= kPlainHalfChars) return { value: JSON.parse(text) as Record<string, unknown>, bytes: Buffer.byteLength(text) }
+  const value = JSON.parse(text, cutString) as Record<string, unknown>
+  return { value, bytes: Buffer.byteLength(JSON.stringify(value)) }
+}
+
+/**
+ * One page of search results, built record by record in the order found: at most `limit` records and MAX_PAGE_BYTES
+ * of them (never empty), every string bounded. The records of one request share its envelope's text, which is
+ * parsed once per page (a bulk's records are one envelope and a thousand small items).
+ */
+export class SearchPageBuilder {
+  readonly results: HistoryRecord[] = []
+  readonly #limit: number
+  readonly #envelopes = new Map<string | number, ParsedHalf>()
+  #bytes = 0
+
+  constructor (limit: number) {
+    this.#limit = limit
+  }
+
+  /** Whether the envelope under `key` (its text, or the request's id) was parsed already. */
+  hasEnvelope (key: string | number): boolean {
+    return this.#envelopes.has(key)
+  }
+
+  /**
+   * Adds a record from its envelope (found under `key`; the text is read only the first time) and item; false when
+   * the page is full, by count or bytes (then the record is not added and the page continues from the last one added).
+   */
+  add (key: string | number, envelope: string | null, item: string): boolean {
+    if (this.results.length >= this.#limit) return false
+    let head = this.#envelopes.get(key)
+    if (head === undefined) {
+      head = parseHalf(envelope ?? '{}')
+      this.#envelopes.set(key, head)
+    }
+    const tail = parseHalf(`{${item}}`)
+    const bytes = head.bytes + tail.bytes
+    if (this.results.length > 0 && this.#bytes + bytes > MAX_PAGE_BYTES) return false
+    this.#bytes += bytes
+    this.results.push({ ...head.value, ...tail.value } as unknown as HistoryRecord)
+    return true
+  }
+}
+
 /** Opaque cursor: base64url of JSON [date, id] of the last row returned. */
 export function encodeCursor (date: string, id: number): string {
   return Buffer.from(JSON.stringify([date, String(id)]), 'utf8').toString('base64url')

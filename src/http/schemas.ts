@@ -4,6 +4,7 @@
  * so `type` and `value` are checked by the normalizer, not here.
  */
 import type { FromSchema } from 'json-schema-to-ts'
+import { kMaxValueChars } from '../bulk/chunk.ts'
 
 /** Path parameters of a route on one stored entry (`/:id`: a key, allowlist or feedback id). */
 export const kIdParams = {
@@ -23,15 +24,20 @@ const kLogOnly = {
   action_source: { type: ['string', 'null'] }
 } as const
 
+/** Longest `source.*` string, in characters: each is stored in every history record of the request. */
+export const kMaxSourceString = 256
+
+const kSourceString = { type: 'string', maxLength: kMaxSourceString } as const
+
 const kSource = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    channel: { type: 'string' },
-    product: { type: 'string' },
-    integration_id: { type: 'string' },
-    event_type: { type: 'string' },
-    severity_hint: { type: 'string' }
+    channel: kSourceString,
+    product: kSourceString,
+    integration_id: kSourceString,
+    event_type: kSourceString,
+    severity_hint: kSourceString
   }
 } as const
 
@@ -50,7 +56,7 @@ export const singleBodySchema = {
       type: 'object',
       additionalProperties: false,
       required: ['value'],
-      properties: { type: { type: ['string', 'null'] }, value: { type: 'string' }, ...kLogOnly }
+      properties: { type: { type: ['string', 'null'] }, value: { type: 'string', maxLength: kMaxValueChars }, ...kLogOnly }
     },
     context: kContext,
     source: kSource,

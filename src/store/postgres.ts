@@ -11,7 +11,7 @@ import { Accounts, accountsSchema } from './accounts.ts'
 import { expired, generateKey, isKeyId, newKeyRecord, parseKey, secretMatches, validateKeyOptions } from './api-keys.ts'
 import { partRows, type HistoryPart } from '../history/block.ts'
 import {
-  columnFilter, continuationUid, decodeCursor, encodeCursor, MAX_INDEXED_CHARS, recordJson, requestRuns, toRows, usageDeltas,
+  columnFilter, continuationUid, decodeCursor, encodeCursor, MAX_INDEXED_CHARS, requestRuns, SearchPageBuilder, toRows, usageDeltas,
   validateFilters, validateLimit, type Cursor, type HistoryRow, type ValidFilters
 } from '../history/rows.ts'
 import { safeCause, scrub, secretsOf } from './redact.ts'
@@ -264,6 +264,17 @@ function wrapPgError (err: unknown, secrets: readonly string[]): StoreError {
  * and item ids are both insertion order, so this is the (date DESC, item id DESC) order of the item path, and the
  * same (date, item id) cursor serves both.
  */
+/**
+ * Bytes past which a search row leaves a history text out (null) and the store reads it once on its own: every record
+ * written under the request limits is far shorter; an older one may hold megabytes that each row would repeat.
+ * octet_length reads a stored value's size without decompressing it.
+ */
+const kLongText = 256 * 1024
+
+function shortText (column: string): string {
+  return `CASE WHEN octet_length(${column}) <= ${kLongText} THEN ${column} END`
+}
+
 function buildSearch (s: string, tenant: string, f: ValidFilters, cursor: Cursor | null, limit: number): { sql: string, params: unknown[] } {
   const params: unknown[] = []
   const p = (value: unknown): string => {
@@ -291,8 +302,8 @@ function buildSearch (s: string, tenant: string, f: ValidFilters, cursor: Cursor
     requestFilters()
     // The request by primary key only: LIMIT keeps the subquery from being merged into the join, so the planner
     // cannot read it through another request index (say user_id's) and filter on the join instead.
-    const sql = `SELECT h.id, h.date, r.envelope, h.item FROM ${s}.history h CROSS JOIN LATERAL (SELECT r.envelope, ` +
-      `r.user_id, r.apikey, r.bulk_request_id, r.auth_type FROM ${s}.history_requests r WHERE r.id = h.req LIMIT 1) r ` +
+    const sql = `SELECT h.id, h.date, h.req, ${shortText('r.envelope')} AS envelope, ${shortText('h.item')} AS item FROM ${s}.history h ` +
+      `CROSS JOIN LATERAL (SELECT r.envelope, r.user_id, r.apikey, r.bulk_request_id, r.auth_type FROM ${s}.history_requests r WHERE r.id = h.req LIMIT 1) r ` +
       `WHERE ${outer.join(' AND ')} ORDER BY h.date DESC, h.id DESC LIMIT ${p(limit)}`
     return { sql, params }
   }
@@ -311,7 +322,7 @@ function buildSearch (s: string, tenant: string, f: ValidFilters, cursor: Cursor
   const inner = ['h.id >= r.first_item', `h.id <= ${upper}`, 'h.req = r.id']
   if (f.indicatorType !== null) inner.push(`h.indicator_type = ${p(f.indicatorType)}`)
   const n = p(limit)
-  const sql = `SELECT h.id, r.date, r.envelope, h.item FROM ${s}.history_requests r CROSS JOIN LATERAL (` +
+  const sql = `SELECT h.id, r.date, r.id AS req, ${shortText('r.envelope')} AS envelope, ${shortText('h.item')} AS item FROM ${s}.history_requests r CROSS JOIN LATERAL (` +
     `SELECT h.id, h.item FROM ${s}.history h WHERE ${inner.join(' AND ')} ORDER BY h.id DESC LIMIT ${n}) h ` +
     `WHERE ${outer.join(' AND ')} ORDER BY r.date DESC, r.id DESC LIMIT ${n}`
   return { sql, params }
@@ -730,14 +741,29 @@ export class PostgresStore implements Store {
   /** One page of a tenant's history, newest first. */
   async searchHistory (tenant: string, filters: SearchFilters, limit: number, cursor: string | null): Promise<SearchPage> {
     const { sql, params } = this.#search(tenant, filters, limit, cursor)
-    const { rows } = await this.#query<{ id: string, date: Date, envelope: string, item: string }>(sql, params)
-    const more = rows.length > limit
-    if (more) rows.pop()
-    const last = rows[rows.length - 1]
-    return {
-      results: rows.map((r) => JSON.parse(recordJson(r.envelope, r.item)) as HistoryRecord),
-      next_cursor: more && last !== undefined ? encodeCursor(last.date.toISOString(), Number(last.id)) : null
+    const { rows } = await this.#query<{ id: string, date: Date, req: string, envelope: string | null, item: string | null }>(sql, params)
+    // Each row carries its request's envelope: a long one (only records written before the request limits) is left
+    // out of the rows and read once per page, so a page never holds a copy of it per record.
+    const page = new SearchPageBuilder(limit)
+    let added = 0
+    while (added < rows.length) {
+      const r = rows[added] as typeof rows[number]
+      const envelope = r.envelope ?? (page.hasEnvelope(r.req) ? null : await this.#longText('history_requests', 'envelope', r.req))
+      const item = r.item ?? await this.#longText('history', 'item', r.id)
+      if (!page.add(r.req, envelope, item)) break
+      added++
     }
+    const last = rows[added - 1]
+    return {
+      results: page.results,
+      next_cursor: added < rows.length && last !== undefined ? encodeCursor(last.date.toISOString(), Number(last.id)) : null
+    }
+  }
+
+  /** A history text column of one row that the search left out for its length (kLongText). */
+  async #longText (table: 'history' | 'history_requests', column: 'envelope' | 'item', id: string): Promise<string> {
+    const { rows } = await this.#query<{ text: string }>(`SELECT ${column} AS text FROM ${this.#s}.${table} WHERE id = $1`, [id])
+    return rows[0]?.text ?? '{}'
   }
 
   /**

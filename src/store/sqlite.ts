@@ -10,7 +10,7 @@ import { Accounts, accountsSchema } from './accounts.ts'
 import { expired, generateKey, isKeyId, newKeyRecord, parseKey, secretMatches, validateKeyOptions } from './api-keys.ts'
 import { HistoryItems, type HistoryPart } from '../history/block.ts'
 import {
-  continuationUid, decodeCursor, encodeCursor, MAX_INDEXED_CHARS, recordJson, requestFields, requestRuns, toRows, usageDeltas,
+  continuationUid, decodeCursor, encodeCursor, MAX_INDEXED_CHARS, requestFields, SearchPageBuilder, requestRuns, toRows, usageDeltas,
   validateFilters, validateLimit, type HistoryRow
 } from '../history/rows.ts'
 import {
@@ -782,12 +782,18 @@ export class SqliteStore implements Store {
     } catch (err) {
       throw wrap(err)
     }
-    const more = rows.length > n
-    if (more) rows.pop()
-    const last = rows[rows.length - 1]
+    // The items of one request share its envelope's string, the key of its parsed form.
+    const page = new SearchPageBuilder(n)
+    let added = 0
+    while (added < rows.length) {
+      const r = rows[added] as FoundItem
+      if (!page.add(r.envelope, r.envelope, r.item)) break
+      added++
+    }
+    const last = rows[added - 1]
     return {
-      results: rows.map((r) => JSON.parse(recordJson(r.envelope, r.item)) as HistoryRecord),
-      next_cursor: more && last !== undefined ? encodeCursor(new Date(last.ts).toISOString(), last.id) : null
+      results: page.results,
+      next_cursor: added < rows.length && last !== undefined ? encodeCursor(new Date(last.ts).toISOString(), last.id) : null
     }
   }
 
