@@ -2,10 +2,11 @@
  * Key lifecycle over the API (admin permission): POST /api/v2/mgmt/keys creates a key and answers it once,
  * GET /api/v2/mgmt/keys lists the tenant's keys (never secrets), DELETE /api/v2/mgmt/keys/:id revokes one.
  * An admin key manages the keys of its own tenant only: keys of other tenants are made with the CLI on the server.
+ * A key it creates has at most its own permissions, quota, rate limit, expiry and networks.
  */
 import type { FastifyInstance } from 'fastify'
 import { InvalidRequestError, NotFoundError, PermissionDeniedError } from '../errors.ts'
-import { PERMISSIONS, type ApiKeyRecord, type Store } from '../store/index.ts'
+import { PERMISSIONS, withinCreator, type ApiKeyRecord, type Store } from '../store/index.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
 import { errorsOf } from './response-schemas.ts'
 import { kIdParams } from './schemas.ts'
@@ -14,6 +15,8 @@ import { kIdParams } from './schemas.ts'
 export interface KeyRouteDeps {
   store: Pick<Store, 'createKey' | 'listKeys' | 'revokeKey'>
   verifier: KeyVerifier
+  /** Requests per minute of keys without a rate limit of their own (IOC_RATE_LIMIT), null for none. */
+  defaultRateLimit: number | null
 }
 
 const kKeyRecord = {
@@ -93,14 +96,15 @@ export function keyRoutes (app: FastifyInstance, deps: KeyRouteDeps): void {
       err.message = 'an admin key creates keys of its own tenant only; leave out tenant or give the key\'s own'
       throw err
     }
-    const created = await store.createKey({
-      tenant: caller.tenant,
+    // Never more than the caller holds: left-out bounds are the caller's own (withinCreator).
+    const bounded = withinCreator(caller, {
       permissions: body.permissions,
-      quota: body.quota ?? null,
-      rateLimit: body.rate_limit ?? null,
-      expiresAt: body.expires_at ?? null,
-      allowedCidrs: body.allowed_cidrs ?? null
-    })
+      quota: body.quota,
+      rateLimit: body.rate_limit,
+      expiresAt: body.expires_at,
+      allowedCidrs: body.allowed_cidrs
+    }, deps.defaultRateLimit)
+    const created = await store.createKey({ tenant: caller.tenant, ...bounded })
     req.log.info({ key_id: created.record.id, tenant: created.record.tenant }, 'api key created')
     reply.code(201)
     return { key: created.key, record: recordOut(created.record) }

@@ -192,3 +192,64 @@ export function newKeyRecord (id: string, valid: ValidKeyOptions, createdAt: str
     lastUsedAt: null
   }
 }
+
+/** What a key asks for when it creates another key (POST /api/v2/mgmt/keys): a bound left out is undefined, null is "none". */
+export interface KeyRequest {
+  permissions: string[]
+  quota?: number | null | undefined
+  rateLimit?: number | null | undefined
+  expiresAt?: string | null | undefined
+  allowedCidrs?: string[] | null | undefined
+}
+
+function beyond (field: string, creator: string): StoreError {
+  return new StoreError('INVALID_KEY_OPTIONS', `${field} must be within the creating key's own (${creator}): a key creates keys with at most its own bounds`)
+}
+
+/** A numeric bound (quota, rate limit) of a key created by a key with `own` (null: none). */
+function atMost (field: string, own: number | null, wanted: number | null | undefined): number | null {
+  if (own === null) return wanted ?? null
+  if (wanted === undefined) return own
+  if (wanted === null || wanted > own) throw beyond(field, String(own))
+  return wanted
+}
+
+/** True when every network of `inner` lies inside one of `outer` (canonical CIDRs). */
+function cidrsWithin (inner: readonly string[], outer: readonly string[]): boolean {
+  return inner.every((c) => {
+    const [net, bits] = ipaddr.parseCIDR(c)
+    return outer.some((o) => {
+      const [onet, obits] = ipaddr.parseCIDR(o)
+      return onet.kind() === net.kind() && obits <= bits && net.match(onet, obits)
+    })
+  })
+}
+
+/**
+ * The options of a key that `creator` creates, never more than its own: permissions it holds (`admin` holds all), a
+ * quota and rate limit at most its own, an expiry no later, networks inside its own. A bound the request leaves out
+ * is the creator's; one it names beyond the creator's (null, "none", included) throws INVALID_KEY_OPTIONS naming the
+ * field. `defaultRateLimit` is the operator's limit for keys without one (null: none).
+ */
+export function withinCreator (creator: ApiKeyRecord, wanted: KeyRequest, defaultRateLimit: number | null): Omit<CreateKeyOptions, 'tenant'> {
+  const all = creator.permissions.includes('admin')
+  const missing = wanted.permissions.filter((p) => !all && !creator.permissions.includes(p))
+  if (missing.length > 0) throw beyond('permissions', creator.permissions.join(', '))
+  let expiresAt = wanted.expiresAt ?? null
+  if (creator.expiresAt !== null) {
+    if (wanted.expiresAt === undefined) expiresAt = creator.expiresAt
+    else if (wanted.expiresAt === null || Date.parse(wanted.expiresAt) > Date.parse(creator.expiresAt)) throw beyond('expires_at', creator.expiresAt)
+  }
+  let allowedCidrs = wanted.allowedCidrs ?? null
+  if (creator.allowedCidrs !== null) {
+    if (wanted.allowedCidrs === undefined) allowedCidrs = creator.allowedCidrs
+    else if (wanted.allowedCidrs === null || !cidrsWithin(canonicalCidrs(wanted.allowedCidrs), creator.allowedCidrs)) throw beyond('allowed_cidrs', creator.allowedCidrs.join(', '))
+  }
+  return {
+    permissions: wanted.permissions,
+    quota: atMost('quota', creator.quota, wanted.quota),
+    rateLimit: atMost('rate_limit', creator.rateLimit ?? defaultRateLimit, wanted.rateLimit),
+    expiresAt,
+    allowedCidrs
+  }
+}

@@ -150,3 +150,39 @@ test('with Redis, instances share one rate-limit window per key', {
   assertError(await a.app.inject({ method: 'POST', url: kSingle, headers, payload: kBody }), 429, 'RATE_LIMITED')
   assertError(await b.app.inject({ method: 'POST', url: kSingle, headers, payload: kBody }), 429, 'RATE_LIMITED')
 })
+
+test('a restricted admin key creates keys within its own bounds only: left-out bounds are its own, wider ones are refused', async () => {
+  const parentExpiry = new Date(Date.now() + 3_000).toISOString()
+  const parent = (await svc.store.createKey({ tenant: 't1', permissions: ['admin'], quota: 5, rateLimit: 50, expiresAt: parentExpiry, allowedCidrs: ['127.0.0.1/32'] })).key
+  const child = await create({ permissions: ['admin'] }, parent)
+  assert.equal(child.statusCode, 201, child.body)
+  const record = (child.json() as Json).record
+  assert.deepEqual([record.quota, record.rate_limit, record.expires_at, record.allowed_cidrs], [5, 50, parentExpiry, ['127.0.0.1/32']])
+  for (const body of [
+    { permissions: ['verdict'], quota: 6 }, { permissions: ['verdict'], quota: null },
+    { permissions: ['verdict'], rate_limit: 51 }, { permissions: ['verdict'], rate_limit: null },
+    { permissions: ['verdict'], expires_at: new Date(Date.now() + 3_600_000).toISOString() }, { permissions: ['verdict'], expires_at: null },
+    { permissions: ['verdict'], allowed_cidrs: ['127.0.0.0/8'] }, { permissions: ['verdict'], allowed_cidrs: ['10.0.0.1'] },
+    { permissions: ['verdict'], allowed_cidrs: null }
+  ]) {
+    const res = await create(body, parent)
+    assertError(res, 400, 'INVALID_REQUEST')
+    assert.match(res.json().message, new RegExp(Object.keys(body)[1] as string))
+  }
+  const narrower = await create({ permissions: ['verdict'], quota: 2, rate_limit: 10, allowed_cidrs: ['127.0.0.1'], expires_at: new Date(Date.now() + 1_000).toISOString() }, parent)
+  assert.equal(narrower.statusCode, 201, narrower.body)
+  // The child does not outlive its parent: once the parent's expiry passes, both are refused.
+  const childKey = (child.json() as Json).key as string
+  assert.equal((await svc.app.inject({ method: 'POST', url: kSingle, headers: { 'x-api-key': childKey }, payload: kBody })).statusCode, 200)
+  await new Promise((resolve) => setTimeout(resolve, Date.parse(parentExpiry) - Date.now() + 50))
+  for (const key of [parent, childKey]) assertError(await svc.app.inject({ method: 'POST', url: kSingle, headers: { 'x-api-key': key }, payload: kBody }), 401, 'INVALID_API_KEY')
+})
+
+test('a key without a rate limit of its own creates keys within the operator\'s default limit', async (t) => {
+  const limited = await build(t, { IOC_RATE_LIMIT: '100' })
+  const res = await limited.app.inject({ method: 'POST', url: kKeys, headers: { 'x-api-key': limited.key }, payload: { permissions: ['verdict'], rate_limit: 1000 } })
+  assertError(res, 400, 'INVALID_REQUEST')
+  const inherited = await limited.app.inject({ method: 'POST', url: kKeys, headers: { 'x-api-key': limited.key }, payload: { permissions: ['verdict'] } })
+  assert.equal(inherited.statusCode, 201)
+  assert.equal((inherited.json() as Json).record.rate_limit, 100)
+})

@@ -4,7 +4,8 @@
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
 import { test } from 'node:test'
-import { generateKey, hashSecret, isKeyId, parseKey, PERMISSIONS, secretMatches, validateKeyOptions } from '../../src/store/api-keys.ts'
+import { generateKey, hashSecret, isKeyId, parseKey, PERMISSIONS, secretMatches, validateKeyOptions, withinCreator } from '../../src/store/api-keys.ts'
+import type { ApiKeyRecord } from '../../src/store/types.ts'
 
 test('the permission list is verdict, verdict_bulk, mgmt and admin', () => {
   assert.deepEqual([...PERMISSIONS], ['verdict', 'verdict_bulk', 'mgmt', 'admin'])
@@ -50,4 +51,28 @@ test('key options are validated and permissions put in canonical order', () => {
   assert.throws(() => validateKeyOptions({ tenant: 'acme', permissions: ['verdict', 'root'] }), { code: 'INVALID_KEY_OPTIONS' })
   assert.throws(() => validateKeyOptions({ tenant: 'acme', permissions: 'verdict' as unknown as string[] }), { code: 'INVALID_KEY_OPTIONS' })
   assert.throws(() => validateKeyOptions({ tenant: 'acme', permissions: ['verdict'], quota: Number.POSITIVE_INFINITY }), { code: 'INVALID_KEY_OPTIONS' })
+})
+
+test('a key creates keys with at most its own permissions and networks (IPv4 and IPv6)', () => {
+  const creator: ApiKeyRecord = {
+    id: 'aaaaaaaaaaaa',
+    tenant: 't',
+    permissions: ['verdict', 'mgmt'],
+    quota: null,
+    createdAt: '2026-01-01T00:00:00.000Z',
+    revokedAt: null,
+    rateLimit: null,
+    expiresAt: null,
+    allowedCidrs: ['10.0.0.0/8', '2001:db8::/32'],
+    lastUsedAt: null
+  }
+  assert.deepEqual(withinCreator(creator, { permissions: ['verdict'] }, null).allowedCidrs, creator.allowedCidrs)
+  assert.throws(() => withinCreator(creator, { permissions: ['verdict_bulk'] }, null), { code: 'INVALID_KEY_OPTIONS', message: /^permissions/ })
+  assert.throws(() => withinCreator(creator, { permissions: ['admin'] }, null), { code: 'INVALID_KEY_OPTIONS' })
+  assert.deepEqual(withinCreator(creator, { permissions: ['mgmt'], allowedCidrs: ['10.1.0.0/16', '2001:db8:1::1'] }, null).allowedCidrs, ['10.1.0.0/16', '2001:db8:1::1'])
+  for (const outside of [['11.0.0.0/8'], ['10.0.0.0/7'], ['2001:db9::/32'], ['::ffff:10.0.0.1'], ['0.0.0.0/0']]) {
+    assert.throws(() => withinCreator(creator, { permissions: ['mgmt'], allowedCidrs: outside }, null), { code: 'INVALID_KEY_OPTIONS', message: /^allowed_cidrs/ }, outside[0])
+  }
+  const admin = { ...creator, permissions: ['admin'], allowedCidrs: null }
+  assert.deepEqual(withinCreator(admin, { permissions: ['verdict', 'admin'], quota: null }, null), { permissions: ['verdict', 'admin'], quota: null, rateLimit: null, expiresAt: null, allowedCidrs: null })
 })
