@@ -3,18 +3,20 @@
  * DELETE /api/v2/mgmt/feedback/:id (docs/API.md "Feedback"). Every route needs the `mgmt` permission (a dashboard
  * session stands in for a key, with its CSRF token on POST and DELETE) and sees only the caller's tenant.
  *
- * The client names the indicator and says false or true positive; the service scores the indicator itself, on the
- * path a single verdict takes (the tenant's allowlist applied, all signals), and records that verdict's score,
- * category and signal ids, so what the team counts per signal is what the service said, not what a client claims.
- * That scoring is neither recorded in history nor counted against a quota: feedback is not a query.
+ * The client names the indicator and says false or true positive; the service scores the indicator itself, as a
+ * single verdict query (the tenant's allowlist applied, all signals), and records that verdict's score, category and
+ * signal ids, so what the team counts per signal is what the service said, not what a client claims. That scoring is
+ * a verdict like any other: the caller needs the `verdict` permission too (a dashboard session, which looks
+ * indicators up anyway, has it), it is admitted under the key's quota, recorded in history and counted in usage.
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { VerdictDeps } from '../bulk/verdicts.ts'
-import { normalize, selectProfile, INDICATOR_TYPES } from '../engine/index.ts'
-import { InvalidIndicatorError, InvalidRequestError, NotFoundError, PermissionDeniedError, ScoringFailedError } from '../errors.ts'
+import type { FastifyInstance } from 'fastify'
+import { answerSingle, type VerdictDeps } from '../bulk/verdicts.ts'
+import { normalize, INDICATOR_TYPES } from '../engine/index.ts'
+import { InvalidIndicatorError, InvalidRequestError, NotFoundError, PermissionDeniedError } from '../errors.ts'
 import { FEEDBACK_VERDICTS, kMaxFeedbackLimit } from '../store/feedback.ts'
-import { StoreError, type ApiKeyRecord, type FeedbackEntry, type FeedbackFilters, type FeedbackVerdict, type Store } from '../store/index.ts'
+import { StoreError, type FeedbackEntry, type FeedbackFilters, type FeedbackVerdict, type Store } from '../store/index.ts'
 import { hasPermission, requireKey, type KeyVerifier } from './auth.ts'
+import { envelopeOf, sourceOf } from './request-fields.ts'
 import { errorsOf } from './response-schemas.ts'
 import { kIdParams } from './schemas.ts'
 import type { SessionAuth } from './session.ts'
@@ -31,8 +33,8 @@ export interface FeedbackObserver {
 /** What the feedback routes need. */
 export interface FeedbackRouteDeps {
   store: Pick<Store, 'addFeedback' | 'listFeedback' | 'feedbackSummary' | 'deleteFeedback'>
-  /** The verdict orchestration's parts: scoring pool, admission (in-flight bound) and the tenants' allowlists. */
-  verdicts: Pick<VerdictDeps, 'intel' | 'admission' | 'allowlists' | 'engineVersion'>
+  /** The verdict orchestration: feedback scores its indicator as a single verdict query. */
+  verdicts: VerdictDeps
   verifier: KeyVerifier
   /** Dashboard sessions, accepted in place of a key. */
   sessions?: SessionAuth
@@ -156,54 +158,6 @@ async function clientErrors<T> (run: () => Promise<T>): Promise<T> {
   }
 }
 
-/** What the service says of an indicator for this tenant now: score, category and every signal id. */
-interface CurrentVerdict { type: string, normalized: string, score: number, category: string, signalIds: string[], engineVersion: string, dataTimestamp: string }
-
-/**
- * Scores one indicator as the single verdict route does (the same pool, cache and tenant allowlist), without
- * history or quota: admitted under the in-flight bound only (a principal without a quota reserves none).
- */
-async function currentVerdict (deps: FeedbackRouteDeps['verdicts'], req: FastifyRequest, key: ApiKeyRecord, type: string | null, value: string): Promise<CurrentVerdict> {
-  const allow = await deps.allowlists.forRequest(key.tenant)
-  const ticket = await deps.admission.admit({ ...key, quota: null }, 1)
-  try {
-    const lease = deps.intel.lease()
-    try {
-      let out
-      try {
-        out = await lease.pool.runSingle([type, value, null, null], {
-          mode: 'single',
-          format: 'json',
-          scoringVersion: null,
-          signalDetails: 'all',
-          evidenceDetails: 'none',
-          ...(allow === undefined ? {} : { allow })
-        })
-      } catch (err) {
-        req.log.error({ err }, 'scoring for feedback failed')
-        throw new ScoringFailedError({ cause: err })
-      }
-      // A kept JSON answer comes as its text (the pool's main-thread answers); either form holds the same verdict.
-      const verdict = out.verdict ?? (out.json === null ? null : JSON.parse(out.json) as Record<string, unknown>)
-      if (verdict === null) throw new InvalidIndicatorError(out.errors.join('; '))
-      const v = verdict as { indicator: { type: string, normalized: string }, risk: { score: number, category: string }, signals: Array<{ signal_id: string }> }
-      return {
-        type: v.indicator.type,
-        normalized: v.indicator.normalized,
-        score: v.risk.score,
-        category: v.risk.category,
-        signalIds: v.signals.map((s) => s.signal_id),
-        engineVersion: deps.engineVersion(selectProfile(null).profile.version),
-        dataTimestamp: lease.pool.snapshot.dataTimestamp
-      }
-    } finally {
-      lease.release()
-    }
-  } finally {
-    ticket.done()
-  }
-}
-
 /** Registers the feedback routes. */
 export function feedbackRoutes (app: FastifyInstance, deps: FeedbackRouteDeps): void {
   const { store } = deps
@@ -213,33 +167,51 @@ export function feedbackRoutes (app: FastifyInstance, deps: FeedbackRouteDeps): 
     schema: {
       tags: ['management'],
       summary: 'Mark the verdict of an indicator as a false or true positive, with a note',
-      description: 'The service scores the indicator itself (as a single verdict, the tenant\'s allowlist applied) and records that ' +
-        'verdict\'s score, category and signal ids with the feedback. Not recorded in history, not counted against a quota.',
+      description: 'Needs `verdict` as well as `mgmt` (or a dashboard session). The service scores the indicator itself, as a single ' +
+        'verdict query (the tenant\'s allowlist applied) recorded in history and counted against the quota, and records that ' +
+        'verdict\'s score, category and signal ids with the feedback.',
       security: [{ apiKey: [] }],
       body: kBody,
-      response: { 201: kEntry, ...errorsOf(400, 401, 403, 503) }
+      response: { 201: kEntry, ...errorsOf(400, 401, 403, 429, 503) }
     },
     onRequest: auth
   }, async (req, reply) => {
     const key = req.apiKey!
+    // The answer holds a verdict: a key without `verdict` gets none this way either.
+    if (req.session === null && !hasPermission(key, 'verdict')) throw new PermissionDeniedError('verdict')
     const body = req.body as Body
     const note = (body.note ?? '').trim()
-    // Refused before anything is scored; the scoring thread would say the same.
+    // Refused before anything is scored or counted; the scoring thread would say the same.
     const n = normalize(body.indicator.value, body.indicator.type)
     if (!n.ok) throw new InvalidIndicatorError(n.errors.join('; '))
-    const v = await currentVerdict(deps.verdicts, req, key, body.indicator.type ?? null, body.indicator.value)
+    const answer = await answerSingle(deps.verdicts, {
+      key,
+      log: req.log,
+      envelopeOf: (fields) => envelopeOf(req, fields),
+      format: 'json',
+      type: body.indicator.type ?? null,
+      value: body.indicator.value,
+      actionTaken: null,
+      actionSource: null,
+      signalDetails: 'all',
+      evidenceDetails: 'none',
+      source: sourceOf({ channel: req.session === null ? 'api' : 'portal', product: 'ioc-verdict feedback' }),
+      requestId: req.id,
+      started: performance.now()
+    })
+    const v = answer.verdict as { indicator: { type: string, normalized: string }, risk: { score: number, category: string }, signals: Array<{ signal_id: string }>, meta: { engine_version: string, data_timestamp: string } }
     const entry = await store.addFeedback({
       tenant: key.tenant,
       verdict: body.verdict,
-      indicatorType: v.type,
+      indicatorType: v.indicator.type,
       indicatorValue: body.indicator.value,
-      indicatorNormalized: v.normalized,
+      indicatorNormalized: v.indicator.normalized,
       note,
-      score: v.score,
-      category: v.category,
-      signalIds: v.signalIds,
-      engineVersion: v.engineVersion,
-      dataTimestamp: v.dataTimestamp,
+      score: v.risk.score,
+      category: v.risk.category,
+      signalIds: v.signals.map((s) => s.signal_id),
+      engineVersion: v.meta.engine_version,
+      dataTimestamp: v.meta.data_timestamp,
       createdBy: key.id
     })
     deps.observer?.feedback(entry.verdict)

@@ -1,7 +1,8 @@
 /**
  * Analysts' feedback (API.md "Feedback"): recorded with the verdict the service itself gives, listed with filters and
- * cursor paging, summarized per signal, deleted by its author (or an admin), tenant-isolated, validated at the edge,
- * and never recorded in history or counted as usage. Dashboard sessions use it with their CSRF token.
+ * cursor paging, summarized per signal, deleted by its author (or an admin), tenant-isolated, validated at the edge.
+ * Its scoring is a verdict query like any other (the `verdict` permission, history, usage, quota). Dashboard sessions
+ * use it with their CSRF token.
  */
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
@@ -18,17 +19,18 @@ const kListed = '198.51.100.23'
 /** Listed by two sample feeds. */
 const kListedDomain = 'malware-c2.example'
 
-interface Keys { a: string, aId: string, a2: string, a2Id: string, aAdmin: string, b: string, aVerdictOnly: string }
+interface Keys { a: string, aId: string, a2: string, a2Id: string, aAdmin: string, b: string, aVerdictOnly: string, aMgmtOnly: string }
 let keys: Keys | null = null
 
 async function keysOf (): Promise<Keys> {
   if (keys !== null) return keys
   const a = await svc.makeKey(['verdict', 'mgmt'], { tenant: 'fb-a' })
-  const a2 = await svc.makeKey(['mgmt'], { tenant: 'fb-a' })
+  const a2 = await svc.makeKey(['verdict', 'mgmt'], { tenant: 'fb-a' })
   const aAdmin = await svc.makeKey(['admin'], { tenant: 'fb-a' })
   const b = await svc.makeKey(['verdict', 'mgmt'], { tenant: 'fb-b' })
   const aVerdictOnly = await svc.makeKey(['verdict', 'verdict_bulk'], { tenant: 'fb-a' })
-  keys = { a, aId: a.slice(5, 17), a2, a2Id: a2.slice(5, 17), aAdmin, b, aVerdictOnly }
+  const aMgmtOnly = await svc.makeKey(['mgmt'], { tenant: 'fb-a' })
+  keys = { a, aId: a.slice(5, 17), a2, a2Id: a2.slice(5, 17), aAdmin, b, aVerdictOnly, aMgmtOnly }
   return keys
 }
 
@@ -81,19 +83,36 @@ test('feedback records the verdict the service gives now (score, category, every
   }
 })
 
-test('feedback is neither a history record nor a usage increment, and needs no quota', async () => {
-  const key = await svc.makeKey(['verdict', 'mgmt'], { tenant: 'fb-usage', quota: 1 })
-  const verdict = await call('POST', '/api/v2/ioc/verdict', as(key), { indicator: { value: kListedDomain } })
-  assert.equal(verdict.status, 200)
-  // The quota of one indicator is spent: feedback still works, and counts nothing.
-  errorCode(await call('POST', '/api/v2/ioc/verdict', as(key), { indicator: { value: kListedDomain } }), 429, 'QUOTA_EXCEEDED')
-  for (let i = 0; i < 3; i++) await mark(key, kListedDomain, i === 0 ? 'true_positive' : 'false_positive')
+test('feedback scores a verdict query like any other: recorded in history, counted in usage, refused past the quota', async () => {
+  const key = await svc.makeKey(['verdict', 'mgmt'], { tenant: 'fb-usage', quota: 3 })
+  assert.equal((await call('POST', '/api/v2/ioc/verdict', as(key), { indicator: { value: kListedDomain } })).status, 200)
+  await mark(key, kListedDomain, 'true_positive')
+  await mark(key, kListed, 'false_positive')
+  // The quota of three indicators is spent: feedback is refused like a verdict, and stores nothing.
+  errorCode(await call('POST', '/api/v2/mgmt/feedback', as(key), { indicator: { value: kListed }, verdict: 'true_positive' }), 429, 'QUOTA_EXCEEDED')
+  assert.equal((await list(key)).entries.length, 2)
   await svc.history.flush()
   const history = await call('GET', '/api/v2/mgmt/enrich-logs/search-history', as(key))
-  assert.equal(history.body.results.length, 1, 'only the verdict query is in history')
+  assert.equal(history.body.results.length, 3, 'the verdict query and both feedback scorings')
+  const scored = (history.body.results as Json[]).filter((r) => r.source?.product === 'ioc-verdict feedback')
+  assert.deepEqual(scored.map((r) => r.indicator.normalized), [kListed, kListedDomain])
+  assert.ok(scored.every((r) => r.http_status === 200 && r.label_details === 'all' && r.label_count > 0))
   const usage = await call('GET', '/api/v2/mgmt/usage', as(key))
-  assert.equal(usage.body.total, 1)
-  assert.equal(usage.body.key.used, 1)
+  assert.equal(usage.body.total, 3)
+  assert.equal(usage.body.key.used, 3)
+})
+
+test('a key without the verdict permission gets no verdict through feedback: 403, nothing scored, recorded or counted', async () => {
+  const k = await keysOf()
+  const key = await svc.makeKey(['mgmt'], { tenant: 'fb-no-verdict', quota: 0 })
+  const res = await call('POST', '/api/v2/mgmt/feedback', as(key), { indicator: { value: kListed }, verdict: 'false_positive' })
+  errorCode(res, 403, 'PERMISSION_DENIED')
+  assert.ok(!JSON.stringify(res.body).includes('score'))
+  errorCode(await call('POST', '/api/v2/mgmt/feedback', as(k.aMgmtOnly), { indicator: { value: kListed }, verdict: 'true_positive' }), 403, 'PERMISSION_DENIED')
+  assert.deepEqual((await list(key)).entries, [])
+  await svc.history.flush()
+  assert.deepEqual((await call('GET', '/api/v2/mgmt/enrich-logs/search-history', as(key))).body.results, [])
+  assert.equal((await call('GET', '/api/v2/mgmt/usage', as(key))).body.total, 0)
 })
 
 test('an allowlisted indicator\'s feedback records the allowlisted verdict the tenant gets', async () => {
@@ -105,15 +124,15 @@ test('an allowlisted indicator\'s feedback records the allowlisted verdict the t
   assert.equal(e.category, 'allowlisted')
   assert.deepEqual(e.signal_ids, ['tenant_allowlist'])
   // Another tenant's feedback on the same indicator records the engine's own verdict.
-  const other = await svc.makeKey(['mgmt'], { tenant: 'fb-allow-other' })
+  const other = await svc.makeKey(['verdict', 'mgmt'], { tenant: 'fb-allow-other' })
   const o = await mark(other, kListed, 'false_positive')
   assert.notEqual(o.category, 'allowlisted')
   assert.ok(!(o.signal_ids as string[]).includes('tenant_allowlist'))
 })
 
 test('the list filters by verdict, indicator, signal, author and date, and pages newest first without overlap', async () => {
-  const key = await svc.makeKey(['mgmt'], { tenant: 'fb-list' })
-  const other = await svc.makeKey(['mgmt'], { tenant: 'fb-list' })
+  const key = await svc.makeKey(['verdict', 'mgmt'], { tenant: 'fb-list' })
+  const other = await svc.makeKey(['verdict', 'mgmt'], { tenant: 'fb-list' })
   const made: Json[] = []
   made.push(await mark(key, kListed, 'false_positive', 'one'))
   made.push(await mark(key, 'hxxp://malware-c2[.]example/path', 'true_positive', 'two'))
@@ -145,7 +164,7 @@ test('the list filters by verdict, indicator, signal, author and date, and pages
 })
 
 test('the summary counts, per signal, the entries marked false and true positive whose verdict had it', async () => {
-  const key = await svc.makeKey(['mgmt'], { tenant: 'fb-summary' })
+  const key = await svc.makeKey(['verdict', 'mgmt'], { tenant: 'fb-summary' })
   const fp1 = await mark(key, kListed, 'false_positive')
   await mark(key, kListed, 'false_positive')
   await mark(key, kListed, 'true_positive')
@@ -317,9 +336,10 @@ test('a dashboard session records feedback with its CSRF token, as user:<name>, 
   const admin = await session('fb-dash', 'admin')
   const other = await call('POST', '/api/v2/mgmt/feedback', { cookie: bob.cookie, 'x-csrf-token': bob.csrf }, body)
   assert.equal((await call('DELETE', `/api/v2/mgmt/feedback/${other.body.id as string}`, { cookie: admin.cookie, 'x-csrf-token': admin.csrf })).status, 204)
-  // Nothing of this reached history.
+  // Each scoring is in history, with the session as requester.
   await svc.history.flush()
-  assert.deepEqual((await call('GET', '/api/v2/mgmt/enrich-logs/search-history', { cookie: ana.cookie })).body.results, [])
+  const history = (await call('GET', '/api/v2/mgmt/enrich-logs/search-history', { cookie: ana.cookie })).body.results as Json[]
+  assert.deepEqual(history.map((r) => [r.auth_type, r.user_id, r.source.product]), [['session', bob.name, 'ioc-verdict feedback'], ['session', ana.name, 'ioc-verdict feedback']])
 })
 
 test('recorded feedback is counted in the metrics by verdict', async () => {
@@ -341,8 +361,8 @@ test('on PostgreSQL, feedback recorded through one instance is listed and summar
   const services = pgServices(t, kDb as string, `iocv_feedback_${randomBytes(4).toString('hex')}`)
   const apps = [await services.build(), await services.build()]
   const [one, two] = apps as [Built, Built]
-  const a = await one.makeKey(['mgmt'], { tenant: 'pg-a' })
-  const b = await one.makeKey(['mgmt'], { tenant: 'pg-b' })
+  const a = await one.makeKey(['verdict', 'mgmt'], { tenant: 'pg-a' })
+  const b = await one.makeKey(['verdict', 'mgmt'], { tenant: 'pg-b' })
   const post = async (s: Built, key: string, value: string, verdict: string): Promise<Json> => {
     const res = await s.app.inject({ method: 'POST', url: '/api/v2/mgmt/feedback', headers: { 'x-api-key': key }, payload: { indicator: { value }, verdict } })
     assert.equal(res.statusCode, 201, res.body)
