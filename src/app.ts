@@ -68,6 +68,8 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     loggerInstance: deps.logger as FastifyBaseLogger,
     bodyLimit: config.bodyLimit,
     genReqId: requestId,
+    // Behind a reverse proxy, its X-Forwarded-For and X-Forwarded-Proto, from the listed addresses only (docs/OPERATIONS.md).
+    trustProxy: config.trustProxy ?? false,
     // Requests during shutdown get the documented 503 OVERLOADED body (onRequest below), not Fastify's own.
     return503OnClosing: false,
     // Slow and idle clients (docs/API.md "Limits"): a whole request must arrive within requestTimeout (408 after),

@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import ipaddr from 'ipaddr.js'
 
 /** The project root (where package.json lives). */
 export const kProjectRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..')
@@ -43,6 +44,8 @@ export interface Config {
   sessionMaxMs: number
   /** Requests per minute for keys without a rate_limit of their own; 0 = no default (such keys are not limited). */
   rateLimit: number
+  /** Proxies (addresses or CIDR blocks) whose X-Forwarded-For and X-Forwarded-Proto are believed; null = none. */
+  trustProxy: string[] | null
   /** Largest request body in bytes. */
   bodyLimit: number
   /** History rows per store transaction. */
@@ -89,7 +92,7 @@ export interface Config {
   feedRetryBaseMs: number
 }
 
-type Kind = 'string' | 'port' | 'int' | 'bool' | 'path' | 'nullable-path' | 'url'
+type Kind = 'string' | 'port' | 'int' | 'bool' | 'path' | 'nullable-path' | 'url' | 'addresses'
 interface Field {
   key: keyof Config
   kind: Kind
@@ -125,6 +128,7 @@ const kFields: Record<string, Field> = {
   IOC_CACHE_SIZE: { key: 'cacheSize', kind: 'int', min: 0, max: 100_000_000, default: 100_000, doc: 'verdicts per worker cache shard (off the heap: 768 bytes of ring each, at most 512 MiB per shard)' },
   IOC_MAX_INFLIGHT: { key: 'maxInflight', kind: 'int', min: 1, max: 100_000_000, default: 200_000, doc: 'indicators being scored at once; beyond it 503 OVERLOADED' },
   IOC_RATE_LIMIT: { key: 'rateLimit', kind: 'int', min: 0, max: 1_000_000, default: 0, doc: 'requests per minute for keys without a `rate_limit` of their own; 0 = none (such keys are not limited)' },
+  IOC_TRUST_PROXY: { key: 'trustProxy', kind: 'addresses', default: null, doc: 'addresses or CIDR blocks of reverse proxies (comma-separated) whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed: the client address of sign-in limits and `allowed_cidrs`, and HTTPS for the session cookie' },
   IOC_SESSION_IDLE_MS: { key: 'sessionIdleMs', kind: 'int', min: 1000, max: 7 * 86_400_000, default: 30 * 60_000, doc: 'a dashboard session ends after this long without a request, ms' },
   IOC_SESSION_MAX_MS: { key: 'sessionMaxMs', kind: 'int', min: 1000, max: 30 * 86_400_000, default: 12 * 3_600_000, doc: 'a dashboard session ends this long after sign-in, ms' },
   // 16 MiB: a 10,000-item bulk with long values and log-only fields fits.
@@ -221,6 +225,12 @@ function coerce (name: string, field: Field, raw: unknown, base: string): unknow
         bad('is not a valid URL')
       }
       return raw
+    }
+    case 'addresses': {
+      if (raw === null || raw === '') return null
+      const list = typeof raw === 'string' ? raw.split(',').map((a) => a.trim()) : Array.isArray(raw) ? raw : bad('must list addresses or CIDR blocks')
+      if (!list.every((a) => typeof a === 'string' && (ipaddr.isValid(a) || ipaddr.isValidCIDR(a)))) bad('must list addresses or CIDR blocks, comma-separated')
+      return list
     }
     case 'bool': {
       if (typeof raw === 'boolean') return raw

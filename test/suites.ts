@@ -40,6 +40,7 @@ export const kSuites = {
   ],
   http: [
     'dashboard/session.test.ts',
+    'dashboard/sign-in-limits.test.ts',
     'http/allowlist.test.ts',
     'http/auth.test.ts',
     'http/body-fuzz.test.ts',
@@ -68,6 +69,7 @@ export const kSuites = {
     'store/index.test.ts',
     'store/postgres.test.ts',
     'store/quota.test.ts',
+    'store/sign-in.test.ts',
     'store/sqlite.test.ts',
     'store/store.test.ts'
   ]

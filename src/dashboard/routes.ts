@@ -9,13 +9,12 @@ import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import fastifyStatic from '@fastify/static'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { LRUCache } from 'lru-cache'
 import type { VerdictDeps } from '../bulk/verdicts.ts'
 import { answerBulk, answerSingle, chunkBulk } from '../bulk/verdicts.ts'
 import { InvalidCredentialsError, RateLimitedError, SessionExpiredError } from '../errors.ts'
 import { requireKey, type KeyVerifier } from '../http/auth.ts'
 import { envelopeOf, sourceOf } from '../http/request-fields.ts'
-import { kSessionCookie, sessionPermissions, type SessionAuth } from '../http/session.ts'
+import { sessionCookie, sessionPermissions, type SessionAuth } from '../http/session.ts'
 
 /** What the dashboard needs. */
 export interface DashboardDeps {
@@ -27,9 +26,6 @@ export interface DashboardDeps {
 }
 
 const kPublic = join(import.meta.dirname, 'public')
-/** Failed sign-ins allowed per username and address in kFailureWindowMs before further tries are refused. */
-const kMaxFailures = 5
-const kFailureWindowMs = 15 * 60_000
 const kMaxDashboardBulk = 10_000
 
 // Pages load only from the service itself: no inline script, no other host, no framing.
@@ -63,7 +59,6 @@ function sessionAnswer (s: { username: string, tenant: string, role: string, csr
 /** Registers the dashboard's pages and calls. */
 export async function dashboardRoutes (app: FastifyInstance, deps: DashboardDeps): Promise<void> {
   const { sessions, verdicts } = deps
-  const failures = new LRUCache<string, number>({ max: 10_000, ttl: kFailureWindowMs })
   const session = requireKey(deps.verifier, 'mgmt', sessions)
 
   app.get('/', { schema: { hide: true } }, async (_req, reply) => await reply.redirect('/dashboard/'))
@@ -83,18 +78,17 @@ export async function dashboardRoutes (app: FastifyInstance, deps: DashboardDeps
     schema: { hide: true, tags: ['dashboard'], summary: 'Sign in: sets the session cookie and answers the CSRF token', body: kSignInBody }
   }, async (req, reply) => {
     const { username, password } = req.body as { username: string, password: string }
-    const slot = `${username}\u0000${req.ip}`
-    const failed = failures.get(slot) ?? 0
-    if (failed >= kMaxFailures) {
-      throw Object.assign(new RateLimitedError('too many failed sign-ins; wait a few minutes'), { retryAfter: Math.ceil(kFailureWindowMs / 1000) })
+    // Limits per address, per username and address, and per username, kept in the store (docs/OPERATIONS.md).
+    const outcome = await sessions.accounts.signIn(username, password, req.ip)
+    if (!outcome.ok) {
+      if (outcome.reason === 'invalid') {
+        req.log.warn({ event: 'sign-in failed' }, 'dashboard sign-in failed')
+        throw new InvalidCredentialsError()
+      }
+      const message = outcome.reason === 'busy' ? 'too many sign-ins are being checked; retry in a moment' : 'too many failed sign-ins; wait before trying again'
+      throw Object.assign(new RateLimitedError(message), { retryAfter: outcome.retryAfterSeconds })
     }
-    const user = await sessions.accounts.verifyPassword(username, password)
-    if (user === null) {
-      failures.set(slot, failed + 1)
-      req.log.warn({ event: 'sign-in failed' }, 'dashboard sign-in failed')
-      throw new InvalidCredentialsError()
-    }
-    failures.delete(slot)
+    const user = outcome.user
     const created = await sessions.accounts.createSession(user, sessions.times)
     sessions.setCookie(req, reply, created.id)
     req.log.info({ user: user.username, tenant: user.tenant }, 'dashboard sign-in')
@@ -111,8 +105,8 @@ export async function dashboardRoutes (app: FastifyInstance, deps: DashboardDeps
     schema: { hide: true, tags: ['dashboard'], summary: 'Sign out: ends the session in the store' },
     onRequest: session
   }, async (req, reply) => {
-    await sessions.accounts.deleteSession(req.cookies[kSessionCookie] as string)
-    sessions.clearCookie(reply)
+    await sessions.accounts.deleteSession(req.cookies[sessionCookie(req)] as string)
+    sessions.clearCookie(req, reply)
     return { signed_out: true }
   })
 

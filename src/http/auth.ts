@@ -7,7 +7,7 @@ import { hash, timingSafeEqual } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { LRUCache } from 'lru-cache'
 import { AddressNotAllowedError, CsrfError, InvalidApiKeyError, MissingApiKeyError, PermissionDeniedError, SessionExpiredError } from '../errors.ts'
-import { kSessionCookie, sessionPrincipal, type SessionAuth } from './session.ts'
+import { sessionCookie, sessionPrincipal, type SessionAuth } from './session.ts'
 import { addressAllowed, expired, type ApiKeyRecord, type Store } from '../store/index.ts'
 
 const kVerifiedTtlMs = 5_000
@@ -80,7 +80,7 @@ export function hasPermission (key: ApiKeyRecord, permission: string): boolean {
 export function requireKey (verifier: KeyVerifier, permission: string | null, sessions?: SessionAuth) {
   return async function authenticate (req: FastifyRequest, _reply: FastifyReply): Promise<void> {
     const presented = req.headers['x-api-key']
-    if ((presented === undefined || presented === '') && sessions !== undefined && req.cookies?.[kSessionCookie] !== undefined) {
+    if ((presented === undefined || presented === '') && sessions !== undefined && req.cookies?.[sessionCookie(req)] !== undefined) {
       const session = await sessions.of(req)
       if (session === null) throw new SessionExpiredError()
       if (!kSafeMethods.has(req.method)) {

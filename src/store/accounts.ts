@@ -4,12 +4,15 @@
  *
  * Passwords: scrypt (memory-hard; N=2^14, r=8, p=1, 16 MiB per hash), a 16-byte random salt, stored as
  * `scrypt$N$r$p$salt$hash` (base64url) so the parameters can be raised later; compared in constant time, and an unknown
- * username costs the same hash as a wrong password. Sessions: a 32-byte random id handed to the browser once; the store
- * keeps only its SHA-256, so a copy of the database opens no session. Each session has an idle and an absolute expiry
- * and a CSRF token for state-changing calls.
+ * username costs the same hash as a wrong password. Hashes run one at a time per process, behind a bounded queue
+ * (hash-queue.ts), and a sign-in is counted against its limits before its hash runs (sign-in-limits.ts). Sessions: a
+ * 32-byte random id handed to the browser once; the store keeps only its SHA-256, so a copy of the database opens no
+ * session. Each session has an idle and an absolute expiry and a CSRF token for state-changing calls.
  */
 import { createHash, randomBytes, scrypt as scryptCb, timingSafeEqual, type ScryptOptions } from 'node:crypto'
 import { StoreError } from '../errors.ts'
+import { HashQueue } from './hash-queue.ts'
+import { SignInLimits } from './sign-in-limits.ts'
 
 /** Dashboard roles: an analyst looks things up and manages allowlist and feedback; an admin also reloads intel. */
 export const ROLES = ['analyst', 'admin'] as const
@@ -55,31 +58,54 @@ const kMaxPassword = 1024
 /** last_seen_at is written at most this often per session. */
 const kTouchMs = 60_000
 
+/**
+ * Password hashes of this process: one at a time, so at least three of libuv's four pool threads are always free for
+ * the history journal's writes; at most 16 sign-ins wait for a turn, the next ones are answered 429 at once.
+ */
+const kHashes = new HashQueue(1, 16)
+
 async function scrypt (password: string, salt: Buffer, opts: ScryptOptions): Promise<Buffer> {
   return await new Promise((resolve, reject) => {
     scryptCb(password.normalize('NFKC'), salt, kKeyLength, opts, (err, key) => { err === null ? resolve(key) : reject(err) })
   })
 }
 
-/** The stored form of a password. */
-export async function hashPassword (password: string): Promise<string> {
+async function hashNow (password: string): Promise<string> {
   const salt = randomBytes(16)
   const key = await scrypt(password, salt, kScrypt)
   return `scrypt$${kScrypt.N as number}$${kScrypt.r as number}$${kScrypt.p as number}$${salt.toString('base64url')}$${key.toString('base64url')}`
 }
 
+/** The stored form of a password. */
+export async function hashPassword (password: string): Promise<string> {
+  return await kHashes.run(async () => await hashNow(password))
+}
+
 // Verified against when the username is unknown, so an unknown name costs what a wrong password does.
 let kDummyHash: Promise<string> | null = null
 
-/** True when `password` matches a stored hash (constant-time compare). */
-export async function passwordMatches (stored: string | null, password: string): Promise<boolean> {
-  const target = stored ?? await (kDummyHash ??= hashPassword(randomBytes(18).toString('base64url')))
+async function matchesNow (stored: string | null, password: string): Promise<boolean> {
+  const target = stored ?? await (kDummyHash ??= hashNow(randomBytes(18).toString('base64url')))
   const [kind, n, r, p, salt, key] = target.split('$')
   if (kind !== 'scrypt' || salt === undefined || key === undefined) return false
   const expected = Buffer.from(key, 'base64url')
   const got = await scrypt(password, Buffer.from(salt, 'base64url'), { N: Number(n), r: Number(r), p: Number(p), maxmem: kScrypt.maxmem as number })
   return timingSafeEqual(got, expected) && stored !== null
 }
+
+/** True when `password` matches a stored hash (constant-time compare); waits for its turn in the hash queue. */
+export async function passwordMatches (stored: string | null, password: string): Promise<boolean> {
+  return await kHashes.run(async () => await matchesNow(stored, password))
+}
+
+/**
+ * What a sign-in got: the user, wrong credentials (one answer for an unknown, disabled or wrong one), refused by the
+ * failure limits until `retryAfterSeconds`, or turned away because too many password checks wait already.
+ */
+export type SignInOutcome =
+  | { ok: true, user: UserRecord }
+  | { ok: false, reason: 'invalid' }
+  | { ok: false, reason: 'limited' | 'busy', retryAfterSeconds: number }
 
 function sessionHash (id: string): string {
   return createHash('sha256').update(id).digest('base64url')
@@ -92,12 +118,19 @@ function userRecord (row: UserRow): UserRecord {
   return { username: row.username, tenant: row.tenant, role: row.role as Role, createdAt: row.created_at, disabledAt: row.disabled_at }
 }
 
+/** The user of a row whose password matched, unless there is none or it is disabled. */
+function activeUser (row: UserRow | undefined): UserRecord | null {
+  return row === undefined || row.disabled_at !== null ? null : userRecord(row)
+}
+
 /** Users and sessions over one store's SQL port. */
 export class Accounts {
   readonly #db: SqlPort
+  readonly #limits: SignInLimits
 
   constructor (db: SqlPort) {
     this.#db = db
+    this.#limits = new SignInLimits(db)
   }
 
   /** Creates a user; throws INVALID_USER_OPTIONS for a bad name, role, tenant or a password under 12 characters. */
@@ -138,11 +171,40 @@ export class Accounts {
 
   /** The active user whose password matches, or null (unknown, disabled or wrong password: one answer for all). */
   async verifyPassword (username: string, password: string): Promise<UserRecord | null> {
-    const rows = typeof username === 'string' && username.length <= 64 ? await this.#db.all<UserRow>('SELECT * FROM {users} WHERE username = ?', [username]) : []
-    const row = rows[0]
+    const row = await this.#userRow(username)
     const ok = await passwordMatches(row?.password_hash ?? null, typeof password === 'string' ? password.slice(0, kMaxPassword) : '')
-    if (!ok || row === undefined || row.disabled_at !== null) return null
-    return userRecord(row)
+    return ok ? activeUser(row) : null
+  }
+
+  /**
+   * A dashboard sign-in from `address`: counted against the failure limits before the password is checked (so
+   * parallel guesses are counted too), checked only when the hash queue has room, and given back when it succeeds.
+   */
+  async signIn (username: string, password: string, address: string): Promise<SignInOutcome> {
+    if (kHashes.full) return { ok: false, reason: 'busy', retryAfterSeconds: 1 }
+    const taken = await this.#limits.take(username, address)
+    if (!taken.ok) return { ok: false, reason: 'limited', retryAfterSeconds: taken.retryAfterSeconds }
+    let user: UserRecord | null = null
+    try {
+      const row = await this.#userRow(username)
+      const checked = kHashes.tryRun(async () => await matchesNow(row?.password_hash ?? null, password.slice(0, kMaxPassword)))
+      if (checked === null) {
+        await taken.release(false)
+        return { ok: false, reason: 'busy', retryAfterSeconds: 1 }
+      }
+      user = await checked ? activeUser(row) : null
+    } catch (err) {
+      await taken.release(false)
+      throw err
+    }
+    if (user === null) return { ok: false, reason: 'invalid' }
+    await taken.release(true)
+    return { ok: true, user }
+  }
+
+  async #userRow (username: string): Promise<UserRow | undefined> {
+    if (typeof username !== 'string' || username.length > 64) return undefined
+    return (await this.#db.all<UserRow>('SELECT * FROM {users} WHERE username = ?', [username]))[0]
   }
 
   /** Starts a session for a verified user; the id is returned only here. */

@@ -8,6 +8,7 @@
  */
 import pg from 'pg'
 import { Accounts, accountsSchema } from './accounts.ts'
+import { signInFailuresSchema } from './sign-in-limits.ts'
 import { expired, generateKey, isKeyId, newKeyRecord, parseKey, secretMatches, validateKeyOptions } from './api-keys.ts'
 import { partRows, type HistoryPart } from '../history/block.ts'
 import {
@@ -180,7 +181,9 @@ function migrations (s: string): string[] {
       PRIMARY KEY (tenant, signal_id, feedback_id)
     );
     CREATE INDEX feedback_signals_feedback ON ${s}.feedback_signals (feedback_id);
-    `
+    `,
+    // 7: failed dashboard sign-ins, counted in the store so every instance sees them (sign-in-limits.ts).
+    signInFailuresSchema(`${s}.sign_in_failures`)
   ]
 }
 
@@ -387,7 +390,7 @@ export class PostgresStore implements Store {
   /** accounts.ts's SQL for PostgreSQL: numbered placeholders and the schema's tables. */
   #accountsSql (sql: string): string {
     let i = 0
-    return sql.replace(/\?/g, () => `$${++i}`).replace(/\{(users|sessions)\}/g, (_m, t: string) => `${this.#s}.${t}`)
+    return sql.replace(/\?/g, () => `$${++i}`).replace(/\{(users|sessions|sign_in_failures)\}/g, (_m, t: string) => `${this.#s}.${t}`)
   }
 
   #check (): void {

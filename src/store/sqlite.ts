@@ -7,6 +7,7 @@
  */
 import Database from 'better-sqlite3'
 import { Accounts, accountsSchema } from './accounts.ts'
+import { signInFailuresSchema } from './sign-in-limits.ts'
 import { expired, generateKey, isKeyId, newKeyRecord, parseKey, secretMatches, validateKeyOptions } from './api-keys.ts'
 import { HistoryItems, type HistoryPart } from '../history/block.ts'
 import {
@@ -201,7 +202,9 @@ const kMigrations: ReadonlyArray<string | ((db: Database.Database) => void)> = [
     PRIMARY KEY (tenant, signal_id, feedback_id)
   ) STRICT, WITHOUT ROWID;
   CREATE INDEX feedback_signals_feedback ON feedback_signals (feedback_id);
-  `
+  `,
+  // 9: failed dashboard sign-ins, counted in the store (sign-in-limits.ts).
+  signInFailuresSchema('sign_in_failures')
 ]
 
 interface AllowRow { id: string, tenant: string, kind: string, value: string, reason: string, created_by: string, created_at: string, expires_at: string | null }
@@ -326,7 +329,7 @@ export class SqliteStore implements Store {
   #accountsStatement (sql: string): Database.Statement {
     let st = this.#accountsStatements.get(sql)
     if (st === undefined) {
-      st = this.#open().prepare(sql.replace(/\{(users|sessions)\}/g, '$1'))
+      st = this.#open().prepare(sql.replace(/\{(users|sessions|sign_in_failures)\}/g, '$1'))
       this.#accountsStatements.set(sql, st)
     }
     return st

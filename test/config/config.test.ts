@@ -37,6 +37,7 @@ test('with no IOC_* names the configuration is the documented defaults, frozen',
     cacheSize: 100_000,
     maxInflight: 200_000,
     rateLimit: 0,
+    trustProxy: null,
     sessionIdleMs: 30 * 60_000,
     sessionMaxMs: 12 * 3_600_000,
     bodyLimit: 16 * 1024 * 1024,
@@ -85,6 +86,7 @@ const kEvery: Array<[string, string, keyof Config, unknown]> = [
   ['IOC_CACHE_SIZE', '0', 'cacheSize', 0],
   ['IOC_MAX_INFLIGHT', '1', 'maxInflight', 1],
   ['IOC_RATE_LIMIT', '600', 'rateLimit', 600],
+  ['IOC_TRUST_PROXY', '10.0.0.1, 192.168.0.0/16,::1', 'trustProxy', ['10.0.0.1', '192.168.0.0/16', '::1']],
   ['IOC_SESSION_IDLE_MS', '60000', 'sessionIdleMs', 60_000],
   ['IOC_SESSION_MAX_MS', '3600000', 'sessionMaxMs', 3_600_000],
   ['IOC_BODY_LIMIT', '1024', 'bodyLimit', 1024],
@@ -163,6 +165,8 @@ test('a bad value is CONFIG_INVALID naming the setting, at each bound of each ki
     ['IOC_HOST', '', /IOC_HOST: must be a non-empty string/],
     ['IOC_DATA_DIR', '', /IOC_DATA_DIR: must be a path/],
     ['IOC_BOOTSTRAP_KEY', 'yes', /IOC_BOOTSTRAP_KEY: must be 0, 1, true or false/],
+    ['IOC_TRUST_PROXY', '10.0.0.1,proxy.internal', /IOC_TRUST_PROXY: must list addresses or CIDR blocks/],
+    ['IOC_TRUST_PROXY', 'true', /IOC_TRUST_PROXY: must list addresses or CIDR blocks/],
     ['IOC_REDIS_URL', 'not a url', /IOC_REDIS_URL: is not a valid URL/]
   ]
   for (const [name, raw, pattern] of cases) configError({ [name]: raw }, pattern)

@@ -94,7 +94,7 @@ test('PostgreSQL: stores migrating a new schema together apply each migration on
   const { schema, stores, admin } = fresh
   await Promise.all(stores.map((s) => s.migrate()))
   const { rows } = await admin.query(`SELECT version FROM "${schema}".schema_version ORDER BY version`)
-  assert.deepEqual(rows, [{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 5 }, { version: 6 }])
+  assert.deepEqual(rows, [{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 5 }, { version: 6 }, { version: 7 }])
 })
 
 test('PostgreSQL: concurrent batches over the same counters neither deadlock nor lose counts', async (t) => {
