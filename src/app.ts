@@ -56,6 +56,11 @@ const kShutdownDrainMs = 1_000
  */
 const kUnreadAnswerGraceMs = 2_000
 
+/** URLs of the API and the dashboard's calls, whose answers may carry keys, session tokens or tenant data. */
+function isApiUrl (url: string): boolean {
+  return url.startsWith('/api/') || url.startsWith('/dashboard/api/')
+}
+
 /** A client-supplied x-request-id is kept only if it is short and plain, so it cannot forge log lines. */
 function requestId (req: { headers: Record<string, string | string[] | undefined> }): string {
   const h = req.headers['x-request-id']
@@ -138,6 +143,9 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   })
   app.addHook('onSend', (req, reply, payload, done) => {
     if (closing) reply.header('connection', 'close')
+    // No answer is to be sniffed into another type; API answers (keys, session tokens, verdicts) are never cached.
+    reply.header('x-content-type-options', 'nosniff')
+    if (isApiUrl(req.url)) reply.header('cache-control', 'no-store')
     // Answered before its body was read (too large, wrong type, no key): read the rest before closing.
     if (reply.statusCode >= 400) lingerIfUnread(req.raw)
     done(null, payload)

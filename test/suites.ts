@@ -48,6 +48,7 @@ export const kSuites = {
     'http/bulk.test.ts',
     'http/content.test.ts',
     'http/errors.test.ts',
+    'http/hardening.test.ts',
     'http/feedback.test.ts',
     'http/health-history.test.ts',
     'http/keys.test.ts',

@@ -3,6 +3,7 @@
  * (docs/API.md "Tenant allowlist"). Every route needs the `mgmt` permission and sees only the key's tenant.
  */
 import type { FastifyInstance } from 'fastify'
+import { getPublicSuffix } from 'tldts'
 import { kMaxAllowEntries, type TenantAllowlists } from '../bulk/allowlist.ts'
 import { ALLOW_KINDS, normalizeAllowValue, type AllowKind } from '../engine/index.ts'
 import { InvalidRequestError, NotFoundError } from '../errors.ts'
@@ -14,6 +15,11 @@ import type { SessionAuth } from './session.ts'
 
 /** Longest reason kept, in characters. */
 export const kMaxReason = 500
+/**
+ * Shortest prefix of an ip_block entry, per IP version: a wider block is a large share of the whole address space
+ * (0.0.0.0/0 and ::/0 are all of it), which no tenant's known-good list holds on purpose.
+ */
+export const kMinAllowPrefix = { 4: 8, 6: 16 } as const
 const kDefaultLimit = 100
 const kMaxLimit = 500
 
@@ -41,6 +47,23 @@ const kBody = {
 interface Body { kind: AllowKind, value: string, reason: string, expires_at?: string | null }
 
 const kIsoDateTime = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/
+
+/**
+ * Why an entry (normalized) covers too much to be accepted, or null: an ip_block wider than kMinAllowPrefix, or a
+ * domain_suffix that is itself a public suffix (`co.uk`, or a private one such as `github.io`: every name under it
+ * belongs to someone else).
+ */
+function tooBroad (kind: AllowKind, value: string): string | null {
+  if (kind === 'ip_block') {
+    const version = value.includes(':') ? 6 : 4
+    const prefix = Number(value.slice(value.lastIndexOf('/') + 1))
+    if (prefix < kMinAllowPrefix[version]) return `an ip_block entry must be /${kMinAllowPrefix[version]} or narrower for IPv${version}: ${value} covers too much of the address space`
+  }
+  if (kind === 'domain_suffix' && getPublicSuffix(value, { allowPrivateDomains: true }) === value) {
+    return `${value} is a public suffix: a domain_suffix entry for it would cover every domain registered under it`
+  }
+  return null
+}
 
 /** The public form of an entry. */
 function publicEntry (e: AllowEntry): object {
@@ -82,6 +105,8 @@ export function allowlistRoutes (app: FastifyInstance, deps: AllowlistRouteDeps)
     if (reason === '') throw new InvalidRequestError('reason must not be blank')
     const n = normalizeAllowValue(body.kind, body.value)
     if (!n.ok) throw new InvalidRequestError(`value is not a valid ${body.kind}: ${n.errors.join('; ')}`)
+    const broad = tooBroad(body.kind, n.value)
+    if (broad !== null) throw new InvalidRequestError(broad)
     let expiresAt: string | null = null
     if (body.expires_at !== undefined && body.expires_at !== null) {
       const ms = kIsoDateTime.test(body.expires_at) ? Date.parse(body.expires_at) : NaN
