@@ -41,6 +41,7 @@ export const kSuites = {
   http: [
     'dashboard/session.test.ts',
     'dashboard/sign-in-limits.test.ts',
+    'docs/permissions.test.ts',
     'http/allowlist.test.ts',
     'http/auth.test.ts',
     'http/body-fuzz.test.ts',
