@@ -25,7 +25,7 @@ const kLogOnly = {
 } as const
 
 /** Longest `source.*` string, in characters: each is stored in every history record of the request. */
-export const kMaxSourceString = 256
+const kMaxSourceString = 256
 
 const kSourceString = { type: 'string', maxLength: kMaxSourceString } as const
 

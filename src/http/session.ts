@@ -1,8 +1,9 @@
 /**
- * Dashboard sessions as a second way to call the management routes: a session cookie (HttpOnly, SameSite=Strict;
- * over HTTPS Secure and `__Host-` prefixed) names a session in the store; a state-changing call with a session must also carry the session's
- * CSRF token in X-CSRF-Token. The session stands in for a key of its tenant with the role's permissions: an analyst
- * has `mgmt`, an admin `mgmt` and `admin`. Verdict routes never accept a session (they are API-key only).
+ * Dashboard sessions as a second way to call the management routes: a session cookie (HttpOnly, SameSite=Strict; over
+ * HTTPS Secure and `__Host-` prefixed) names a session in the store; a state-changing call with a session must also
+ * carry the session's CSRF token in X-CSRF-Token. The session stands in for a key of its tenant with the role's
+ * permissions: an analyst has `mgmt`, an admin `mgmt` and `admin`. Verdict routes never accept a session (they are
+ * API-key only).
  */
 import type {} from '@fastify/cookie'
 import type { FastifyReply, FastifyRequest } from 'fastify'
@@ -14,7 +15,7 @@ export const kSessionCookie = 'iocv_session'
  * Its name over HTTPS: a `__Host-` cookie is accepted by browsers only when Secure, for path / and without a Domain,
  * so no other host (a sibling subdomain) and no plain-HTTP page can set or overwrite it (RFC 6265bis 4.1.3.2).
  */
-export const kSecureSessionCookie = `__Host-${kSessionCookie}`
+const kSecureSessionCookie = `__Host-${kSessionCookie}`
 
 /** The session cookie's name for a request: `__Host-` prefixed over HTTPS (directly or through a trusted proxy). */
 export function sessionCookie (req: FastifyRequest): string {

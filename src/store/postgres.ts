@@ -260,14 +260,6 @@ function wrapPgError (err: unknown, secrets: readonly string[]): StoreError {
 }
 
 /**
- * Plans a search (same choice as the SQLite store). Indicator filters (indicator_value, or indicator_type when
- * neither user_id nor apikey is given) scan an item index and join each item's request by primary key. Everything
- * else scans a request index newest first and, per request, its item range backwards (a LATERAL subquery with its
- * own ORDER BY, so the planner keeps it as an ordered index scan and needs no sort): within one date, request ids
- * and item ids are both insertion order, so this is the (date DESC, item id DESC) order of the item path, and the
- * same (date, item id) cursor serves both.
- */
-/**
  * Bytes past which a search row leaves a history text out (null) and the store reads it once on its own: every record
  * written under the request limits is far shorter; an older one may hold megabytes that each row would repeat.
  * octet_length reads a stored value's size without decompressing it.
@@ -278,6 +270,14 @@ function shortText (column: string): string {
   return `CASE WHEN octet_length(${column}) <= ${kLongText} THEN ${column} END`
 }
 
+/**
+ * Plans a search (same choice as the SQLite store). Indicator filters (indicator_value, or indicator_type when
+ * neither user_id nor apikey is given) scan an item index and join each item's request by primary key. Everything
+ * else scans a request index newest first and, per request, its item range backwards (a LATERAL subquery with its
+ * own ORDER BY, so the planner keeps it as an ordered index scan and needs no sort): within one date, request ids
+ * and item ids are both insertion order, so this is the (date DESC, item id DESC) order of the item path, and the
+ * same (date, item id) cursor serves both.
+ */
 function buildSearch (s: string, tenant: string, f: ValidFilters, cursor: Cursor | null, limit: number): { sql: string, params: unknown[] } {
   const params: unknown[] = []
   const p = (value: unknown): string => {
