@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto'
 import { STATUS_CODES, type ServerResponse } from 'node:http'
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
+import type { Socket } from 'node:net'
 import { join } from 'node:path'
 import cookie from '@fastify/cookie'
 import { kProjectRoot, type Config } from './config.ts'
@@ -81,8 +82,6 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     // headers within headersTimeout; Node checks both every second instead of its default 30 s.
     requestTimeout: config.requestTimeoutMs,
     keepAliveTimeout: config.keepAliveTimeoutMs,
-    // Socket inactivity: an answer whose client reads nothing (its buffers held in memory) is cut after this.
-    connectionTimeout: config.sendTimeoutMs,
     http: { headersTimeout: config.headersTimeoutMs, requestTimeout: config.requestTimeoutMs, connectionsCheckingInterval: kConnectionsCheckMs },
     // Errors of Node's HTTP parser (431, 414, 408, malformed requests) get the documented body too.
     clientErrorHandler,
@@ -142,6 +141,13 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     done()
   })
   app.addHook('onSend', (req, reply, payload, done) => {
+    // An answer whose client reads nothing (its buffers held in memory) is cut once nothing has moved on its
+    // connection for sendTimeoutMs. Armed here, as the answer starts, and not for the whole connection: a socket
+    // timeout running while a large bulk was still being scored cut it before any answer (Node's server sets the
+    // socket's timeout back to server.timeout, 0 here, when the next request arrives, and to keepAliveTimeout once
+    // an answer is finished).
+    const socket = req.raw.socket as Socket | null
+    if (typeof socket?.setTimeout === 'function') socket.setTimeout(config.sendTimeoutMs)
     if (closing) reply.header('connection', 'close')
     // No answer is to be sniffed into another type; API answers (keys, session tokens, verdicts) are never cached.
     reply.header('x-content-type-options', 'nosniff')
