@@ -48,7 +48,7 @@ test('an analyst marks a false positive, allowlists it from the lookup, reviews 
   await svc.store.accounts.createUser({ tenant: 'soc-a', username: 'ana', role: 'analyst', password: kPassword })
   await svc.store.accounts.createUser({ tenant: 'soc-b', username: 'bo', role: 'analyst', password: kPassword })
   // Tenant B's own feedback and allowlist entry, made with its key: ana must never see them.
-  const keyB = await svc.makeKey(['mgmt'], { tenant: 'soc-b' })
+  const keyB = await svc.makeKey(['mgmt', 'verdict'], { tenant: 'soc-b' })
   const headersB = { 'x-api-key': keyB }
   assert.equal((await svc.app.inject({ method: 'POST', url: '/api/v2/mgmt/feedback', headers: headersB, payload: { indicator: { value: '198.51.100.23' }, verdict: 'true_positive', note: 'tenant-b-note' } })).statusCode, 201)
   assert.equal((await svc.app.inject({ method: 'POST', url: '/api/v2/mgmt/allowlist', headers: headersB, payload: { kind: 'domain', value: 'tenant-b-only.example', reason: 'tenant-b-reason' } })).statusCode, 201)
@@ -140,6 +140,8 @@ test('an analyst marks a false positive, allowlists it from the lookup, reviews 
   await form.getByLabel('Expires on (UTC, optional)').fill(new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 10))
   await form.getByLabel('Reason').press('Enter')
   await page.getByRole('status').filter({ hasText: 'Added 198.51.100.0/24' }).waitFor()
+  // The status is shown as the list is read again: wait for the new row rather than count at once.
+  await alRows.nth(1).waitFor()
   assert.equal(await alRows.count(), 2)
   assert.match((await alRows.nth(1).textContent()) ?? '', /CIDR block.*198\.51\.100\.0\/24.*lab range/)
 
@@ -151,6 +153,7 @@ test('an analyst marks a false positive, allowlists it from the lookup, reviews 
   await alRows.nth(1).waitFor()
   await page.getByRole('button', { name: 'Remove 198.51.100.0/24' }).click()
   await page.getByRole('status').filter({ hasText: 'Removed 198.51.100.0/24' }).waitFor()
+  await page.getByRole('button', { name: 'Remove 198.51.100.0/24' }).waitFor({ state: 'detached' })
   assert.equal(await alRows.count(), 1)
   const unlisted = await lookUp(page, '198.51.100.23')
   assert.notEqual(unlisted.category, 'allowlisted')

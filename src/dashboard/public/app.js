@@ -297,11 +297,12 @@ $('#allow-form').addEventListener('submit', async (ev) => {
   showError('')
   try {
     const e = await api('POST', '/api/v2/mgmt/allowlist', allowBody($('#al-kind').value, $('#al-value').value, $('#al-reason').value, $('#al-expires').value))
-    $('#allow-status').textContent = `Added ${e.value} (${kKindNames[e.kind] ?? e.kind}).`
     $('#al-value').value = ''
     $('#al-reason').value = ''
     $('#al-expires').value = ''
     await loadAllowlist(false)
+    // Announced once the list shows the new entry, so what the status says is on the page.
+    $('#allow-status').textContent = `Added ${e.value} (${kKindNames[e.kind] ?? e.kind}).`
   } catch (err) {
     showError(err.message)
   }
