@@ -60,22 +60,32 @@ async function serve (config: Readonly<Config>): Promise<void> {
   const { startService } = await import('./service.ts')
   const svc = await startService(config)
   const { app, logger } = svc
-  await app.listen({ host: config.host, port: config.port })
+  try {
+    await app.listen({ host: config.host, port: config.port })
+  } catch (e) {
+    // The port is taken (or the host is not ours): every part started is closed before the error ends the process.
+    await app.close().catch(() => {})
+    throw e
+  }
   let stopping = false
   // A signal drains and exits 0; a fault (an exception or rejection nothing caught) drains the same way, then exits 1,
   // so a supervisor restarts the service with every acknowledged request recorded. Written by hand rather than with
   // close-with-grace, which treats SIGHUP as a shutdown: here SIGHUP reloads the intel.
   let exitCode = 0
+  // Stops everything now and exits 1. Every answered request's history is in the journal already; the next start
+  // writes what the store lacks. The store and the history writer's database are closed before the exit.
+  const abort = (reason: Error): void => {
+    const exit = (): never => process.exit(1)
+    svc.destroy(reason).then(exit, exit)
+    setTimeout(exit, 10_000).unref()
+  }
   const stop = (signal: string): void => {
     if (stopping) return
     stopping = true
     logger.info({ signal }, 'shutting down: draining requests, scoring and history')
     const timer = setTimeout(() => {
       logger.error('shutdown timed out; exiting now (history not yet in the store stays in the journal for the next start)')
-      // Every answered request's history is in the journal already; the next start writes what the store lacks.
-      const exit = (): never => process.exit(1)
-      svc.destroy(new Error('shutdown timed out')).then(exit, exit)
-      setTimeout(exit, 10_000).unref()
+      abort(new Error('shutdown timed out'))
     }, config.shutdownTimeoutMs)
     timer.unref()
     app.close().then(() => {
@@ -91,9 +101,10 @@ async function serve (config: Readonly<Config>): Promise<void> {
   const fault = (kind: string) => (err: unknown): void => {
     logger.fatal({ err }, `${kind}: draining and exiting with code 1`)
     exitCode = 1
-    // A second fault while draining ends the process at once; the history spool and journal keep what was written.
-    if (stopping) process.exit(1)
-    stop(kind)
+    // A second fault while draining ends the drain: the service stops now and the process exits 1 (the journal keeps
+    // what the store lacks).
+    if (stopping) abort(err instanceof Error ? err : new Error(String(err)))
+    else stop(kind)
   }
   process.on('uncaughtException', fault('uncaughtException'))
   process.on('unhandledRejection', fault('unhandledRejection'))

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import pg from 'pg'
 import { tmpdir } from 'node:os'
@@ -182,4 +182,32 @@ export function contribution (s: ThreatSignal): number {
 /** A verdict's recommended actions, in order. */
 export function actions (v: Verdict): string[] {
   return v.recommended_actions.map((a) => a.action)
+}
+
+/** The preload that logs every SQLite database opened and closed (test/fixtures/sqlite-open-log.cjs). */
+export const kSqliteOpenLog = join(import.meta.dirname, 'fixtures', 'sqlite-open-log.cjs')
+
+/** A database a thread opened and never closed, from a log written by kSqliteOpenLog. */
+export interface LeftOpen { pid: number, thread: number, path: string }
+
+/** The databases of a kSqliteOpenLog log that were opened and never closed (an empty or missing log: none). */
+export function sqliteLeftOpen (logPath: string): { opened: number, left: LeftOpen[] } {
+  let text = ''
+  try {
+    text = readFileSync(logPath, 'utf8')
+  } catch {}
+  const open = new Map<string, LeftOpen>()
+  let opened = 0
+  for (const line of text.split('\n')) {
+    const m = /^(\d+) (\d+) (open|close) (\d+) (.*)$/.exec(line)
+    if (m === null) continue
+    const key = `${m[1] as string} ${m[2] as string} ${m[4] as string}`
+    if (m[3] === 'open') {
+      opened++
+      open.set(key, { pid: Number(m[1]), thread: Number(m[2]), path: m[5] as string })
+    } else {
+      open.delete(key)
+    }
+  }
+  return { opened, left: [...open.values()] }
 }

@@ -13,7 +13,7 @@
  */
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { parentPort, workerData } from 'node:worker_threads'
-import { openStore, partRows, type HistoryPart, type HistoryRow, type Store, type StoreOptions } from '../src/store/index.ts'
+import { openStore, partRows, SqliteStore, type HistoryPart, type HistoryRow, type Store, type StoreOptions } from '../src/store/index.ts'
 import { historyParts } from '../src/history/codec.ts'
 import { JournalReader } from '../src/history/journal-reader.ts'
 import { Spool } from '../src/history/spool.ts'
@@ -246,6 +246,13 @@ port.on('message', (msg: HistoryMessage) => {
       })()
       break
   }
+})
+
+// A thread that ends any other way (an exception nothing caught) closes its SQLite database here, synchronously (no
+// promise settles in an 'exit' handler): left open, it would be closed by better-sqlite3's cleanup while the thread is
+// torn down. The main thread terminates this thread only after 'closed' or 'stopped', which close the store first.
+process.once('exit', () => {
+  if (store instanceof SqliteStore) store.closeSync()
 })
 
 // Ready at once: requests journal their history whatever the store's state. Then open the store and replay what the

@@ -339,8 +339,10 @@ export class SqliteStore implements Store {
     if (options === null || typeof options !== 'object' || typeof options.path !== 'string' || options.path === '') {
       throw new StoreError('INVALID_OPTIONS', 'SqliteStore needs a path (a file or :memory:)')
     }
+    let db: Database.Database | null = null
     try {
-      this.#db = new Database(options.path)
+      db = new Database(options.path)
+      this.#db = db
       // Only takes effect on a new, empty file (before WAL is set): 16 history items per page instead of 8, and
       // index pages that hold twice the entries. Measured ~7% cheaper history ingest than 4 KiB pages.
       this.#db.pragma('page_size = 8192')
@@ -357,6 +359,9 @@ export class SqliteStore implements Store {
       this.#db.pragma('wal_autocheckpoint = 5000')
       this.#db.pragma('journal_size_limit = 67108864')
     } catch (err) {
+      // A file that is not a database opens and fails at the first pragma: the handle is closed here, not left to
+      // better-sqlite3's cleanup when the thread ends.
+      db?.close()
       throw wrap(err)
     }
   }
@@ -891,11 +896,17 @@ export class SqliteStore implements Store {
     }
   }
 
-  /** Closes the connection; idempotent. */
+  /** Closes the connection (every statement prepared on it is finalized with it); idempotent. */
   async close (): Promise<void> {
+    this.closeSync()
+  }
+
+  /** close(), synchronously: for a thread's 'exit' handler, where no promise settles any more. */
+  closeSync (): void {
     if (this.#closed) return
     this.#closed = true
     this.#searchCache.clear()
+    this.#accountsStatements.clear()
     this.#stmts = null
     this.#db.close()
   }
