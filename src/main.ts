@@ -17,7 +17,8 @@ const kUsage = `usage: ioc-verdict <command>
   serve                                  run the service (default)
   keys create --tenant T --permissions verdict,verdict_bulk[,mgmt,admin] [--quota N]
               [--rate-limit N] [--expires-at ISO-8601] [--allowed-cidrs CIDR,...]
-                                         create a key; prints the key alone on stdout
+                                         create a key; prints the key alone on stdout, and
+                                         ready-to-paste curl commands with it on stderr
   keys list                              list keys (never secrets)
   users create --tenant T --username U [--role analyst|admin] --password-stdin
                                          create a dashboard user; the password is read from stdin
@@ -119,20 +120,17 @@ async function serve (config: Readonly<Config>): Promise<void> {
   // its handler is registered ends the process without a drain.
   const addr = app.server.address()
   const port = typeof addr === 'object' && addr !== null ? addr.port : config.port
-  const base = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`
-  err(`ioc-verdict listening on ${base}`)
-  if (svc.bootstrapKey !== null) {
+  err(`ioc-verdict listening on http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`)
+  const [{ tryItLines, localUrl }, { PERMISSIONS }] = await Promise.all([import('./cli/try-it.ts'), import('./store/index.ts')])
+  const key = svc.bootstrapKey === null ? null : { key: svc.bootstrapKey, permissions: PERMISSIONS }
+  if (key !== null) {
     err('')
     err('First start: created a bootstrap API key with every permission. It is shown only this once:')
-    err(`  ${svc.bootstrapKey}`)
+    err(`  ${key.key}`)
   }
   err('')
-  err('Try it:')
-  err(`  curl -s ${base}/api/v2/ioc/health`)
-  err(`  curl -s -X POST ${base}/api/v2/ioc/verdict -H 'content-type: application/json' -H 'x-api-key: <KEY>' \\`)
-  err('       -d \'{"indicator":{"value":"198.51.100.23"},"signal_details":"all"}\'')
-  err(`  curl -s -X POST ${base}/api/v2/ioc/verdict/bulk -H 'content-type: application/json' -H 'x-api-key: <KEY>' \\`)
-  err('       -d \'{"indicators":[{"type":"domain","value":"example[.]com"},{"value":"8.8.8.8"}]}\'')
+  err(key === null ? 'Try it (ready to paste, with a key in IOCV_KEY):' : 'Try it (ready to paste, with that key):')
+  for (const line of tryItLines(localUrl(config.host, port), key)) err(line)
   err('New keys: npx ioc-verdict keys create --tenant <T> --permissions verdict,verdict_bulk')
 }
 
@@ -181,6 +179,12 @@ async function keys (config: Readonly<Config>, args: string[]): Promise<number> 
       })
       err(`created key ${created.record.id} for tenant ${created.record.tenant} (${created.record.permissions.join(',')}); it is shown only once:`)
       out(created.key)
+      // The key alone is on stdout (scripts capture it); these lines on stderr carry it too, for a person to paste.
+      const { tryItLines, localUrl } = await import('./cli/try-it.ts')
+      const url = localUrl(config.host, config.port)
+      err('')
+      err(`Try it (ready to paste, for the service at ${url}):`)
+      for (const line of tryItLines(url, { key: created.key, permissions: created.record.permissions })) err(line)
       return 0
     }
     if (sub === 'list') {
