@@ -1,7 +1,8 @@
 /**
  * Builds the container image from Containerfile with podman and checks it as an operator would run it: it starts
  * warm (the snapshot compiled at build time), turns ready on /readyz (and its HEALTHCHECK passes), scores a bulk,
- * stops on SIGTERM with exit code 0 after a clean drain, and a new container on the same volume keeps the history.
+ * stops on SIGTERM with exit code 0 after a clean drain, and a new container on the same volume (with a read-only root
+ * file system) keeps the history and reloads its intel.
  *
  *   npm run test:image -- [--base IMAGE] [--mirror URL] [--keep]
  *
@@ -164,11 +165,11 @@ say(`built ${kImage} in ${buildSeconds.toFixed(0)} s, ${(size / 1e6).toFixed(0)}
 
 const volume = `${kTag}-data`
 const containers: string[] = []
-const start = async (n: number): Promise<{ name: string, base: string, readyMs: number }> => {
+const start = async (n: number, options: string[] = []): Promise<{ name: string, base: string, readyMs: number }> => {
   const name = `${kTag}-${n}`
   const port = await freePort()
   containers.push(name)
-  await podman(flags, ['run', '--detach', '--name', name, ...limits, '--publish', `127.0.0.1:${port}:8080`, '--volume', `${volume}:/data`, kImage])
+  await podman(flags, ['run', '--detach', '--name', name, ...limits, ...options, '--publish', `127.0.0.1:${port}:8080`, '--volume', `${volume}:/data`, kImage])
   const url = `http://127.0.0.1:${port}`
   return { name, base: url, readyMs: await ready(url, name, flags) }
 }
@@ -210,8 +211,9 @@ try {
   assert.doesNotMatch(stopped.stdout, /shutdown timed out|"level":50|"level":60/, 'no error while draining')
   say(`SIGTERM: exit 0 after a clean drain, in ${(stopped.ms / 1000).toFixed(1)} s`)
 
-  // Second container on the same volume: the data survived.
-  const second = await start(2)
+  // Second container on the same volume, with a read-only root file system: the data survived, and an intel reload
+  // works (a cache it cannot write costs nothing but a later compile).
+  const second = await start(2, ['--read-only'])
   const secondLogs = await run('podman', [...flags, 'logs', second.name])
   assert.doesNotMatch(secondLogs.stderr, /First start/, 'keys are on the volume: no new bootstrap key')
   const search = await request(`${second.base}/api/v2/mgmt/enrich-logs/search-history?limit=1000`, { headers: { 'x-api-key': key } })
@@ -219,9 +221,14 @@ try {
   assert.equal(search.statusCode, 200, JSON.stringify(page))
   const kept = page.results.filter((r) => r.request_id === 'image-test-bulk').map((r) => r.indicator.value).sort()
   assert.deepEqual(kept, indicators.map((i) => i.value).sort(), 'every indicator of the bulk is in history after the restart')
+  const reload = await request(`${second.base}/api/v2/mgmt/intel/reload`, { method: 'POST', headers: { 'x-api-key': key } })
+  const reloaded = await reload.body.json() as { version?: string }
+  assert.equal(reload.statusCode, 200, JSON.stringify(reloaded))
   const again = await sigterm(second.name, flags)
   assert.equal(again.code, 0)
-  say(`restart on the same volume: ready in ${(second.readyMs / 1000).toFixed(1)} s, the bulk's ${kept.length} history records kept; exit 0 on SIGTERM`)
+  assert.doesNotMatch(again.stdout, /"level":(50|60)/)
+  say(`restart on the same volume with a read-only root: ready in ${(second.readyMs / 1000).toFixed(1)} s, the bulk's ${kept.length} ` +
+    `history records kept, intel reloaded (${reloaded.version ?? '?'}); exit 0 on SIGTERM`)
   say('ok')
 } finally {
   for (const name of containers) await run('podman', [...flags, 'rm', '--force', name])
