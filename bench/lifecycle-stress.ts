@@ -12,7 +12,6 @@
  * other exit codes, aborts, other signals, databases left open, and the median and slowest wall time. Exits 1 when
  * any process ended otherwise than expected.
  */
-import { execFile } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
@@ -20,15 +19,14 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { request } from 'undici'
 import { kSqliteOpenLog, sqliteLeftOpen } from '../test/helper.ts'
-import { spawnServe, ServeStartError, type Exit } from '../test/fixtures/serve-process.ts'
+import { runCli, spawnServe, ServeStartError, type Exit } from '../test/fixtures/serve-process.ts'
 
 const { values } = parseArgs({ options: { runs: { type: 'string', default: '50' }, pool: { type: 'string', default: '2' } }, strict: true })
 const kRuns = Number(values.runs)
-const kRoot = join(import.meta.dirname, '..')
 if (!Number.isSafeInteger(kRuns) || kRuns < 1) throw new Error('--runs must be a positive integer')
 
 const work = mkdtempSync(join(tmpdir(), 'iocv-lifecycle-'))
-const env = { PATH: process.env.PATH ?? '', IOC_DATA_DIR: join(work, 'data'), IOC_POOL_SIZE: String(values.pool), IOC_LOG_LEVEL: 'info' }
+const env = { IOC_DATA_DIR: join(work, 'data'), IOC_POOL_SIZE: String(values.pool), IOC_LOG_LEVEL: 'info' }
 
 interface Outcome { exit: Exit | null, ms: number, leftOpen: number, note: string | null }
 const outcomes = new Map<string, Outcome[]>()
@@ -50,11 +48,8 @@ async function record (kind: string, run: (log: string) => Promise<{ exit: Exit 
 }
 
 async function cli (args: string[], log: string): Promise<{ exit: Exit, stdout: string, stderr: string }> {
-  return await new Promise((resolve) => {
-    const child = execFile(process.execPath, ['--require', kSqliteOpenLog, join(kRoot, 'bin', 'ioc-verdict.js'), ...args], {
-      cwd: kRoot, env: { ...env, SQLITE_OPEN_LOG: log }, maxBuffer: 64 * 1024 * 1024
-    }, (_err, stdout, stderr) => resolve({ exit: { code: child.exitCode, signal: child.signalCode }, stdout, stderr }))
-  })
+  const r = await runCli(args, { env: { ...env, SQLITE_OPEN_LOG: log }, nodeArgs: ['--require', kSqliteOpenLog] })
+  return { exit: { code: r.code, signal: r.signal }, stdout: r.stdout, stderr: r.stderr }
 }
 
 let key: string | null = null

@@ -20,11 +20,11 @@
 import assert from 'node:assert/strict'
 import { execFile, spawn } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, renameSync, statSync } from 'node:fs'
-import { createServer, type AddressInfo } from 'node:net'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { request } from 'undici'
+import { freePort } from '../test/fixtures/serve-process.ts'
 
 const { values } = parseArgs({
   options: { base: { type: 'string' }, mirror: { type: 'string', default: 'http://deb.debian.org/debian' }, keep: { type: 'boolean' } },
@@ -110,14 +110,6 @@ async function runtimeFlags (base: string, limits: string[]): Promise<string[]> 
     return ['--runtime', 'runc']
   }
   throw new Error(`podman cannot run a container here: default runtime: ${why}; runc: ${runc.stderr.trim().split('\n').pop() ?? ''}`)
-}
-
-async function freePort (): Promise<number> {
-  const s = createServer().listen(0, '127.0.0.1')
-  await new Promise((resolve) => s.once('listening', resolve))
-  const { port } = s.address() as AddressInfo
-  await new Promise((resolve) => s.close(resolve))
-  return port
 }
 
 /** Waits until GET /readyz answers 200; returns the milliseconds waited. */

@@ -120,8 +120,8 @@ async function serve (config: Readonly<Config>): Promise<void> {
   // its handler is registered ends the process without a drain.
   const addr = app.server.address()
   const port = typeof addr === 'object' && addr !== null ? addr.port : config.port
-  err(`ioc-verdict listening on http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`)
-  const [{ tryItLines, localUrl }, { PERMISSIONS }] = await Promise.all([import('./cli/try-it.ts'), import('./store/index.ts')])
+  const [{ httpUrl, tryItLines, localUrl }, { PERMISSIONS }] = await Promise.all([import('./cli/try-it.ts'), import('./store/index.ts')])
+  err(`ioc-verdict listening on ${httpUrl(config.host, port)}`)
   const key = svc.bootstrapKey === null ? null : { key: svc.bootstrapKey, permissions: PERMISSIONS }
   if (key !== null) {
     err('')

@@ -4,13 +4,17 @@
  * its permissions allow are shown; without one (a later start), they read it from $IOCV_KEY.
  */
 
-/** The address a local client reaches a service listening on `host`:`port` at (a wildcard host means this host). */
-export function localUrl (host: string, port: number): string {
-  const h = host === '0.0.0.0' || host === '' ? '127.0.0.1' : host === '::' ? '::1' : host
-  return `http://${h.includes(':') ? `[${h}]` : h}:${port}`
+/** The URL of `host`:`port` (an IPv6 address in brackets). */
+export function httpUrl (host: string, port: number): string {
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`
 }
 
-/** The example bodies (the README's, so what is printed matches what is documented). */
+/** The address a local client reaches a service listening on `host`:`port` at (a wildcard host means this host). */
+export function localUrl (host: string, port: number): string {
+  return httpUrl(host === '0.0.0.0' || host === '' ? '127.0.0.1' : host === '::' ? '::1' : host, port)
+}
+
+/** Example bodies: an address three sample feeds list, then a defanged domain and a public resolver. */
 const kSingleBody = '{"indicator":{"value":"198.51.100.23"},"signal_details":"all"}'
 const kBulkBody = '{"indicators":[{"type":"domain","value":"example[.]com"},{"value":"8.8.8.8"}]}'
 

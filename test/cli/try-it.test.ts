@@ -6,30 +6,17 @@
  */
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
-import { once } from 'node:events'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { kTestIntelCache } from '../helper.ts'
-import { spawnServe } from '../fixtures/serve-process.ts'
+import { freePort, runCli, spawnServe } from '../fixtures/serve-process.ts'
 
-const kRoot = join(import.meta.dirname, '..', '..')
-
-/** A port free now (the service is started on it, so that `keys create` prints the same address). */
-async function freePort (): Promise<number> {
-  const s = createServer().listen(0, '127.0.0.1')
-  await once(s, 'listening')
-  const { port } = s.address() as AddressInfo
-  s.close()
-  await once(s, 'close')
-  return port
-}
-
-async function run (file: string, args: string[], env: Record<string, string>): Promise<{ code: number | null, stdout: string, stderr: string }> {
+/** Runs a shell command line, as a person pasting it would. */
+async function sh (line: string, env: Record<string, string> = {}): Promise<{ code: number | null, stdout: string, stderr: string }> {
   return await new Promise((resolve) => {
-    const child = execFile(file, args, { cwd: kRoot, env: { PATH: process.env.PATH, ...env } }, (_err, stdout, stderr) => {
+    const child = execFile('/bin/sh', ['-c', line], { env: { PATH: process.env.PATH, ...env } }, (_err, stdout, stderr) => {
       resolve({ code: child.exitCode, stdout, stderr })
     })
   })
@@ -56,7 +43,7 @@ function commands (text: string, heading: string): string[] {
 async function paste (cmds: string[], env: Record<string, string> = {}): Promise<Map<string, Record<string, unknown>>> {
   const answers = new Map<string, Record<string, unknown>>()
   for (const cmd of cmds) {
-    const r = await run('/bin/sh', ['-c', cmd], env)
+    const r = await sh(cmd, env)
     assert.equal(r.code, 0, `${cmd}\n${r.stderr}`)
     const body = JSON.parse(r.stdout) as Record<string, unknown>
     assert.equal(body.code, undefined, `${cmd}\n${r.stdout}`)
@@ -67,7 +54,7 @@ async function paste (cmds: string[], env: Record<string, string> = {}): Promise
 }
 
 test('the commands a first start, keys create and a later start print work when pasted into a shell', { timeout: 180_000 }, async (t) => {
-  const curl = await run('/bin/sh', ['-c', 'command -v curl'], {})
+  const curl = await sh('command -v curl')
   assert.equal(curl.code, 0, 'curl is installed (the commands are curl commands)')
   const dir = mkdtempSync(join(tmpdir(), 'iocv-try-it-'))
   t.after(() => rmSync(dir, { recursive: true, force: true }))
@@ -86,7 +73,7 @@ test('the commands a first start, keys create and a later start print work when 
   assert.ok(Array.isArray(answers.get('/api/v2/mgmt/enrich-logs/search-history')?.results))
 
   // A key made by the CLI while the service runs: its lines show only what it may call.
-  const made = await run(process.execPath, [join(kRoot, 'bin', 'ioc-verdict.js'), 'keys', 'create', '--tenant', 'acme', '--permissions', 'verdict'], env)
+  const made = await runCli(['keys', 'create', '--tenant', 'acme', '--permissions', 'verdict'], { env })
   assert.equal(made.code, 0, made.stderr)
   const key = made.stdout.trim()
   assert.equal(made.stdout, `${key}\n`, 'stdout holds the key alone')

@@ -7,7 +7,6 @@
  * thread), which logs each database opened and closed.
  */
 import assert from 'node:assert/strict'
-import { execFile } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type AddressInfo } from 'node:net'
@@ -16,9 +15,8 @@ import { join } from 'node:path'
 import { test, type TestContext } from 'node:test'
 import { request } from 'undici'
 import { kSqliteOpenLog, kTestIntelCache, sqliteLeftOpen } from '../helper.ts'
-import { spawnServe, ServeStartError, type Exit } from '../fixtures/serve-process.ts'
+import { runCli, spawnServe, ServeStartError, type Exit } from '../fixtures/serve-process.ts'
 
-const kRoot = join(import.meta.dirname, '..', '..')
 const kFaultOnSigusr2 = join(import.meta.dirname, '..', 'fixtures', 'fault-on-sigusr2.mjs')
 const kFaultInHistory = join(import.meta.dirname, '..', 'fixtures', 'fault-in-history-thread.mjs')
 
@@ -36,11 +34,7 @@ function workspace (t: TestContext): { dir: string, log: string, env: Record<str
 
 /** Runs `ioc-verdict ...args` with the open/close log preloaded. */
 async function cli (args: string[], env: Record<string, string>): Promise<Exit & { stdout: string, stderr: string }> {
-  return await new Promise((resolve) => {
-    const child = execFile(process.execPath, ['--require', kSqliteOpenLog, join(kRoot, 'bin', 'ioc-verdict.js'), ...args], {
-      cwd: kRoot, env: { PATH: process.env.PATH, ...env }
-    }, (_err, stdout, stderr) => resolve({ code: child.exitCode, signal: child.signalCode, stdout, stderr }))
-  })
+  return await runCli(args, { env, nodeArgs: ['--require', kSqliteOpenLog] })
 }
 
 /** Starts serve, expecting it to fail before its banner; resolves to how it ended. */
