@@ -34,6 +34,7 @@ export const kSuites = {
     'intel/public-manifest.test.ts',
     'lint/import-rooms.test.ts',
     'pool/bulk-item.test.ts',
+    'pool/golden-answers.test.ts',
     'pool/verdict-cache.test.ts',
     'store/api-keys.test.ts',
     'store/history-rows.test.ts'
