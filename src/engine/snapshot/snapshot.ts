@@ -122,6 +122,19 @@ export interface RegistryFacts {
   listed: number
 }
 
+/** The registry range run announcing an address or a whole block (Snapshot.registryRun), reused by its caller. */
+export class RegistryRun {
+  version: 4 | 6 = 4
+  /** Indexes of the first and last range of the run in the version's range table. */
+  first = -1
+  last = -1
+  asn = 0
+  /** The AS's registry facts, or null when the registry does not know the AS. */
+  info: AsnInfo | null = null
+  /** First listing entry of the AS (as findAsn), or 0. */
+  listed = 0
+}
+
 /** A mapped snapshot. */
 export class Snapshot {
   readonly header: SnapshotHeader
@@ -312,20 +325,50 @@ export class Snapshot {
    * last address), null also when no one AS announces the whole block.
    */
   registryFacts (version: 4 | 6, words: ArrayLike<number>, last: ArrayLike<number> | null = null): RegistryFacts | null {
+    const run = new RegistryRun()
+    if (!this.registryRun(version, words, last, run)) return null
+    return { asn: run.asn, info: run.info, range: this.registryRange(run), listed: run.listed }
+  }
+
+  /**
+   * registryFacts into a run the caller reuses, without the range's text (registryRange, or registryV4Bounds, make
+   * it when it is written): false when no range (no one AS, for a block) holds the address.
+   */
+  registryRun (version: 4 | 6, words: ArrayLike<number>, last: ArrayLike<number> | null, out: RegistryRun): boolean {
     const r = version === 4 ? this.asn4 : this.asn6
     const values = version === 4 ? this.asn4v : this.asn6v
     const i = r.find(words)
-    if (i === -1) return null
+    if (i === -1) return false
     const j = last === null ? i : coveringRun(r, values, i, last)
-    if (j === -1) return null
+    if (j === -1) return false
     const asn = values[i] as number
-    const b = i * r.width
-    const e = j * r.width
-    const range = version === 4
-      ? `${formatIPv4(r.starts[i] as number)}-${formatIPv4(r.ends[j] as number)}`
-      : `${formatIPv6(Array.from(r.starts.subarray(b, b + 4)))}-${formatIPv6(Array.from(r.ends.subarray(e, e + 4)))}`
     const facts = this.asnFacts(asn)
-    return { asn, info: facts.info, range, listed: facts.listed }
+    out.version = version
+    out.first = i
+    out.last = j
+    out.asn = asn
+    out.info = facts.info
+    out.listed = facts.listed
+    return true
+  }
+
+  /** The announcing range of a run as `first-last`. */
+  registryRange (run: RegistryRun): string {
+    const r = run.version === 4 ? this.asn4 : this.asn6
+    if (run.version === 4) return `${formatIPv4(r.starts[run.first] as number)}-${formatIPv4(r.ends[run.last] as number)}`
+    const b = run.first * 4
+    const e = run.last * 4
+    return `${formatIPv6(Array.from(r.starts.subarray(b, b + 4)))}-${formatIPv6(Array.from(r.ends.subarray(e, e + 4)))}`
+  }
+
+  /** First address of an IPv4 run's range (uint32). */
+  registryV4First (run: RegistryRun): number {
+    return this.asn4.starts[run.first] as number
+  }
+
+  /** Last address of an IPv4 run's range (uint32). */
+  registryV4Last (run: RegistryRun): number {
+    return this.asn4.ends[run.last] as number
   }
 
   private asnFacts (asn: number): { info: AsnInfo | null, listed: number } {

@@ -1,0 +1,250 @@
+/**
+ * threat_context: the facts about an indicator that do not weigh (its network, AS and country, its name's parts) and
+ * the summary of its listings. One function (writeContext) says which members it has and in which order, and writes
+ * them through a MemberWriter: the object the full assessment carries (ObjectWriter, here), or bytes in the answer's
+ * format (the chunk writers', src/pool), so that every form holds the same members in the same order.
+ *
+ * Member order per type (then the listing members: listed_by, known_good_by, threat_labels, first_seen, last_seen):
+ *   ip        ip_version, [asn, as_org, registry_range], [country, country_name]
+ *   ip_block  ip_version, network, prefix_length, [asn, as_org, registry_range], [country, country_name]
+ *   domain    registrable_domain, public_suffix, subdomain, private_suffix, [unicode]
+ *   sha256    hash_algorithm
+ *   asn       asn, as_org, ipv4_ranges, ipv6_ranges
+ */
+import type { IndicatorType } from './types.ts'
+import { formatIPv4 } from './normalize/ip.ts'
+import { RegistryRun, type AsnInfo, type Snapshot } from './snapshot/snapshot.ts'
+
+/**
+ * Where writeContext writes an object's members. A writer may keep the bytes of a fact group (reuse/keep): a group is
+ * a run of members that depends only on its number (an AS number and its organisation, a country), so a byte writer
+ * writes it once per thread and copies it afterwards.
+ */
+export interface MemberWriter {
+  /** Starts an object of `members` members. */
+  open: (members: number) => void
+  /** The next member's name. */
+  key: (name: string) => void
+  str: (s: string | null) => void
+  num: (n: number) => void
+  bool: (b: boolean) => void
+  /** An array of strings. */
+  strs: (list: readonly string[]) => void
+  /** The text `first-last` of two IPv4 addresses (uint32). */
+  v4Range: (first: number, last: number) => void
+  /** Ends the object. */
+  close: () => void
+  /** True when the writer wrote the members it keeps for `group` (skip them); else they follow, then keep(group). */
+  reuse: (group: number) => boolean
+  /** Keeps the members written since reuse(group) returned false. */
+  keep: (group: number) => void
+}
+
+/** Fact groups: number = value * 4 + kind. */
+const kGroupAsOrg = 0
+const kGroupCountry = 1
+const kGroupAsnFacts = 2
+/** The listing members of an indicator no list names. */
+const kGroupNoListing = 3
+
+/** What a listing summary says (context members after the facts). */
+export interface Listing {
+  listedBy: readonly string[]
+  knownGoodBy: readonly string[]
+  labels: readonly string[]
+  firstSeen: string | null
+  lastSeen: string | null
+}
+
+/** The listing summary of an indicator no list names: shared, frozen. */
+export const kNoListing: Listing = Object.freeze({
+  listedBy: Object.freeze([]),
+  knownGoodBy: Object.freeze([]),
+  labels: Object.freeze([]),
+  firstSeen: null,
+  lastSeen: null
+})
+
+/**
+ * The context facts of one indicator, as collected (collect.ts): one object per thread, overwritten by each
+ * indicator, so collecting them allocates nothing.
+ */
+export class ContextFacts {
+  type: IndicatorType = 'ip'
+  /** ip, ip_block. */
+  ipVersion: 4 | 6 = 4
+  /** ip_block: the block (normalized) and its prefix length. */
+  network = ''
+  prefixLength = 0
+  /** ip, ip_block: the registry's announcing range and AS, when `hasRegistry`. */
+  hasRegistry = false
+  readonly registry = new RegistryRun()
+  /** ip, ip_block: the country's code, or null. */
+  country: string | null = null
+  /** domain. */
+  registrable: string | null = null
+  suffix: string | null = null
+  subdomain: string | null = null
+  privateSuffix = false
+  unicode: string | null = null
+  /** asn. */
+  asn = 0
+  asnInfo: AsnInfo | null = null
+
+  /** Starts the facts of an indicator of `type`: every optional fact absent. */
+  reset (type: IndicatorType): void {
+    this.type = type
+    this.hasRegistry = false
+    this.country = null
+    this.unicode = null
+  }
+}
+
+/** Writes an indicator's threat_context: its facts, then `listing` (kNoListing for an indicator no list names). */
+export function writeContext (f: ContextFacts, listing: Listing, snap: Snapshot, w: MemberWriter): void {
+  switch (f.type) {
+    case 'ip':
+    case 'ip_block': {
+      const block = f.type === 'ip_block'
+      w.open(6 + (block ? 2 : 0) + (f.hasRegistry ? 3 : 0) + (f.country !== null ? 2 : 0))
+      w.key('ip_version')
+      w.num(f.ipVersion)
+      if (block) {
+        w.key('network')
+        w.str(f.network)
+        w.key('prefix_length')
+        w.num(f.prefixLength)
+      }
+      if (f.hasRegistry) {
+        const run = f.registry
+        const group = run.asn * 4 + kGroupAsOrg
+        if (!w.reuse(group)) {
+          w.key('asn')
+          w.num(run.asn)
+          w.key('as_org')
+          w.str(run.info?.org ?? null)
+          w.keep(group)
+        }
+        w.key('registry_range')
+        if (run.version === 4) w.v4Range(snap.registryV4First(run), snap.registryV4Last(run))
+        else w.str(snap.registryRange(run))
+      }
+      if (f.country !== null) {
+        const group = (f.country.charCodeAt(0) << 16 | f.country.charCodeAt(1)) * 4 + kGroupCountry
+        if (!w.reuse(group)) {
+          w.key('country')
+          w.str(f.country)
+          w.key('country_name')
+          w.str(countryName(f.country))
+          w.keep(group)
+        }
+      }
+      break
+    }
+    case 'domain':
+      w.open(9 + (f.unicode !== null ? 1 : 0))
+      w.key('registrable_domain')
+      w.str(f.registrable)
+      w.key('public_suffix')
+      w.str(f.suffix)
+      w.key('subdomain')
+      w.str(f.subdomain)
+      w.key('private_suffix')
+      w.bool(f.privateSuffix)
+      if (f.unicode !== null) {
+        w.key('unicode')
+        w.str(f.unicode)
+      }
+      break
+    case 'file_hash_sha256':
+      w.open(6)
+      w.key('hash_algorithm')
+      w.str('sha256')
+      break
+    case 'asn': {
+      w.open(9)
+      const group = f.asn * 4 + kGroupAsnFacts
+      if (!w.reuse(group)) {
+        w.key('asn')
+        w.num(f.asn)
+        w.key('as_org')
+        w.str(f.asnInfo?.org ?? null)
+        w.key('ipv4_ranges')
+        w.num(f.asnInfo?.v4Ranges ?? 0)
+        w.key('ipv6_ranges')
+        w.num(f.asnInfo?.v6Ranges ?? 0)
+        w.keep(group)
+      }
+      break
+    }
+  }
+  if (listing !== kNoListing || !w.reuse(kGroupNoListing)) {
+    w.key('listed_by')
+    w.strs(listing.listedBy)
+    w.key('known_good_by')
+    w.strs(listing.knownGoodBy)
+    w.key('threat_labels')
+    w.strs(listing.labels)
+    w.key('first_seen')
+    w.str(listing.firstSeen)
+    w.key('last_seen')
+    w.str(listing.lastSeen)
+    if (listing === kNoListing) w.keep(kGroupNoListing)
+  }
+  w.close()
+}
+
+/** A MemberWriter that builds the object (what an assessment carries, and what its JSON text is made from). */
+class ObjectWriter implements MemberWriter {
+  out: Record<string, unknown> = {}
+  private name = ''
+
+  open (): void { this.out = {} }
+  key (name: string): void { this.name = name }
+  str (s: string | null): void { this.out[this.name] = s }
+  num (n: number): void { this.out[this.name] = n }
+  bool (b: boolean): void { this.out[this.name] = b }
+  strs (list: readonly string[]): void { this.out[this.name] = list }
+  v4Range (first: number, last: number): void { this.out[this.name] = `${formatIPv4(first)}-${formatIPv4(last)}` }
+  close (): void {}
+  reuse (): boolean { return false }
+  keep (): void {}
+}
+
+/** The threat_context object of an indicator's facts and listing summary. */
+export function contextObject (f: ContextFacts, listing: Listing, snap: Snapshot): Record<string, unknown> {
+  const w = new ObjectWriter()
+  writeContext(f, listing, snap, w)
+  return w.out
+}
+
+let regionNames: Intl.DisplayNames | undefined
+/** Names already looked up: Intl.DisplayNames.of is slow next to a scoring call, and codes are few (< 700). */
+const kCountryNames = new Map<string, string | null>()
+/** English country name for a two-letter code (memoized formatter and results: pure, not state). */
+export function countryName (cc: string): string | null {
+  let name = kCountryNames.get(cc)
+  if (name !== undefined) return name
+  regionNames ??= new Intl.DisplayNames(['en'], { type: 'region' })
+  try {
+    const n = regionNames.of(cc)
+    name = n === undefined || n === cc ? null : n
+  } catch {
+    name = null
+  }
+  kCountryNames.set(cc, name)
+  return name
+}
+
+/** Dates already formatted; days come from the snapshot only, so the map stays small. */
+const kDates = new Map<number, string>()
+/** The date (YYYY-MM-DD) of a snapshot day (days since the epoch + 1), null for 0 (unknown). */
+export function dayToDate (day: number): string | null {
+  if (day === 0) return null
+  let d = kDates.get(day)
+  if (d === undefined) {
+    d = new Date((day - 1) * 86_400_000).toISOString().slice(0, 10)
+    kDates.set(day, d)
+  }
+  return d
+}
