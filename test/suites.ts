@@ -33,6 +33,7 @@ export const kSuites = {
     'http/public-errors.test.ts',
     'intel/public-manifest.test.ts',
     'lint/import-rooms.test.ts',
+    'pool/answer-writers.test.ts',
     'pool/bulk-item.test.ts',
     'pool/golden-answers.test.ts',
     'pool/verdict-cache.test.ts',

@@ -173,7 +173,7 @@ function packShared (sink: ByteSink, v: unknown): boolean {
 }
 
 /** Writes a collection header: fix form below 16, then 16 or 32 bits (`fix`, `c16`, `c32` are the type bytes). */
-function packHeader (sink: ByteSink, n: number, fix: number, c16: number, c32: number): void {
+export function packHeader (sink: ByteSink, n: number, fix: number, c16: number, c32: number): void {
   if (n < 16) {
     sink.byte(fix | n)
   } else if (n < 0x10000) {
@@ -190,7 +190,7 @@ function packHeader (sink: ByteSink, n: number, fix: number, c16: number, c32: n
 }
 
 /** Packs a number as clientPackr does (useRecords false: positive integers below 128 are fixints). */
-function packNumber (sink: ByteSink, v: number): void {
+export function packNumber (sink: ByteSink, v: number): void {
   sink.reserve(9)
   const b = sink.buf
   const p = sink.len
@@ -243,7 +243,8 @@ function packNumber (sink: ByteSink, v: number): void {
 const kKeyBytes = new Map<string, Uint8Array>()
 const kMaxKeys = 1024
 
-function writePackedKey (sink: ByteSink, key: string): void {
+/** Writes a map key as clientPackr packs it, its bytes kept (kKeyBytes). */
+export function writePackedKey (sink: ByteSink, key: string): void {
   let bytes = kKeyBytes.get(key)
   if (bytes === undefined) {
     bytes = clientPackr.pack(key)
@@ -315,9 +316,12 @@ export function itemEnd (warnings: readonly string[]): string {
 /** The closing `}` of an item without warnings, as a byte. */
 export const kItemEndByte = 0x7d
 
+const kTailContext = ',"threat_context":'
+const kTailActions = ',"recommended_actions":'
+
 /** The members of a tail after scores: threat_context and recommended_actions, as JSON texts. */
 export function tailRest (threatContextJson: string, actionsJson: string): string {
-  return `,"threat_context":${threatContextJson},"recommended_actions":${actionsJson}`
+  return kTailContext + threatContextJson + kTailActions + actionsJson
 }
 
 /** The tail at any signal detail level, from the JSON texts of its members. */
@@ -333,6 +337,42 @@ export const kTailSignalsNone = ',"signals":[],"signal_count":0,"scores":'
 /** The tail at signal_details none (the bulk default): verdictTail with no signals. */
 export function noneTail (riskJson: string, scoresJson: string, rest: string): string {
   return kTailRisk + riskJson + kTailSignalsNone + scoresJson + rest
+}
+
+/** The bytes of a none tail around its threat_context, and where its risk and scores end in them (JSON). */
+export interface TailAround {
+  /** From the tail's start to the threat_context value (exclusive). */
+  head: Uint8Array
+  /** After the threat_context value to the tail's end. */
+  end: Uint8Array
+  /** End offsets of the risk's and the scores' JSON in `head` (JSON only; 0 in MessagePack). */
+  riskEnd: number
+  scoresEnd: number
+}
+
+/**
+ * The none tail of verdicts that share their risk, scores and actions (an unlisted indicator's, per profile and
+ * type) cut around threat_context, in JSON from the members' texts: head + the context's JSON + end is noneTail().
+ */
+export function jsonTailAround (riskJson: string, scoresJson: string, actionsJson: string): TailAround {
+  const head = Buffer.from(kTailRisk + riskJson + kTailSignalsNone + scoresJson + kTailContext)
+  const riskEnd = Buffer.byteLength(kTailRisk + riskJson)
+  return { head, end: Buffer.from(kTailActions + actionsJson), riskEnd, scoresEnd: riskEnd + Buffer.byteLength(kTailSignalsNone + scoresJson) }
+}
+
+/** jsonTailAround in MessagePack, from the members (plain data): head + the packed context + end is packedNoneTail(). */
+export function packedTailAround (risk: unknown, scores: unknown, actions: unknown): TailAround {
+  const sink = new ByteSink(1024)
+  sink.bytes(kPackedRisk)
+  sink.bytes(clientPackr.pack(risk))
+  sink.bytes(kPackedNoSignalsScores)
+  sink.bytes(clientPackr.pack(scores))
+  sink.bytes(kPackedThreatContext)
+  const head = sink.take()
+  sink.clear()
+  sink.bytes(kPackedActions)
+  sink.bytes(clientPackr.pack(actions))
+  return { head, end: sink.take(), riskEnd: 0, scoresEnd: 0 }
 }
 
 /** The tail of an invalid item: no verdict. */

@@ -7,7 +7,8 @@
  * decoding risk and scores from the ring, joining them into new strings and hashing those again for each item.
  *
  * Numbers are given in order of first sight and never reused or forgotten, so a cache entry's number stays valid for
- * the thread's life (every cache and context of the thread shares the one table). The table is bounded: past
+ * the table's life (a verdict cache owns the table its entries are numbered in; a scoring context without a cache has
+ * its own). The table is bounded: past
  * kMaxFacets pairs a verdict has no facet and its texts are made as before.
  */
 import type { Assessment } from '../engine/index.ts'
@@ -61,23 +62,23 @@ export class Facets {
    * The facet of an assessment whose risk and scores have the JSON texts given; null when the table is full and the
    * pair is new. A frozen pair is found by identity (its texts never change: score-chunk.ts jsonOf), any other by text.
    */
-  of (a: Assessment, riskJson: string, scoresJson: string): Facet | null {
-    const frozen = Object.isFrozen(a.risk) && Object.isFrozen(a.scores)
-    let inner = frozen ? this.byObject.get(a.risk) : undefined
-    let f = inner?.get(a.scores)
+  of (risk: Assessment['risk'], scores: Assessment['scores'], riskJson: string, scoresJson: string): Facet | null {
+    const frozen = Object.isFrozen(risk) && Object.isFrozen(scores)
+    let inner = frozen ? this.byObject.get(risk) : undefined
+    let f = inner?.get(scores)
     if (f !== undefined) return f
     const text = `${riskJson}\n${scoresJson}`
     f = this.byText.get(text)
     if (f === undefined) {
       if (this.list.length >= this.max) return null
       const members = verdictMembers(riskJson, scoresJson, kNoLabels)
-      f = { id: this.list.length, risk: riskJson, scores: scoresJson, category: a.risk.category, members, tail: itemTail(members, null, null) }
+      f = { id: this.list.length, risk: riskJson, scores: scoresJson, category: risk.category, members, tail: itemTail(members, null, null) }
       this.list.push(f)
       this.byText.set(text, f)
     }
     if (frozen) {
-      if (inner === undefined) this.byObject.set(a.risk, inner = new WeakMap())
-      inner.set(a.scores, f)
+      if (inner === undefined) this.byObject.set(risk, inner = new WeakMap())
+      inner.set(scores, f)
     }
     return f
   }

@@ -20,7 +20,7 @@ import type { Assessment } from '../engine/index.ts'
 import { fnv1a } from '../bytes/fnv.ts'
 import { utf8Into } from '../bytes/byte-sink.ts'
 import { kTailRisk as kRisk, kTailSignalsNone as kTailSignals } from './bulk-item.ts'
-import { kNoFacet } from './facets.ts'
+import { Facets, kNoFacet } from './facets.ts'
 import { IntLru } from './int-lru.ts'
 
 /**
@@ -204,6 +204,8 @@ export class CachedVerdict {
 export class VerdictCache {
   readonly max: number
   readonly ring: Buffer
+  /** The facets its entries are numbered in (facets.ts): a cache belongs to one scoring context. */
+  readonly facets = new Facets()
   private readonly index: IntLru
   /** Logical write position: bytes written so far (skipped ring ends included); the physical offset is head % size. */
   private head = 0
@@ -293,6 +295,38 @@ export class VerdictCache {
     r.writeUInt32LE(v.facet ?? kNoFacet, off + kSlotFacet)
     r.writeUInt32LE(jsonEnd - off, off + kSlotJsonEnd)
     r.writeUInt32LE(v.rest === null ? 0 : v.head === null ? kFormTail : kFormTail | kFormAssessment, off + kSlotForms)
+    this.index.set(hash, off)
+    return new CachedVerdict(r, off)
+  }
+
+  /**
+   * Stores the JSON tail of a verdict written elsewhere (a chunk's answer bytes): `src[start, end)` is the none tail,
+   * its risk's JSON ending at `riskEnd` and its scores' at `scoresEnd`; the entry holds that tail only (kFormTail), as
+   * set() with texts {head: null, risk, scores, rest} would store it. Null when it is too large to keep.
+   */
+  setTail (key: string, hash: number, src: Uint8Array, start: number, riskEnd: number, scoresEnd: number, end: number, facet: number): CachedVerdict | null {
+    const most = kHeader + 3 * key.length + (end - start) + 1
+    if (most > this.size / kMaxEntryShare) return null
+    const off = this.reserve(most)
+    const stamp = this.head - most
+    const r = this.ring
+    const keyBytes = utf8Into(r, key, off + kHeader)
+    const tailStart = off + kHeader + keyBytes
+    r.set(src.subarray(start, end), tailStart)
+    const tailEnd = tailStart + end - start
+    r[tailEnd] = 0x7d // }
+    const len = tailEnd + 1 - off
+    this.head -= most - len
+    r.writeUInt32LE(len, off + kSlotLength)
+    r.writeUInt32LE(keyBytes, off + kSlotKeyBytes)
+    r.writeUInt32LE(tailStart - off, off + kSlotTailStart)
+    r.writeUInt32LE(tailEnd - off, off + kSlotTailEnd)
+    r.writeUInt32LE(tailStart + riskEnd - start - off, off + kSlotRiskEnd)
+    r.writeUInt32LE(tailStart + scoresEnd - start - off, off + kSlotScoresEnd)
+    r.writeDoubleLE(stamp, off + kSlotStamp)
+    r.writeUInt32LE(facet, off + kSlotFacet)
+    r.writeUInt32LE(len, off + kSlotJsonEnd)
+    r.writeUInt32LE(kFormTail, off + kSlotForms)
     this.index.set(hash, off)
     return new CachedVerdict(r, off)
   }

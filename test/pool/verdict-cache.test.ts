@@ -298,21 +298,21 @@ test('facets: one number per risk and scores pair, by identity when frozen and b
   const a = { risk, scores } as unknown as Assessment
   const rj = JSON.stringify(risk)
   const sj = JSON.stringify(scores)
-  const first = f.of(a, rj, sj)
+  const first = f.of(a.risk, a.scores, rj, sj)
   assert.ok(first !== null)
   assert.equal(first.id, 0)
   assert.equal(first.category, 'unknown')
   assert.equal(first.members, verdictMembers(rj, sj, []))
   assert.equal(first.tail, itemTail(first.members, null, null))
   // The same texts from objects that are not frozen: the same facet.
-  assert.equal(f.of({ risk: { ...risk }, scores: { ...scores } } as unknown as Assessment, rj, sj), first)
+  assert.equal(f.of({ ...risk }, { ...scores }, rj, sj), first)
   const other = { risk: { ...risk, score: 90, category: 'malware' }, scores } as unknown as Assessment
-  const second = f.of(other, JSON.stringify(other.risk), sj)
+  const second = f.of(other.risk, other.scores, JSON.stringify(other.risk), sj)
   assert.equal(second?.id, 1)
   assert.equal(f.byId(1), second)
   const third = { risk: { ...risk, score: 91 }, scores } as unknown as Assessment
-  assert.equal(f.of(third, JSON.stringify(third.risk), sj), null, 'the table is full')
-  assert.equal(f.of(a, rj, sj), first, 'known pairs are still found')
+  assert.equal(f.of(third.risk, third.scores, JSON.stringify(third.risk), sj), null, 'the table is full')
+  assert.equal(f.of(a.risk, a.scores, rj, sj), first, 'known pairs are still found')
   assert.equal(f.byId(kNoFacet), undefined)
   // A cache entry keeps its facet number.
   const c = new VerdictCache(10)

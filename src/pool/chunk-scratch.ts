@@ -1,0 +1,173 @@
+/**
+ * A scoring context (the snapshot a thread maps and its verdict cache shard) and the scratch state its chunks reuse:
+ * the byte sinks a chunk writes into, the engine's assessment state, the member writers, the facets, the compiled
+ * tenant allowlists and the memos of shared texts. Owned by the context (scratchOf), so two contexts of one thread
+ * (a scoring pool's and a test's) never share a buffer or a number; scoring is synchronous, so one chunk at a time
+ * uses it.
+ */
+import { AllowMatcher, Assessor, unlistedParts, type AllowRule, type Assessment, type ScoringProfile, type Snapshot, type UnlistedParts } from '../engine/index.ts'
+import type { IndicatorType, NormalizedIndicator } from '../engine/types.ts'
+import { ByteSink } from '../bytes/byte-sink.ts'
+import { verdictMembers } from '../history/record.ts'
+import { jsonTailAround, packedTailAround, tailRest, type TailAround } from './bulk-item.ts'
+import { Facets, kNoFacet, type Facet } from './facets.ts'
+import { JsonMembers, PackedMembers } from './member-writers.ts'
+import { hash30, verdictHead, type VerdictCache, type VerdictTexts } from './verdict-cache.ts'
+
+/** Scoring context of one thread: the snapshot it maps and its cache shard; `scratch` is made on first use. */
+export interface ScoringContext {
+  snapshot: Snapshot
+  cache: VerdictCache | null
+  scratch?: ChunkScratch
+}
+
+/** The scratch state of a context, made on its first chunk. */
+export function scratchOf (ctx: ScoringContext): ChunkScratch {
+  return (ctx.scratch ??= new ChunkScratch(ctx.snapshot, ctx.cache))
+}
+
+/** Compiled allowlists of recent tenant versions kept per context (a new version has a new key). */
+const kMaxMatchers = 64
+/**
+ * Scratch sinks that grew past this (a chunk of tens of thousands of items) are replaced by small ones after use, so
+ * a context keeps at most 3 x kKeepBytes of scratch.
+ */
+const kKeepBytes = 16 << 20
+
+/** The none tail of a profile's unlisted verdicts of one type, around threat_context, with its facet. */
+export interface UnlistedTail extends TailAround {
+  riskJson: string
+  scoresJson: string
+  /** The facet of its risk and scores; null when the facet table is full. */
+  facet: Facet | null
+}
+
+/** One context's scratch state (see the module comment). */
+export class ChunkScratch {
+  readonly snapshot: Snapshot
+  readonly cache: VerdictCache | null
+  /** The engine's reused assessment state. */
+  readonly assessor: Assessor
+  /** Verdict facets: the cache's own table (its entries carry numbers of it), else the context's. */
+  readonly facets: Facets
+  /**
+   * The sinks of a bulk chunk's items, its history strings and its history tails, reused from chunk to chunk: a fresh
+   * sink per chunk grew by doubling to the chunk's size, and buffers outside the heap count toward V8's old-generation
+   * limit, so that churn set off a full mark-compact every few bulks. A chunk allocates only its exactly sized outputs.
+   */
+  readonly body = new ByteSink(1 << 20)
+  readonly history = new ByteSink(1 << 20)
+  readonly tails = new ByteSink(64 * 1024)
+  /** threat_context writers into `body`. */
+  readonly json: JsonMembers
+  readonly packed: PackedMembers
+  private readonly matchers = new Map<string, AllowMatcher>()
+  /** JSON text of frozen values (what unlisted verdicts share), by identity: their text never changes. */
+  private readonly sharedJson = new WeakMap<object, string>()
+  private readonly unlistedJson = new WeakMap<UnlistedParts, UnlistedTail>()
+  private readonly unlistedPacked = new WeakMap<UnlistedParts, UnlistedTail>()
+  /** Writers by kind of chunk (chunk-writers.ts), made on first use. */
+  readonly writers = new Map<string, unknown>()
+
+  constructor (snapshot: Snapshot, cache: VerdictCache | null) {
+    this.snapshot = snapshot
+    this.cache = cache
+    this.assessor = new Assessor(snapshot)
+    this.facets = cache?.facets ?? new Facets()
+    this.json = new JsonMembers(this.body)
+    this.packed = new PackedMembers(this.body)
+  }
+
+  /** Empties the chunk sinks for a new chunk. */
+  begin (): void {
+    this.body.clear()
+    this.history.clear()
+    this.tails.clear()
+  }
+
+  /** After a chunk: lets sinks that grew very large go. */
+  end (): void {
+    this.body.shrink(kKeepBytes)
+    this.history.shrink(kKeepBytes)
+    this.tails.shrink(kKeepBytes)
+  }
+
+  /** The cache key of a verdict: snapshot version, profile version, type and normalized value. */
+  cacheKey (profile: ScoringProfile, type: IndicatorType, normalized: string): string {
+    return `${this.snapshot.version}|${profile.version}|${type}|${normalized}`
+  }
+
+  /** The compiled matcher of a tenant's allowlist (compiled once per key), or null without one. */
+  matcherOf (allow: { key: string, rules: AllowRule[] } | undefined): AllowMatcher | null {
+    if (allow === undefined) return null
+    let m = this.matchers.get(allow.key)
+    if (m === undefined) {
+      if (this.matchers.size >= kMaxMatchers) this.matchers.delete(this.matchers.keys().next().value as string)
+      this.matchers.set(allow.key, m = new AllowMatcher(allow.rules))
+    }
+    return m
+  }
+
+  /** JSON text of part of an assessment, from the memo when the part is shared (frozen). */
+  jsonOf (value: object): string {
+    if (!Object.isFrozen(value)) return JSON.stringify(value)
+    let text = this.sharedJson.get(value)
+    if (text === undefined) this.sharedJson.set(value, text = JSON.stringify(value))
+    return text
+  }
+
+  /**
+   * The texts a verdict is cached as (verdict-cache.ts), with the number of its facet. `forms`: what the entry is to
+   * hold: the assessment (head and JSON tail), the JSON tail, or only what the history record needs (risk and scores;
+   * the caller adds the packed tail).
+   */
+  textsOf (a: Assessment, forms: 'assessment' | 'tail' | 'packed' = 'assessment'): VerdictTexts {
+    const risk = this.jsonOf(a.risk)
+    const scores = this.jsonOf(a.scores)
+    return {
+      head: forms === 'assessment' ? verdictHead(a.type, JSON.stringify(a.normalized), this.jsonOf(a.flags), this.jsonOf(a.signals)) : null,
+      risk,
+      scores,
+      rest: forms === 'packed' ? null : tailRest(JSON.stringify(a.threat_context), this.jsonOf(a.recommended_actions)),
+      facet: this.facets.of(a.risk, a.scores, risk, scores)?.id ?? kNoFacet
+    }
+  }
+
+  /** The assessment of an indicator, from the cache or assessed now (and then cached whole). */
+  lookup (profile: ScoringProfile, ind: NormalizedIndicator): { a: Assessment, hit: boolean } {
+    const cache = this.cache
+    const key = this.cacheKey(profile, ind.type, ind.normalized)
+    const h = cache === null ? 0 : hash30(key)
+    const cached = cache?.get(key, h)
+    if (cached?.hasAssessment === true) return { a: cached.assessment(), hit: true }
+    const a = this.assess(profile, ind)
+    cache?.set(key, this.textsOf(a), h)
+    return { a, hit: false }
+  }
+
+  /** The assessment of an indicator, assessed now. */
+  assess (profile: ScoringProfile, ind: NormalizedIndicator): Assessment {
+    this.assessor.collect(ind, profile)
+    return this.assessor.assessment()
+  }
+
+  /** The none tail of unlisted verdicts of a type under a profile, around threat_context: JSON or MessagePack. */
+  unlistedTail (profile: ScoringProfile, type: IndicatorType, format: 'json' | 'msgpack'): UnlistedTail {
+    const parts = unlistedParts(profile, type)
+    const memo = format === 'json' ? this.unlistedJson : this.unlistedPacked
+    let tail = memo.get(parts)
+    if (tail === undefined) {
+      const riskJson = this.jsonOf(parts.risk)
+      const scoresJson = this.jsonOf(parts.scores)
+      const around = format === 'json' ? jsonTailAround(riskJson, scoresJson, this.jsonOf(parts.actions)) : packedTailAround(parts.risk, parts.scores, parts.actions)
+      tail = { ...around, riskJson, scoresJson, facet: this.facets.of(parts.risk, parts.scores, riskJson, scoresJson) }
+      memo.set(parts, tail)
+    }
+    return tail
+  }
+
+  /** The history members of a verdict from its facet, or from its risk and scores texts when it has none. */
+  members (facet: Facet | null, riskJson: string, scoresJson: string): string {
+    return facet !== null ? facet.members : verdictMembers(riskJson, scoresJson, [])
+  }
+}

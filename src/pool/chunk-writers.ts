@@ -1,0 +1,273 @@
+/**
+ * Item writers: one per kind of bulk chunk, behind one interface (ItemWriter), so that the chunk loop
+ * (score-chunk.ts) only normalizes, counts and records history, and each writer holds one way of writing an item.
+ *
+ *   JsonNoneWriter    JSON at signal_details none (the bulk default): the none tail copied from the verdict cache,
+ *                     or, for an indicator no list names, written straight into the answer from the profile's shared
+ *                     tail around threat_context (chunk-scratch.ts unlistedTail) and the engine's context facts, then
+ *                     copied into the cache; anything else assessed in full and written from its texts
+ *   PackedNoneWriter  the same in MessagePack (values sent as strings; others take the DetailWriter)
+ *   DetailWriter      any format at signal_details top or all, and any item a tenant allowlist covers: the
+ *                     assessment (cached whole or made now), rendered
+ *
+ * Every writer answers the same bytes as rendering the full assessment would (test/pool/answer-writers.test.ts).
+ */
+import { allowlistedAssessment, kNoListing, render, writeContext, type AllowRule, type Assessment, type ScoringProfile } from '../engine/index.ts'
+import type { NormalizedIndicator, SignalDetails } from '../engine/types.ts'
+import type { ByteSink } from '../bytes/byte-sink.ts'
+import { labelsOf, verdictMembers } from '../history/record.ts'
+import {
+  clientPackr, itemEnd, itemHead, itemObject, kItemEndByte, noneTail, packedWarnings, tailRest, verdictTail, writeItemHead,
+  writePackedItemHead, writePackedNoneTail
+} from './bulk-item.ts'
+import type { ChunkScratch, UnlistedTail } from './chunk-scratch.ts'
+import { kNoFacet, type Facet } from './facets.ts'
+import { hash30, type CachedVerdict, type VerdictTexts } from './verdict-cache.ts'
+
+/** What an item writer tells of the item it wrote (one object per writer, overwritten by each item). */
+export interface ItemOutcome {
+  /** The verdict came from the cache. */
+  hit: boolean
+  /** Its facet when the history record may take the facet's tail (signal_details none), else null. */
+  facet: Facet | null
+  /** The history record's verdict members. */
+  members: string
+  /** risk.category (metrics). */
+  category: string
+}
+
+/** Writes the items of valid indicators of one kind of chunk into the scratch's body sink. */
+export interface ItemWriter {
+  /** Writes the item of `ind`, sent as `value`; `rule`: the tenant allowlist entry covering it, or null. */
+  item: (profile: ScoringProfile, ind: NormalizedIndicator, value: unknown, rule: AllowRule | null) => ItemOutcome
+}
+
+/** The writer of a kind of chunk, made once per context. */
+export function writerOf (s: ChunkScratch, format: 'json' | 'msgpack', signalDetails: SignalDetails): ItemWriter {
+  const kind = `${format}|${signalDetails}`
+  let w = s.writers.get(kind) as ItemWriter | undefined
+  if (w === undefined) {
+    const detail = new DetailWriter(s, format, signalDetails)
+    w = signalDetails !== 'none' ? detail : format === 'json' ? new JsonNoneWriter(s, detail) : new PackedNoneWriter(s, detail)
+    s.writers.set(kind, w)
+  }
+  return w
+}
+
+function outcome (): ItemOutcome {
+  return { hit: false, facet: null, members: '', category: '' }
+}
+
+/** The indicator as echoed: JSON.stringify of {type, value, normalized}, keys in that order. */
+function sentJson (ind: NormalizedIndicator, value: unknown): string {
+  return JSON.stringify({ type: ind.type, value, normalized: ind.normalized })
+}
+
+/** risk.category read from the risk's JSON text (a cache hit has only the text); metrics count verdicts by it. */
+function categoryOfRiskJson (risk: string): string {
+  const at = risk.indexOf(kCategoryMember)
+  if (at === -1) return 'unknown'
+  const start = at + kCategoryMember.length
+  return risk.slice(start, risk.indexOf('"', start))
+}
+const kCategoryMember = '"category":"'
+
+/** The outcome of a verdict with these texts and facet (numbered in the scratch's facets). */
+function textsOut (s: ChunkScratch, out: ItemOutcome, facet: number, risk: () => string, scores: () => string): ItemOutcome {
+  const f = s.facets.byId(facet)
+  if (f !== undefined) {
+    out.facet = f
+    out.members = f.members
+    out.category = f.category
+    return out
+  }
+  const riskJson = risk()
+  out.facet = null
+  out.members = verdictMembers(riskJson, scores(), [])
+  out.category = categoryOfRiskJson(riskJson)
+  return out
+}
+
+function cachedOut (s: ChunkScratch, out: ItemOutcome, cached: CachedVerdict): ItemOutcome {
+  return textsOut(s, out, cached.facet, () => cached.riskJson(), () => cached.scoresJson())
+}
+
+function missOut (s: ChunkScratch, out: ItemOutcome, t: VerdictTexts): ItemOutcome {
+  return textsOut(s, out, t.facet ?? kNoFacet, () => t.risk, () => t.scores)
+}
+
+function unlistedOut (s: ChunkScratch, out: ItemOutcome, u: UnlistedTail): ItemOutcome {
+  return textsOut(s, out, u.facet?.id ?? kNoFacet, () => u.riskJson, () => u.scoresJson)
+}
+
+/** Writes the threat_context of the indicator the scratch's assessor collected last, unlisted, with `tail` around it. */
+function writeUnlisted (s: ChunkScratch, tail: UnlistedTail, format: 'json' | 'msgpack'): void {
+  s.body.bytes(tail.head)
+  writeContext(s.assessor.facts, kNoListing, s.snapshot, format === 'json' ? s.json : s.packed)
+  s.body.bytes(tail.end)
+}
+
+/** JSON at signal_details none. */
+class JsonNoneWriter implements ItemWriter {
+  private readonly s: ChunkScratch
+  private readonly detail: DetailWriter
+  private readonly out = outcome()
+
+  constructor (s: ChunkScratch, detail: DetailWriter) {
+    this.s = s
+    this.detail = detail
+  }
+
+  item (profile: ScoringProfile, ind: NormalizedIndicator, value: unknown, rule: AllowRule | null): ItemOutcome {
+    if (rule !== null) return this.detail.item(profile, ind, value, rule)
+    const sink = this.s.body
+    if (typeof value === 'string') writeItemHead(sink, ind.type, value, ind.normalized)
+    else sink.write(itemHead(sentJson(ind, value)))
+    const out = this.tail(profile, ind, sink)
+    if (ind.warnings.length > 0) sink.write(itemEnd(ind.warnings))
+    else sink.byte(kItemEndByte)
+    return out
+  }
+
+  /** The none tail: from the cache's bytes on a hit (no parsing, no new strings), else assessed and cached. */
+  private tail (profile: ScoringProfile, ind: NormalizedIndicator, sink: ByteSink): ItemOutcome {
+    const s = this.s
+    const out = this.out
+    const cache = s.cache
+    const key = s.cacheKey(profile, ind.type, ind.normalized)
+    const h = cache === null ? 0 : hash30(key)
+    const cached = cache?.get(key, h)
+    if (cached?.hasTail === true) {
+      sink.copy(cached.ring, cached.tailStart, cached.tailEnd)
+      out.hit = true
+      return cachedOut(s, out, cached)
+    }
+    out.hit = false
+    if (s.assessor.collect(ind, profile)) {
+      const u = s.unlistedTail(profile, ind.type, 'json')
+      const start = sink.len
+      writeUnlisted(s, u, 'json')
+      cache?.setTail(key, h, sink.buf, start, start + u.riskEnd, start + u.scoresEnd, sink.len, u.facet?.id ?? kNoFacet)
+      return unlistedOut(s, out, u)
+    }
+    const t = s.textsOf(s.assessor.assessment(), 'tail')
+    const stored = cache?.set(key, t, h) ?? null
+    if (stored !== null) sink.copy(stored.ring, stored.tailStart, stored.tailEnd)
+    else sink.write(noneTail(t.risk, t.scores, t.rest as string))
+    return missOut(s, out, t)
+  }
+}
+
+/** MessagePack at signal_details none. */
+class PackedNoneWriter implements ItemWriter {
+  private readonly s: ChunkScratch
+  private readonly detail: DetailWriter
+  private readonly out = outcome()
+
+  constructor (s: ChunkScratch, detail: DetailWriter) {
+    this.s = s
+    this.detail = detail
+  }
+
+  item (profile: ScoringProfile, ind: NormalizedIndicator, value: unknown, rule: AllowRule | null): ItemOutcome {
+    if (rule !== null || typeof value !== 'string') return this.detail.item(profile, ind, value, rule)
+    const sink = this.s.body
+    writePackedItemHead(sink, ind.type, value, ind.normalized, ind.warnings.length > 0)
+    const out = this.tail(profile, ind, sink)
+    if (ind.warnings.length > 0) sink.bytes(packedWarnings(ind.warnings))
+    return out
+  }
+
+  /**
+   * The packed none tail: copied on a hit; packed on a miss, or on a hit of an entry a JSON call stored (then the
+   * entry is stored again with it), so that each verdict is packed once. A miss stores the packed tail only.
+   */
+  private tail (profile: ScoringProfile, ind: NormalizedIndicator, sink: ByteSink): ItemOutcome {
+    const s = this.s
+    const out = this.out
+    const cache = s.cache
+    const key = s.cacheKey(profile, ind.type, ind.normalized)
+    const h = cache === null ? 0 : hash30(key)
+    const cached = cache?.get(key, h)
+    if (cached !== undefined) {
+      out.hit = true
+      if (cached.packedEnd > cached.packedStart) {
+        sink.copy(cached.ring, cached.packedStart, cached.packedEnd)
+      } else {
+        // An entry without the packed tail holds the JSON tail (verdict-cache.ts).
+        const a = cached.tailMembers()
+        const t = cached.texts()
+        const start = sink.len
+        writePackedNoneTail(sink, a.risk, a.scores, a.threat_context, a.recommended_actions)
+        // A view of what was just written: set() copies it into the ring before the sink is written again.
+        t.packed = sink.buf.subarray(start, sink.len)
+        cache?.set(key, t, h)
+      }
+      return cachedOut(s, out, cached)
+    }
+    out.hit = false
+    const start = sink.len
+    let t: VerdictTexts
+    if (s.assessor.collect(ind, profile)) {
+      const u = s.unlistedTail(profile, ind.type, 'msgpack')
+      writeUnlisted(s, u, 'msgpack')
+      t = { head: null, risk: u.riskJson, scores: u.scoresJson, rest: null, facet: u.facet?.id ?? kNoFacet }
+    } else {
+      const a = s.assessor.assessment()
+      t = s.textsOf(a, 'packed')
+      writePackedNoneTail(sink, a.risk, a.scores, a.threat_context, a.recommended_actions)
+    }
+    t.packed = sink.buf.subarray(start, sink.len)
+    cache?.set(key, t, h)
+    return missOut(s, out, t)
+  }
+}
+
+/** Any format at signal_details top or all, and items a tenant allowlist covers: the full assessment, rendered. */
+class DetailWriter implements ItemWriter {
+  private readonly s: ChunkScratch
+  private readonly format: 'json' | 'msgpack'
+  private readonly signalDetails: SignalDetails
+  private readonly out = outcome()
+
+  constructor (s: ChunkScratch, format: 'json' | 'msgpack', signalDetails: SignalDetails) {
+    this.s = s
+    this.format = format
+    this.signalDetails = signalDetails
+  }
+
+  item (profile: ScoringProfile, ind: NormalizedIndicator, value: unknown, rule: AllowRule | null): ItemOutcome {
+    const s = this.s
+    const { a, hit } = rule === null ? s.lookup(profile, ind) : { a: allowlisted(s, profile, ind, rule), hit: false }
+    const out = this.out
+    out.hit = hit
+    out.facet = null
+    out.members = verdictMembers(s.jsonOf(a.risk), s.jsonOf(a.scores), labelsOf(a, this.signalDetails))
+    out.category = a.risk.category
+    if (this.format === 'json') {
+      s.body.write(itemHead(sentJson(ind, value)) + this.tail(a) + itemEnd(ind.warnings))
+    } else {
+      const v = render(a, value as string, ind.warnings, { signalDetails: this.signalDetails, evidenceDetails: 'none' })
+      s.body.bytes(clientPackr.pack(itemObject(v, ind.warnings)))
+    }
+    return out
+  }
+
+  /** The bulk item members after `indicator`. */
+  private tail (a: Assessment): string {
+    const s = this.s
+    let signals = '[]'
+    let count = 0
+    if (a.signals.length > 0 && this.signalDetails !== 'none') {
+      const v = render(a, '', [], { signalDetails: this.signalDetails, evidenceDetails: 'none' })
+      signals = JSON.stringify(v.signals)
+      count = v.signal_count
+    }
+    return verdictTail(s.jsonOf(a.risk), signals, count, s.jsonOf(a.scores), tailRest(JSON.stringify(a.threat_context), s.jsonOf(a.recommended_actions)))
+  }
+}
+
+/** The allowlisted assessment of an indicator a tenant entry covers: assessed now, never cached. */
+export function allowlisted (s: ChunkScratch, profile: ScoringProfile, ind: NormalizedIndicator, rule: AllowRule): Assessment {
+  return allowlistedAssessment(ind, rule, s.assess(profile, ind))
+}

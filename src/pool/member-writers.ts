@@ -1,0 +1,204 @@
+/**
+ * The engine's MemberWriter (engine/context.ts) as bytes: a verdict's threat_context written straight into a chunk's
+ * byte sink in JSON (the text JSON.stringify gives of the same object) or in MessagePack (what clientPackr packs of
+ * it), from precompiled key bytes and, per fact group (an AS number and its organisation, a country, the empty
+ * listing), bytes written once per thread and copied afterwards. test/pool/answer-writers.test.ts holds both to
+ * JSON.stringify and clientPackr over every profile's answers.
+ */
+import type { MemberWriter } from '../engine/context.ts'
+import type { ByteSink } from '../bytes/byte-sink.ts'
+import { packHeader, packNumber, writePackedKey, writePackedString } from './bulk-item.ts'
+
+/** Fact groups kept per writer at most; past it the kept bytes are dropped and written again as they come. */
+const kMaxGroups = 16_384
+const kNullBytes = Buffer.from('null')
+const kTrueBytes = Buffer.from('true')
+const kFalseBytes = Buffer.from('false')
+
+/** Kept bytes of fact groups, by group number. */
+class Groups {
+  private readonly kept = new Map<number, Uint8Array>()
+
+  get (group: number): Uint8Array | undefined {
+    return this.kept.get(group)
+  }
+
+  keep (group: number, sink: ByteSink, start: number): void {
+    if (this.kept.size >= kMaxGroups) this.kept.clear()
+    this.kept.set(group, new Uint8Array(sink.buf.subarray(start, sink.len)))
+  }
+}
+
+/** Writes the decimal digits of a non-negative integer below 2^32. */
+function writeUint (sink: ByteSink, n: number): void {
+  sink.reserve(10)
+  const buf = sink.buf
+  let p = sink.len
+  if (n === 0) {
+    buf[p] = 0x30
+    sink.len = p + 1
+    return
+  }
+  let digits = 0
+  for (let x = n; x > 0; x = Math.floor(x / 10)) digits++
+  p += digits
+  sink.len = p
+  for (let x = n; x > 0; x = Math.floor(x / 10)) buf[--p] = 0x30 + (x % 10)
+}
+
+/** Writes an IPv4 address (uint32) in dotted decimal. */
+function writeV4 (sink: ByteSink, w: number): void {
+  writeUint(sink, w >>> 24)
+  sink.byte(0x2e)
+  writeUint(sink, (w >>> 16) & 255)
+  sink.byte(0x2e)
+  writeUint(sink, (w >>> 8) & 255)
+  sink.byte(0x2e)
+  writeUint(sink, w & 255)
+}
+
+/** JSON members: the text JSON.stringify writes of the object the same calls build. */
+export class JsonMembers implements MemberWriter {
+  sink: ByteSink
+  /** No member written yet in the current object (no comma before the next). */
+  private first = true
+  private mark = 0
+  private readonly keys = new Map<string, Buffer>()
+  private readonly groups = new Groups()
+
+  constructor (sink: ByteSink) {
+    this.sink = sink
+  }
+
+  open (): void {
+    this.sink.byte(0x7b)
+    this.first = true
+  }
+
+  key (name: string): void {
+    let bytes = this.keys.get(name)
+    if (bytes === undefined) this.keys.set(name, bytes = Buffer.from(`${JSON.stringify(name)}:`))
+    if (!this.first) this.sink.byte(0x2c)
+    this.first = false
+    this.sink.bytes(bytes)
+  }
+
+  str (s: string | null): void {
+    if (s === null) this.sink.bytes(kNullBytes)
+    else this.sink.jsonString(s)
+  }
+
+  num (n: number): void {
+    if (n >>> 0 === n) writeUint(this.sink, n)
+    else this.sink.text(JSON.stringify(n))
+  }
+
+  bool (b: boolean): void {
+    this.sink.bytes(b ? kTrueBytes : kFalseBytes)
+  }
+
+  strs (list: readonly string[]): void {
+    const sink = this.sink
+    sink.byte(0x5b)
+    for (let i = 0; i < list.length; i++) {
+      if (i > 0) sink.byte(0x2c)
+      sink.jsonString(list[i] as string)
+    }
+    sink.byte(0x5d)
+  }
+
+  v4Range (first: number, last: number): void {
+    this.sink.byte(0x22)
+    writeV4(this.sink, first)
+    this.sink.byte(0x2d)
+    writeV4(this.sink, last)
+    this.sink.byte(0x22)
+  }
+
+  close (): void {
+    this.sink.byte(0x7d)
+    this.first = false
+  }
+
+  /** A group's bytes never start with a comma: the writer puts one before them when they follow another member. */
+  reuse (group: number): boolean {
+    if (!this.first) this.sink.byte(0x2c)
+    const kept = this.groups.get(group)
+    if (kept !== undefined) {
+      this.sink.bytes(kept)
+      this.first = false
+      return true
+    }
+    this.mark = this.sink.len
+    this.first = true
+    return false
+  }
+
+  keep (group: number): void {
+    this.groups.keep(group, this.sink, this.mark)
+  }
+}
+
+/** MessagePack members: what clientPackr packs of the object the same calls build (a map header, then the pairs). */
+export class PackedMembers implements MemberWriter {
+  sink: ByteSink
+  private mark = 0
+  private readonly groups = new Groups()
+
+  constructor (sink: ByteSink) {
+    this.sink = sink
+  }
+
+  open (members: number): void {
+    packHeader(this.sink, members, 0x80, 0xde, 0xdf)
+  }
+
+  key (name: string): void {
+    writePackedKey(this.sink, name)
+  }
+
+  str (s: string | null): void {
+    if (s === null) this.sink.byte(0xc0)
+    else writePackedString(this.sink, s)
+  }
+
+  num (n: number): void {
+    packNumber(this.sink, n)
+  }
+
+  bool (b: boolean): void {
+    this.sink.byte(b ? 0xc3 : 0xc2)
+  }
+
+  strs (list: readonly string[]): void {
+    packHeader(this.sink, list.length, 0x90, 0xdc, 0xdd)
+    for (let i = 0; i < list.length; i++) writePackedString(this.sink, list[i] as string)
+  }
+
+  /** At most 31 characters (`255.255.255.255-255.255.255.255`): a fixstr, whose header is known once it is written. */
+  v4Range (first: number, last: number): void {
+    const sink = this.sink
+    const at = sink.len
+    sink.byte(0xa0)
+    writeV4(sink, first)
+    sink.byte(0x2d)
+    writeV4(sink, last)
+    sink.buf[at] = 0xa0 | (sink.len - at - 1)
+  }
+
+  close (): void {}
+
+  reuse (group: number): boolean {
+    const kept = this.groups.get(group)
+    if (kept !== undefined) {
+      this.sink.bytes(kept)
+      return true
+    }
+    this.mark = this.sink.len
+    return false
+  }
+
+  keep (group: number): void {
+    this.groups.keep(group, this.sink, this.mark)
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * The answer writers against the full path: an item written straight into the answer's bytes (the unlisted fast
+ * path, the member writers, the chunk writers of each kind) is byte for byte the item rendered from the full
+ * assessment and serialized by JSON.stringify or clientPackr, for every profile, format and detail level.
+ */
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { mixedCorpus } from '../../bench/corpus.ts'
+import { Assessor, normalize, PROFILES, render, writeContext, type Listing } from '../../src/engine/index.ts'
+import { contextObject, kNoListing } from '../../src/engine/context.ts'
+import { ByteSink } from '../../src/bytes/byte-sink.ts'
+import { clientPackr, invalidIndicator, invalidItemObject, itemObject } from '../../src/pool/bulk-item.ts'
+import { JsonMembers, PackedMembers } from '../../src/pool/member-writers.ts'
+import { createShardCache, scoreBulkChunk, type ChunkItem, type ScoringContext } from '../../src/pool/score-chunk.ts'
+import { sampleSnapshot } from '../helper.ts'
+
+/** A corpus that reaches every type, unlisted and listed, IPv6 ranges, blocks, odd spellings and invalid values. */
+function corpus (): ChunkItem[] {
+  const items: ChunkItem[] = mixedCorpus(4000, 2718).map((x) => [x.type, x.value, null, null])
+  for (const v of ['2a00:1450:4001:80b::200e', '2400:cb00::1', '::ffff:8.8.8.8', '0.0.0.0/0', '::/0', '1.0.0.0/8', '8.8.8.0/24',
+    'AS0', 'AS4294967295', 'AS3320', 'bücher.de', 'xn--bcher-kva.de', 'a.b.c.d.example.co.uk', 'x.blogspot.com', 'not an ip']) items.push([undefined, v, null, null])
+  items.push(['ip', 42, null, null], ['domain', { a: 1 }, null, null])
+  return items
+}
+
+/** What the full path answers for an item at signal_details none: assess, render, serialize. */
+function reference (items: ChunkItem[], format: 'json' | 'msgpack', version: string, assessor: Assessor): Buffer[] {
+  const profile = PROFILES.find((p) => p.version === version)
+  assert.ok(profile !== undefined)
+  return items.map(([type, value]) => {
+    const n = normalize(value, type)
+    let object: Record<string, unknown>
+    if (!n.ok) {
+      object = invalidItemObject(invalidIndicator(type, value), n.warnings, n.errors)
+    } else {
+      assessor.collect(n.indicator, profile)
+      const v = render(assessor.assessment(), value as string, n.indicator.warnings, { signalDetails: 'none', evidenceDetails: 'none' })
+      object = itemObject(v, n.indicator.warnings)
+    }
+    return format === 'json' ? Buffer.from(JSON.stringify(object)) : Buffer.from(clientPackr.pack(object))
+  })
+}
+
+test('bulk items written straight into bytes are the full path\'s items, every profile and format, cached or not', async () => {
+  const snapshot = await sampleSnapshot()
+  const items = corpus()
+  const assessor = new Assessor(snapshot)
+  for (const profile of PROFILES) {
+    for (const format of ['json', 'msgpack'] as const) {
+      const want = reference(items, format, profile.version, assessor)
+      const params = { mode: 'bulk', format, scoringVersion: profile.version, signalDetails: 'none', evidenceDetails: 'none' } as const
+      const cached: ScoringContext = { snapshot, cache: createShardCache(20_000) }
+      for (const [what, ctx] of [['fresh', { snapshot, cache: null }], ['miss', cached], ['hit', cached]] as const) {
+        const out = scoreBulkChunk(items, params, ctx)
+        let start = 0
+        for (let i = 0; i < items.length; i++) {
+          const end = out.ends[i] as number
+          const got = Buffer.from(out.body.subarray(start, end))
+          if (!got.equals(want[i] as Buffer)) assert.fail(`${profile.version} ${format} ${what}: item ${i} (${String(items[i]?.[1])})\n got ${got.toString('latin1')}\nwant ${(want[i] as Buffer).toString('latin1')}`)
+          start = end
+        }
+      }
+    }
+  }
+})
+
+test('the member writers write the JSON text and the MessagePack of the context object, listing or not', async () => {
+  const snapshot = await sampleSnapshot()
+  const assessor = new Assessor(snapshot)
+  const sink = new ByteSink(256)
+  const json = new JsonMembers(sink)
+  const packed = new PackedMembers(sink)
+  const listings: Listing[] = [kNoListing, { listedBy: ['a', 'b"c'], knownGoodBy: [], labels: ['Émotet'], firstSeen: '2025-01-02', lastSeen: null }]
+  let checked = 0
+  // Twice over, so that the second pass writes the fact groups from the bytes kept in the first.
+  for (let pass = 0; pass < 2; pass++) {
+    for (const it of [...mixedCorpus(3000, 31), { value: '2400:cb00::1' }, { value: '41.0.0.0/11' }, { value: 'AS3320' }]) {
+      const n = normalize(it.value, it.type)
+      if (!n.ok) continue
+      assessor.collect(n.indicator, PROFILES[0] as (typeof PROFILES)[number])
+      for (const listing of listings) {
+        const object = contextObject(assessor.facts, listing, snapshot)
+        sink.clear()
+        writeContext(assessor.facts, listing, snapshot, json)
+        assert.equal(sink.buf.toString('utf8', 0, sink.len), JSON.stringify(object), it.value)
+        sink.clear()
+        writeContext(assessor.facts, listing, snapshot, packed)
+        assert.ok(Buffer.from(sink.buf.subarray(0, sink.len)).equals(Buffer.from(clientPackr.pack(object))), `${it.value} packed`)
+        checked++
+      }
+    }
+  }
+  assert.ok(checked > 10_000, `${checked} contexts`)
+})
