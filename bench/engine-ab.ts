@@ -11,6 +11,10 @@
  * per-round CPU time (process user + system) and the median ratio B / A of indicators per CPU-second, then the same
  * with the load order reversed (in a child process) and the geometric mean of both. AB_ROUNDS,
  * AB_REPEAT and AB_TYPES (e.g. `ip,domain`) change the defaults (60 rounds, 5 passes, every type).
+ *
+ * AB_PATH=chunk measures the answer path instead of the engine's objects: each checkout's scoreBulkChunk
+ * (src/pool/score-chunk.ts) on the round's corpus as one JSON chunk at signal_details none without a verdict cache,
+ * i.e. normalize, assess, the item's bytes and its history record, as a scoring thread does for a cold bulk.
  */
 import { execFileSync } from 'node:child_process'
 import { join, resolve } from 'node:path'
@@ -20,8 +24,11 @@ import { mixedCorpus } from './corpus.ts'
 interface Engine {
   name: string
   score: (value: unknown, type: unknown, params: unknown, snap: unknown) => { ok: boolean }
+  chunk: (items: unknown[], params: unknown, ctx: unknown) => { invalid: number, ends: Uint32Array }
   profile: unknown
   snap: unknown
+  /** The scoring context chunks are scored in (no cache); kept across rounds as a scoring thread keeps its own. */
+  ctx: unknown
 }
 
 const [rootA, rootB] = [resolve(process.argv[2] ?? ''), resolve(process.argv[3] ?? '.')]
@@ -31,6 +38,7 @@ const kRepeat = Number(process.env.AB_REPEAT ?? 5)
 const kCorpusSize = 10_000
 /** AB_TYPES=ip,domain keeps only corpus items of those types (as normalized), to find where a cost is. */
 const kTypes = process.env.AB_TYPES === undefined ? null : new Set(process.env.AB_TYPES.split(','))
+const kChunk = process.env.AB_PATH === 'chunk'
 
 async function load (name: string, root: string): Promise<Engine> {
   const engine = await import(pathToFileURL(join(root, 'src', 'engine', 'index.ts')).href) as Record<string, unknown>
@@ -40,7 +48,8 @@ async function load (name: string, root: string): Promise<Engine> {
   const SnapshotCtor = engine.Snapshot as new (d: unknown) => unknown
   const feeds = await loadManifest(join(root, 'data', 'feeds', 'manifest.json'))
   const snap = new SnapshotCtor(await compileSnapshot({ feeds }))
-  return { name, score: engine.score as Engine['score'], profile: engine.DEFAULT_PROFILE, snap }
+  const pool = await import(pathToFileURL(join(root, 'src', 'pool', 'score-chunk.ts')).href) as Record<string, unknown>
+  return { name, score: engine.score as Engine['score'], chunk: pool.scoreBulkChunk as Engine['chunk'], profile: engine.DEFAULT_PROFILE, snap, ctx: { snapshot: snap, cache: null } }
 }
 
 function cpuMs (): number {
@@ -52,6 +61,17 @@ function cpuMs (): number {
 function run (e: Engine, corpus: Array<{ type?: string, value: string }>): number {
   const params = { profile: e.profile, signalDetails: 'none', evidenceDetails: 'none' }
   let ok = 0
+  if (kChunk) {
+    const items = corpus.map((it) => [it.type, it.value, null, null])
+    const chunkParams = { mode: 'bulk', format: 'json', scoringVersion: null, signalDetails: 'none', evidenceDetails: 'none' }
+    const t0 = cpuMs()
+    for (let i = 0; i < kRepeat; i++) {
+      const out = e.chunk(items, chunkParams, e.ctx)
+      ok += out.ends.length - out.invalid
+    }
+    if (ok === 0) throw new Error(`${e.name}: nothing scored`)
+    return cpuMs() - t0
+  }
   const t0 = cpuMs()
   for (let i = 0; i < kRepeat; i++) for (const it of corpus) if (e.score(it.value, it.type, params, e.snap).ok) ok++
   if (ok === 0) throw new Error(`${e.name}: nothing scored`)
@@ -102,7 +122,7 @@ if (process.env.AB_CHILD === '1') {
   process.exit(0)
 }
 console.log(`A ${rootA}\nB ${rootB}`)
-console.log(`${kRounds} rounds of ${kRepeat} x ${size.toLocaleString('en')} mixed indicators${kTypes === null ? '' : ` (${[...kTypes].join(', ')})`}, CPU time per round (user + system)`)
+console.log(`${kRounds} rounds of ${kRepeat} x ${size.toLocaleString('en')} mixed indicators${kTypes === null ? '' : ` (${[...kTypes].join(', ')})`}, ${kChunk ? 'JSON bulk chunks at signal_details none, no cache' : 'score()'}; CPU time per round (user + system)`)
 console.log(`A: median ${median(msA).toFixed(1)} ms (${perSec(median(msA)).toLocaleString('en')} indicators per CPU-second)`)
 console.log(`B: median ${median(msB).toFixed(1)} ms (${perSec(median(msB)).toLocaleString('en')} indicators per CPU-second)`)
 console.log(`B / A indicators per CPU-second: median of per-round ratios ${ratio.toFixed(3)} (range ${Math.min(...ratios).toFixed(3)}-${Math.max(...ratios).toFixed(3)})`)

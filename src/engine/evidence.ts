@@ -58,8 +58,15 @@ function addExtra (ev: Record<string, unknown>, extra: Readonly<Record<string, u
   for (const k in extra) if (!kStandard.has(k)) ev[k] = extra[k]
 }
 
-/** The signals of the weighed hits, strongest first (ties by id), with the score's raw total and the evidence mass. */
-export function scoreSignals (weighed: readonly Weighed[], origins: OriginCount, capScales: readonly number[], trust: TrustScales | null): { signals: ScoredSignal[], total: number, mass: number } {
+/** The evidence of a signal whose evidence was not asked for (scoreSignals with `explain` false). */
+const kNoEvidence: Readonly<Record<string, unknown>> = Object.freeze({})
+
+/**
+ * The signals of the weighed hits, strongest first (ties by id), with the score's raw total and the evidence mass.
+ * `explain` false leaves out what only a rendered signal shows (its evidence and name): what a bulk answer at
+ * signal_details none needs is the rest.
+ */
+export function scoreSignals (weighed: readonly Weighed[], origins: OriginCount, capScales: readonly number[], trust: TrustScales | null, explain = true): { signals: ScoredSignal[], total: number, mass: number } {
   let mass = 0
   let total = 0
   const signals: ScoredSignal[] = []
@@ -71,6 +78,11 @@ export function scoreSignals (weighed: readonly Weighed[], origins: OriginCount,
     const contribution = round2(raw * capScale * (trust === null ? 1 : (trust.scales[i] as number)))
     mass += Math.abs(raw)
     total += contribution
+    const signalId = hit.match === 'lexical' ? `lexical:${hit.src.subgroup}` : `${hit.src.name}:${hit.match}`
+    if (!explain) {
+      signals.push({ signal_id: signalId, direction: hit.src.direction, signal_subgroup: hit.src.subgroup, signal_group: hit.src.group, signal_name: '', category: hit.src.category, contribution, evidence: kNoEvidence })
+      continue
+    }
     const evidence: Record<string, unknown> = {
       source: hit.src.name,
       source_kind: hit.src.kind,
@@ -99,7 +111,7 @@ export function scoreSignals (weighed: readonly Weighed[], origins: OriginCount,
       evidence.independent_sources = trust.sources
     }
     signals.push({
-      signal_id: hit.match === 'lexical' ? `lexical:${hit.src.subgroup}` : `${hit.src.name}:${hit.match}`,
+      signal_id: signalId,
       direction: hit.src.direction,
       signal_subgroup: hit.src.subgroup,
       signal_group: hit.src.group,

@@ -52,8 +52,8 @@ export class HitSet {
 
   /** Forgets every hit (the containers stay for the next indicator). */
   clear (): void {
-    this.bySource?.clear()
-    if (this.lexical !== null) this.lexical.length = 0
+    if (this.bySource !== null && this.bySource.size > 0) this.bySource.clear()
+    if (this.lexical !== null && this.lexical.length > 0) this.lexical.length = 0
   }
 
   add (hit: Hit): void {

@@ -3,7 +3,7 @@
  * Workers, the CLI, benches and tests import from here.
  */
 export { normalize, inferType } from './normalize/index.ts'
-export { assess, Assessor, render, score, kTopSignals, type Assessment, type ScoredSignal, type ScoreParams, type ScoreResult, type RenderParams } from './score.ts'
+export { assess, Assessor, render, score, kTopSignals, type Assessment, type ScoredSignal, type ScoreParams, type ScoreResult, type RenderParams, type SharedParts } from './score.ts'
 export { ContextFacts, kNoListing, writeContext, type Listing, type MemberWriter } from './context.ts'
 export { unlistedParts, type UnlistedParts } from './summary.ts'
 export { AllowMatcher, ALLOW_KINDS, allowlistedAssessment, kAllowlistedScore, normalizeAllowValue, type AllowKind, type AllowRule } from './allowlist.ts'

@@ -16,9 +16,9 @@ import type { KeyPair } from './snapshot/hash.ts'
 import type { Snapshot } from './snapshot/snapshot.ts'
 import type { ScoringProfile } from './profiles.ts'
 import { collect } from './collect.ts'
-import { contextObject, ContextFacts, kNoListing } from './context.ts'
+import { contextObject, ContextFacts, kNoListing, type Listing } from './context.ts'
 import { round2, scoreSignals, type ScoredSignal } from './evidence.ts'
-import { HitSet } from './hits.ts'
+import { HitSet, type Hit } from './hits.ts'
 import { actionsOf, breakdown, categoryOf, kNone, listingOf, saturationOf, strengthOf, unlistedParts } from './summary.ts'
 import { trustScales } from './trust.ts'
 import { countOncePerOrigin, groupCaps, knownGoodContext, mostSpecificSpecial, weigh } from './weigh.ts'
@@ -51,8 +51,20 @@ export const kTopSignals = 3
 const kSummaryKeys = ['source', 'match', 'matched', 'label', 'contribution'] as const
 
 /**
+ * What an answer at signal_details none shows of an assessment besides its context facts: risk, scores, actions and
+ * the listing summary. Many indicators share them (every unlisted one of a type; every address of one special range;
+ * every undated entry of one list), which Assessor.summaryKey names.
+ */
+export interface SharedParts {
+  readonly risk: Verdict['risk']
+  readonly scores: Verdict['scores']
+  readonly actions: ReadonlyArray<{ action: string, order: number }>
+  readonly listing: Listing
+}
+
+/**
  * A thread's assessment state, reused from indicator to indicator: collect() fills it (no allocation for an indicator
- * no list names), assessment() runs the steps after collection on what it holds.
+ * no list names), assessment() and shared() run the steps after collection on what it holds.
  */
 export class Assessor {
   readonly snap: Snapshot
@@ -80,7 +92,53 @@ export class Assessor {
     const ind = this.ind as NormalizedIndicator
     const profile = this.profile as ScoringProfile
     if (this.hits.empty) return unlistedAssessment(ind, profile, this.snap, this.facts)
-    return listedAssessment(ind, profile, this.snap, this.facts, this.hits)
+    const v = listedVerdict(ind, profile, this.snap, this.hits.all(), true)
+    return {
+      type: ind.type,
+      normalized: ind.normalized,
+      risk: v.risk,
+      signals: v.signals,
+      scores: v.scores,
+      threat_context: contextObject(this.facts, v.listing, this.snap),
+      flags: v.flags,
+      recommended_actions: v.actions
+    }
+  }
+
+  /** The shared parts of the indicator collected last (no signal explained: nothing of them shows at none). */
+  shared (): SharedParts {
+    const ind = this.ind as NormalizedIndicator
+    const profile = this.profile as ScoringProfile
+    if (this.hits.empty) {
+      const parts = unlistedParts(profile, ind.type)
+      return { risk: parts.risk, scores: parts.scores, actions: parts.actions, listing: kNoListing }
+    }
+    return listedVerdict(ind, profile, this.snap, this.hits.all(), false)
+  }
+
+  /**
+   * Names everything shared() of the indicator collected last depends on beyond the profile and the snapshot: its
+   * type and, for each hit in collection order, the source (a lexical one by its subgroup), how it matched, its
+   * attenuation, dates, label, a popularity rank and whether it names the indicator itself, and a containing block's
+   * prefix length (special ranges: the most specific counts). Not the indicator's own value, which only evidence and
+   * signal names show. Two indicators with the same key under one profile and snapshot have the same shared parts
+   * (test/pool/answer-writers.test.ts holds the writers that reuse them to the full path).
+   */
+  summaryKey (): string {
+    const ind = this.ind as NormalizedIndicator
+    if (this.hits.empty) return ind.type
+    let key = `${ind.type}|${ind.ip?.version ?? 0}|${ind.prefix ?? 0}`
+    const name = ind.normalized
+    for (const h of this.hits.all()) {
+      const src = h.src.id < 0 ? h.src.subgroup : String(h.src.id)
+      const block = h.match === 'supernet' ? h.matched.slice(h.matched.lastIndexOf('/') + 1) : ''
+      key += `;${src},${h.match},${h.attenuation},${h.firstDay},${h.lastDay},${block},${JSON.stringify(h.label)}`
+      if (h.src.subgroup === 'popularity') {
+        const same = h.match === 'exact' || (name.startsWith('www.') && h.matched === name.slice(4))
+        key += `,${String(h.extra?.rank)},${same ? 1 : 0}`
+      }
+    }
+    return key
   }
 }
 
@@ -106,26 +164,27 @@ function unlistedAssessment (ind: NormalizedIndicator, profile: ScoringProfile, 
   }
 }
 
-/** The steps after collection, for an indicator some list names or a lexical finding flags. */
-function listedAssessment (ind: NormalizedIndicator, profile: ScoringProfile, snap: Snapshot, facts: ContextFacts, hits: HitSet): Assessment {
-  const collected = ind.type === 'ip' || ind.type === 'ip_block' ? mostSpecificSpecial(hits.all(), ind) : hits.all()
+/**
+ * The steps after collection, for an indicator some list names or a lexical finding flags (`explain` false: its
+ * signals without evidence and names).
+ */
+function listedVerdict (ind: NormalizedIndicator, profile: ScoringProfile, snap: Snapshot, hits: Hit[], explain: boolean): SharedParts & { signals: ScoredSignal[], flags: string[], actions: Assessment['recommended_actions'] } {
+  const collected = ind.type === 'ip' || ind.type === 'ip_block' ? mostSpecificSpecial(hits, ind) : hits
   const { known, hits: all } = knownGoodContext(ind, profile, collected)
   const { weighed, flags } = weigh(ind, profile, snap, all, known)
   const origins = countOncePerOrigin(weighed, profile.trust !== null)
   const capScales = groupCaps(weighed, origins.raws, profile)
   const weighedHits = weighed.map((w) => w.hit)
   const trust = trustScales(ind, profile, weighedHits, origins.raws.map((raw, i) => raw * (capScales[i] as number)))
-  const { signals, total, mass } = scoreSignals(weighed, origins, capScales, trust)
+  const { signals, total, mass } = scoreSignals(weighed, origins, capScales, trust, explain)
   const score = Math.max(0, Math.min(100, Math.round(profile.baseline + round2(total))))
   return {
-    type: ind.type,
-    normalized: ind.normalized,
     risk: { score, strength: strengthOf(score, profile), category: categoryOf(score, profile, signals), evidence_saturation: saturationOf(mass, profile) },
-    signals,
     scores: breakdown(signals),
-    threat_context: contextObject(facts, listingOf(weighedHits), snap),
+    listing: listingOf(weighedHits),
+    signals,
     flags,
-    recommended_actions: actionsOf(score, ind.type, flags, profile)
+    actions: actionsOf(score, ind.type, flags, profile)
   }
 }
 

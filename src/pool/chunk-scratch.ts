@@ -5,7 +5,7 @@
  * (a scoring pool's and a test's) never share a buffer or a number; scoring is synchronous, so one chunk at a time
  * uses it.
  */
-import { AllowMatcher, Assessor, unlistedParts, type AllowRule, type Assessment, type ScoringProfile, type Snapshot, type UnlistedParts } from '../engine/index.ts'
+import { AllowMatcher, Assessor, type AllowRule, type Assessment, type Listing, type ScoringProfile, type Snapshot } from '../engine/index.ts'
 import type { IndicatorType, NormalizedIndicator } from '../engine/types.ts'
 import { ByteSink } from '../bytes/byte-sink.ts'
 import { verdictMembers } from '../history/record.ts'
@@ -26,6 +26,9 @@ export function scratchOf (ctx: ScoringContext): ChunkScratch {
   return (ctx.scratch ??= new ChunkScratch(ctx.snapshot, ctx.cache))
 }
 
+/** Shared tails kept per format and profile at most; past it the memo starts again. */
+const kMaxSharedTails = 8192
+
 /** Compiled allowlists of recent tenant versions kept per context (a new version has a new key). */
 const kMaxMatchers = 64
 /**
@@ -34,12 +37,16 @@ const kMaxMatchers = 64
  */
 const kKeepBytes = 16 << 20
 
-/** The none tail of a profile's unlisted verdicts of one type, around threat_context, with its facet. */
-export interface UnlistedTail extends TailAround {
+/**
+ * The none tail of the verdicts that share their shared parts (engine Assessor.shared: risk, scores, actions,
+ * listing) under a profile, around threat_context, with its facet and the listing the context ends with.
+ */
+export interface SharedTail extends TailAround {
   riskJson: string
   scoresJson: string
   /** The facet of its risk and scores; null when the facet table is full. */
   facet: Facet | null
+  listing: Listing
 }
 
 /** One context's scratch state (see the module comment). */
@@ -64,8 +71,10 @@ export class ChunkScratch {
   private readonly matchers = new Map<string, AllowMatcher>()
   /** JSON text of frozen values (what unlisted verdicts share), by identity: their text never changes. */
   private readonly sharedJson = new WeakMap<object, string>()
-  private readonly unlistedJson = new WeakMap<UnlistedParts, UnlistedTail>()
-  private readonly unlistedPacked = new WeakMap<UnlistedParts, UnlistedTail>()
+  /** Shared tails of `tailsProfile` by the engine's summary key, JSON and MessagePack. */
+  private tailsProfile: ScoringProfile | null = null
+  private readonly jsonTails = new Map<string, SharedTail>()
+  private readonly packedTails = new Map<string, SharedTail>()
   /** Writers by kind of chunk (chunk-writers.ts), made on first use. */
   readonly writers = new Map<string, unknown>()
 
@@ -151,17 +160,27 @@ export class ChunkScratch {
     return this.assessor.assessment()
   }
 
-  /** The none tail of unlisted verdicts of a type under a profile, around threat_context: JSON or MessagePack. */
-  unlistedTail (profile: ScoringProfile, type: IndicatorType, format: 'json' | 'msgpack'): UnlistedTail {
-    const parts = unlistedParts(profile, type)
-    const memo = format === 'json' ? this.unlistedJson : this.unlistedPacked
-    let tail = memo.get(parts)
+  /**
+   * The shared tail of the indicator the assessor collected last under `profile`, JSON or MessagePack: found by its
+   * summary key, else made from the assessor's shared parts (the steps after collection, without evidence) and kept.
+   */
+  sharedTail (profile: ScoringProfile, format: 'json' | 'msgpack'): SharedTail {
+    if (profile !== this.tailsProfile) {
+      this.tailsProfile = profile
+      this.jsonTails.clear()
+      this.packedTails.clear()
+    }
+    const memo = format === 'json' ? this.jsonTails : this.packedTails
+    const key = this.assessor.summaryKey()
+    let tail = memo.get(key)
     if (tail === undefined) {
+      const parts = this.assessor.shared()
       const riskJson = this.jsonOf(parts.risk)
       const scoresJson = this.jsonOf(parts.scores)
       const around = format === 'json' ? jsonTailAround(riskJson, scoresJson, this.jsonOf(parts.actions)) : packedTailAround(parts.risk, parts.scores, parts.actions)
-      tail = { ...around, riskJson, scoresJson, facet: this.facets.of(parts.risk, parts.scores, riskJson, scoresJson) }
-      memo.set(parts, tail)
+      tail = { ...around, riskJson, scoresJson, facet: this.facets.of(parts.risk, parts.scores, riskJson, scoresJson), listing: parts.listing }
+      if (memo.size >= kMaxSharedTails) memo.clear()
+      memo.set(key, tail)
     }
     return tail
   }

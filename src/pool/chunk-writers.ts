@@ -12,15 +12,15 @@
  *
  * Every writer answers the same bytes as rendering the full assessment would (test/pool/answer-writers.test.ts).
  */
-import { allowlistedAssessment, kNoListing, render, writeContext, type AllowRule, type Assessment, type ScoringProfile } from '../engine/index.ts'
+import { allowlistedAssessment, render, writeContext, type AllowRule, type Assessment, type ScoringProfile } from '../engine/index.ts'
 import type { NormalizedIndicator, SignalDetails } from '../engine/types.ts'
 import type { ByteSink } from '../bytes/byte-sink.ts'
 import { labelsOf, verdictMembers } from '../history/record.ts'
 import {
-  clientPackr, itemEnd, itemHead, itemObject, kItemEndByte, noneTail, packedWarnings, tailRest, verdictTail, writeItemHead,
+  clientPackr, itemEnd, itemHead, itemObject, kItemEndByte, packedWarnings, tailRest, verdictTail, writeItemHead,
   writePackedItemHead, writePackedNoneTail
 } from './bulk-item.ts'
-import type { ChunkScratch, UnlistedTail } from './chunk-scratch.ts'
+import type { ChunkScratch, SharedTail } from './chunk-scratch.ts'
 import { kNoFacet, type Facet } from './facets.ts'
 import { hash30, type CachedVerdict, type VerdictTexts } from './verdict-cache.ts'
 
@@ -92,19 +92,21 @@ function cachedOut (s: ChunkScratch, out: ItemOutcome, cached: CachedVerdict): I
   return textsOut(s, out, cached.facet, () => cached.riskJson(), () => cached.scoresJson())
 }
 
-function missOut (s: ChunkScratch, out: ItemOutcome, t: VerdictTexts): ItemOutcome {
-  return textsOut(s, out, t.facet ?? kNoFacet, () => t.risk, () => t.scores)
-}
-
-function unlistedOut (s: ChunkScratch, out: ItemOutcome, u: UnlistedTail): ItemOutcome {
+function sharedOut (s: ChunkScratch, out: ItemOutcome, u: SharedTail): ItemOutcome {
   return textsOut(s, out, u.facet?.id ?? kNoFacet, () => u.riskJson, () => u.scoresJson)
 }
 
-/** Writes the threat_context of the indicator the scratch's assessor collected last, unlisted, with `tail` around it. */
-function writeUnlisted (s: ChunkScratch, tail: UnlistedTail, format: 'json' | 'msgpack'): void {
+/**
+ * Assesses `ind` and writes its none tail: its shared tail (chunk-scratch.ts) around the threat_context the engine
+ * writes from its context facts and the tail's listing. Returns the tail.
+ */
+function writeShared (s: ChunkScratch, profile: ScoringProfile, ind: NormalizedIndicator, format: 'json' | 'msgpack'): SharedTail {
+  s.assessor.collect(ind, profile)
+  const tail = s.sharedTail(profile, format)
   s.body.bytes(tail.head)
-  writeContext(s.assessor.facts, kNoListing, s.snapshot, format === 'json' ? s.json : s.packed)
+  writeContext(s.assessor.facts, tail.listing, s.snapshot, format === 'json' ? s.json : s.packed)
   s.body.bytes(tail.end)
+  return tail
 }
 
 /** JSON at signal_details none. */
@@ -143,18 +145,10 @@ class JsonNoneWriter implements ItemWriter {
       return cachedOut(s, out, cached)
     }
     out.hit = false
-    if (s.assessor.collect(ind, profile)) {
-      const u = s.unlistedTail(profile, ind.type, 'json')
-      const start = sink.len
-      writeUnlisted(s, u, 'json')
-      cache?.setTail(key, h, sink.buf, start, start + u.riskEnd, start + u.scoresEnd, sink.len, u.facet?.id ?? kNoFacet)
-      return unlistedOut(s, out, u)
-    }
-    const t = s.textsOf(s.assessor.assessment(), 'tail')
-    const stored = cache?.set(key, t, h) ?? null
-    if (stored !== null) sink.copy(stored.ring, stored.tailStart, stored.tailEnd)
-    else sink.write(noneTail(t.risk, t.scores, t.rest as string))
-    return missOut(s, out, t)
+    const start = sink.len
+    const u = writeShared(s, profile, ind, 'json')
+    cache?.setTail(key, h, sink.buf, start, start + u.riskEnd, start + u.scoresEnd, sink.len, u.facet?.id ?? kNoFacet)
+    return sharedOut(s, out, u)
   }
 }
 
@@ -207,19 +201,10 @@ class PackedNoneWriter implements ItemWriter {
     }
     out.hit = false
     const start = sink.len
-    let t: VerdictTexts
-    if (s.assessor.collect(ind, profile)) {
-      const u = s.unlistedTail(profile, ind.type, 'msgpack')
-      writeUnlisted(s, u, 'msgpack')
-      t = { head: null, risk: u.riskJson, scores: u.scoresJson, rest: null, facet: u.facet?.id ?? kNoFacet }
-    } else {
-      const a = s.assessor.assessment()
-      t = s.textsOf(a, 'packed')
-      writePackedNoneTail(sink, a.risk, a.scores, a.threat_context, a.recommended_actions)
-    }
-    t.packed = sink.buf.subarray(start, sink.len)
+    const u = writeShared(s, profile, ind, 'msgpack')
+    const t: VerdictTexts = { head: null, risk: u.riskJson, scores: u.scoresJson, rest: null, facet: u.facet?.id ?? kNoFacet, packed: sink.buf.subarray(start, sink.len) }
     cache?.set(key, t, h)
-    return missOut(s, out, t)
+    return sharedOut(s, out, u)
   }
 }
 
