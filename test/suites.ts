@@ -26,6 +26,7 @@ export const kSuites = {
     'engine/lexical.test.ts',
     'engine/normalize.test.ts',
     'engine/score.test.ts',
+    'engine/summary-key.test.ts',
     'history/codec.test.ts',
     'history/journal-reader.test.ts',
     'history/record.test.ts',
