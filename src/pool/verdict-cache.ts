@@ -344,7 +344,7 @@ export class VerdictCache {
     if (len < kHeader + keyBytes || off + len > this.size || stamp % this.size !== off) return kOverwritten
     const age = this.head - stamp
     if (age < len || age > this.size) return kOverwritten
-    return r.toString('utf8', off + kHeader, off + kHeader + keyBytes) === key ? kWhole : kOtherKey
+    return sameKey(r, off + kHeader, keyBytes, key) ? kWhole : kOtherKey
   }
 
   /** Claims `len` contiguous bytes at the head (wrapping to the start when the end is too short); returns the offset. */
@@ -358,6 +358,20 @@ export class VerdictCache {
     this.head += len
     return off
   }
+}
+
+/**
+ * Whether the `bytes` UTF-8 bytes at `at` are `key`. An ASCII key (nearly every key: the normalized forms are ASCII but
+ * for a few odd values) is compared a character at a time, without decoding the stored bytes into a string.
+ */
+function sameKey (r: Buffer, at: number, bytes: number, key: string): boolean {
+  const n = key.length
+  for (let i = 0; i < n; i++) {
+    const c = key.charCodeAt(i)
+    if (c >= 0x80) return r.toString('utf8', at, at + bytes) === key
+    if (i >= bytes || r[at + i] !== c) return false
+  }
+  return bytes === n
 }
 
 interface StoredAssessment {
