@@ -152,7 +152,7 @@ export function writePackedNoneTail (sink: ByteSink, risk: unknown, scores: unkn
 
 /**
  * Packed bytes of frozen values, by identity: what unlisted verdicts share (risk, scores, actions) the engine freezes
- * deeply, so their bytes never change (as score-chunk.ts keeps their JSON text).
+ * deeply, so their bytes never change (as chunk-scratch.ts keeps their JSON text).
  */
 const kSharedPacked = new WeakMap<object, Uint8Array>()
 const kScratch = new ByteSink(1024)

@@ -46,6 +46,9 @@ export interface SharedTail extends TailAround {
   scoresJson: string
   /** The facet of its risk and scores; null when the facet table is full. */
   facet: Facet | null
+  /** The history record's verdict members, and risk.category. */
+  members: string
+  category: string
   listing: Listing
 }
 
@@ -178,15 +181,12 @@ export class ChunkScratch {
       const riskJson = this.jsonOf(parts.risk)
       const scoresJson = this.jsonOf(parts.scores)
       const around = format === 'json' ? jsonTailAround(riskJson, scoresJson, this.jsonOf(parts.actions)) : packedTailAround(parts.risk, parts.scores, parts.actions)
-      tail = { ...around, riskJson, scoresJson, facet: this.facets.of(parts.risk, parts.scores, riskJson, scoresJson), listing: parts.listing }
+      const facet = this.facets.of(parts.risk, parts.scores, riskJson, scoresJson)
+      const members = facet?.members ?? verdictMembers(riskJson, scoresJson, [])
+      tail = { ...around, riskJson, scoresJson, facet, members, category: parts.risk.category, listing: parts.listing }
       if (memo.size >= kMaxSharedTails) memo.clear()
       memo.set(key, tail)
     }
     return tail
-  }
-
-  /** The history members of a verdict from its facet, or from its risk and scores texts when it has none. */
-  members (facet: Facet | null, riskJson: string, scoresJson: string): string {
-    return facet !== null ? facet.members : verdictMembers(riskJson, scoresJson, [])
   }
 }

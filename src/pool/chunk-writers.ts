@@ -72,28 +72,27 @@ function categoryOfRiskJson (risk: string): string {
 }
 const kCategoryMember = '"category":"'
 
-/** The outcome of a verdict with these texts and facet (numbered in the scratch's facets). */
-function textsOut (s: ChunkScratch, out: ItemOutcome, facet: number, risk: () => string, scores: () => string): ItemOutcome {
-  const f = s.facets.byId(facet)
+/** The outcome of a cached verdict: from its facet, else from its risk and scores texts. */
+function cachedOut (s: ChunkScratch, out: ItemOutcome, cached: CachedVerdict): ItemOutcome {
+  const f = s.facets.byId(cached.facet)
   if (f !== undefined) {
     out.facet = f
     out.members = f.members
     out.category = f.category
     return out
   }
-  const riskJson = risk()
+  const riskJson = cached.riskJson()
   out.facet = null
-  out.members = verdictMembers(riskJson, scores(), [])
+  out.members = verdictMembers(riskJson, cached.scoresJson(), [])
   out.category = categoryOfRiskJson(riskJson)
   return out
 }
 
-function cachedOut (s: ChunkScratch, out: ItemOutcome, cached: CachedVerdict): ItemOutcome {
-  return textsOut(s, out, cached.facet, () => cached.riskJson(), () => cached.scoresJson())
-}
-
-function sharedOut (s: ChunkScratch, out: ItemOutcome, u: SharedTail): ItemOutcome {
-  return textsOut(s, out, u.facet?.id ?? kNoFacet, () => u.riskJson, () => u.scoresJson)
+function sharedOut (out: ItemOutcome, u: SharedTail): ItemOutcome {
+  out.facet = u.facet
+  out.members = u.members
+  out.category = u.category
+  return out
 }
 
 /**
@@ -148,7 +147,7 @@ class JsonNoneWriter implements ItemWriter {
     const start = sink.len
     const u = writeShared(s, profile, ind, 'json')
     cache?.setTail(key, h, sink.buf, start, start + u.riskEnd, start + u.scoresEnd, sink.len, u.facet?.id ?? kNoFacet)
-    return sharedOut(s, out, u)
+    return sharedOut(out, u)
   }
 }
 
@@ -204,7 +203,7 @@ class PackedNoneWriter implements ItemWriter {
     const u = writeShared(s, profile, ind, 'msgpack')
     const t: VerdictTexts = { head: null, risk: u.riskJson, scores: u.scoresJson, rest: null, facet: u.facet?.id ?? kNoFacet, packed: sink.buf.subarray(start, sink.len) }
     cache?.set(key, t, h)
-    return sharedOut(s, out, u)
+    return sharedOut(out, u)
   }
 }
 

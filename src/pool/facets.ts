@@ -60,7 +60,7 @@ export class Facets {
 
   /**
    * The facet of an assessment whose risk and scores have the JSON texts given; null when the table is full and the
-   * pair is new. A frozen pair is found by identity (its texts never change: score-chunk.ts jsonOf), any other by text.
+   * pair is new. A frozen pair is found by identity (its texts never change: chunk-scratch.ts jsonOf), any other by text.
    */
   of (risk: Assessment['risk'], scores: Assessment['scores'], riskJson: string, scoresJson: string): Facet | null {
     const frozen = Object.isFrozen(risk) && Object.isFrozen(scores)
