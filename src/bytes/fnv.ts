@@ -17,6 +17,13 @@ export function fnv1a (s: string): number {
   return h >>> 0
 }
 
+/** 32-bit FNV-1a of bytes `start` to `end` of `buf`, unsigned. */
+export function fnv1aBytes (buf: Uint8Array, start: number, end: number): number {
+  let h = kFnvOffset
+  for (let i = start; i < end; i++) h = Math.imul(h ^ (buf[i] as number), kFnvPrime)
+  return h >>> 0
+}
+
 /** fnv1a of the string with ASCII A-Z folded to a-z, without allocating the lowercased copy. */
 export function fnv1aFolded (s: string): number {
   let h = kFnvOffset

@@ -57,7 +57,10 @@ export function collect (ind: NormalizedIndicator, profile: ScoringProfile, snap
 }
 
 function supernetFactor (table: Array<[number, number]>, prefix: number): number {
-  for (const [min, f] of table) if (prefix >= min) return f
+  for (let i = 0; i < table.length; i++) {
+    const row = table[i] as [number, number]
+    if (prefix >= row[0]) return row[1]
+  }
   return 0
 }
 

@@ -40,12 +40,14 @@ export interface MemberWriter {
   keep: (group: number) => void
 }
 
-/** Fact groups: number = value * 4 + kind. */
+/** Fact groups: number = value * 8 + kind. */
 const kGroupAsOrg = 0
 const kGroupCountry = 1
 const kGroupAsnFacts = 2
 /** The listing members of an indicator no list names. */
 const kGroupNoListing = 3
+/** An IPv6 registry range's text (by range index: an IPv6 run is one range). */
+const kGroupV6Range = 4
 
 /** What a listing summary says (context members after the facts). */
 export interface Listing {
@@ -117,7 +119,7 @@ export function writeContext (f: ContextFacts, listing: Listing, snap: Snapshot,
       }
       if (f.hasRegistry) {
         const run = f.registry
-        const group = run.asn * 4 + kGroupAsOrg
+        const group = run.asn * 8 + kGroupAsOrg
         if (!w.reuse(group)) {
           w.key('asn')
           w.num(run.asn)
@@ -125,12 +127,17 @@ export function writeContext (f: ContextFacts, listing: Listing, snap: Snapshot,
           w.str(run.info?.org ?? null)
           w.keep(group)
         }
-        w.key('registry_range')
-        if (run.version === 4) w.v4Range(snap.registryV4First(run), snap.registryV4Last(run))
-        else w.str(snap.registryRange(run))
+        if (run.version === 4) {
+          w.key('registry_range')
+          w.v4Range(snap.registryV4First(run), snap.registryV4Last(run))
+        } else if (run.first !== run.last || !w.reuse(run.first * 8 + kGroupV6Range)) {
+          w.key('registry_range')
+          w.str(snap.registryRange(run))
+          if (run.first === run.last) w.keep(run.first * 8 + kGroupV6Range)
+        }
       }
       if (f.country !== null) {
-        const group = (f.country.charCodeAt(0) << 16 | f.country.charCodeAt(1)) * 4 + kGroupCountry
+        const group = (f.country.charCodeAt(0) << 16 | f.country.charCodeAt(1)) * 8 + kGroupCountry
         if (!w.reuse(group)) {
           w.key('country')
           w.str(f.country)
@@ -163,7 +170,7 @@ export function writeContext (f: ContextFacts, listing: Listing, snap: Snapshot,
       break
     case 'asn': {
       w.open(9)
-      const group = f.asn * 4 + kGroupAsnFacts
+      const group = f.asn * 8 + kGroupAsnFacts
       if (!w.reuse(group)) {
         w.key('asn')
         w.num(f.asn)

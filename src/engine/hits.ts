@@ -42,30 +42,39 @@ export const kLexical = {
  * on the first listing only.
  */
 export class HitSet {
-  private bySource: Map<number, Hit> | null = null
-  private lexical: Hit[] | null = null
+  /** Listings, one per source, in the order their sources were first seen; then lexical findings. */
+  private readonly listings: Hit[] = []
+  private readonly lexical: Hit[] = []
+  /** Position in `listings` by source id. */
+  private readonly bySource = new Map<number, number>()
 
   /** True when nothing was added. */
   get empty (): boolean {
-    return (this.bySource === null || this.bySource.size === 0) && (this.lexical === null || this.lexical.length === 0)
+    return this.listings.length === 0 && this.lexical.length === 0
   }
 
   /** Forgets every hit (the containers stay for the next indicator). */
   clear (): void {
-    if (this.bySource !== null && this.bySource.size > 0) this.bySource.clear()
-    if (this.lexical !== null && this.lexical.length > 0) this.lexical.length = 0
+    if (this.listings.length > 0) {
+      this.listings.length = 0
+      this.bySource.clear()
+    }
+    if (this.lexical.length > 0) this.lexical.length = 0
   }
 
   add (hit: Hit): void {
     if (hit.src.id < 0) {
-      (this.lexical ??= []).push(hit)
+      this.lexical.push(hit)
       return
     }
-    const bySource = (this.bySource ??= new Map())
-    const prev = bySource.get(hit.src.id)
-    if (prev === undefined || hit.attenuation > prev.attenuation || (hit.attenuation === prev.attenuation && hit.lastDay > prev.lastDay)) {
-      bySource.set(hit.src.id, hit)
+    const at = this.bySource.get(hit.src.id)
+    if (at === undefined) {
+      this.bySource.set(hit.src.id, this.listings.length)
+      this.listings.push(hit)
+      return
     }
+    const prev = this.listings[at] as Hit
+    if (hit.attenuation > prev.attenuation || (hit.attenuation === prev.attenuation && hit.lastDay > prev.lastDay)) this.listings[at] = hit
   }
 
   /**
@@ -85,8 +94,11 @@ export class HitSet {
     }
   }
 
-  /** The hits, listings by source first, then lexical ones: a new array. */
-  all (): Hit[] {
-    return [...(this.bySource?.values() ?? []), ...(this.lexical ?? [])]
+  /**
+   * The hits, listings by source first, then lexical ones. Valid until the next clear() or add(): the steps after
+   * collection read it and make arrays of their own.
+   */
+  all (): readonly Hit[] {
+    return this.lexical.length === 0 ? this.listings : this.listings.length === 0 ? this.lexical : [...this.listings, ...this.lexical]
   }
 }

@@ -18,11 +18,12 @@ import type { ScoringProfile } from './profiles.ts'
 import { collect } from './collect.ts'
 import { contextObject, ContextFacts, kNoListing, type Listing } from './context.ts'
 import { round2, scoreSignals, type ScoredSignal } from './evidence.ts'
-import { HitSet, type Hit } from './hits.ts'
+import { HitSet, type Hit, type MatchKind } from './hits.ts'
 import { actionsOf, breakdown, categoryOf, kNone, listingOf, saturationOf, strengthOf, unlistedParts } from './summary.ts'
 import { trustScales } from './trust.ts'
 import { countOncePerOrigin, groupCaps, knownGoodContext, mostSpecificSpecial, weigh } from './weigh.ts'
-import type { EvidenceDetails, IndicatorType, NormalizedIndicator, SignalDetails, ThreatSignal, Verdict } from './types.ts'
+import type { ByteSink } from '../bytes/byte-sink.ts'
+import { INDICATOR_TYPES, type EvidenceDetails, type IndicatorType, type NormalizedIndicator, type SignalDetails, type ThreatSignal, type Verdict } from './types.ts'
 
 export type { MatchKind } from './hits.ts'
 export type { ScoredSignal } from './evidence.ts'
@@ -117,29 +118,70 @@ export class Assessor {
   }
 
   /**
-   * Names everything shared() of the indicator collected last depends on beyond the profile and the snapshot: its
-   * type and, for each hit in collection order, the source (a lexical one by its subgroup), how it matched, its
-   * attenuation, dates, label, a popularity rank and whether it names the indicator itself, and a containing block's
-   * prefix length (special ranges: the most specific counts). Not the indicator's own value, which only evidence and
-   * signal names show. Two indicators with the same key under one profile and snapshot have the same shared parts
-   * (test/pool/answer-writers.test.ts holds the writers that reuse them to the full path).
+   * Writes into `out` (emptied first) the key of everything shared() of the indicator collected last depends on
+   * beyond the profile and the snapshot: its type and, for each hit in collection order, the source (a lexical one
+   * by its subgroup), how it matched, its attenuation, dates, label, a popularity rank and whether it names the
+   * indicator itself, and a containing block's prefix length (special ranges: the most specific counts). Not the
+   * indicator's own value, which only evidence and signal names show. Two indicators with the same key under one
+   * profile and snapshot have the same shared parts (test/engine/summary-key.test.ts). Bytes, so that making one
+   * allocates nothing; every field has a fixed size or a length before it, so no two keys run together.
    */
-  summaryKey (): string {
+  summaryKey (out: ByteSink): void {
     const ind = this.ind as NormalizedIndicator
-    if (this.hits.empty) return ind.type
-    let key = `${ind.type}|${ind.ip?.version ?? 0}|${ind.prefix ?? 0}`
+    out.clear()
+    out.byte(kTypeCodes[ind.type])
+    const hits = this.hits.all()
+    if (hits.length === 0) return
+    out.byte(ind.ip?.version ?? 0)
+    out.byte(ind.prefix ?? 0)
     const name = ind.normalized
-    for (const h of this.hits.all()) {
-      const src = h.src.id < 0 ? h.src.subgroup : String(h.src.id)
-      const block = h.match === 'supernet' ? h.matched.slice(h.matched.lastIndexOf('/') + 1) : ''
-      key += `;${src},${h.match},${h.attenuation},${h.firstDay},${h.lastDay},${block},${JSON.stringify(h.label)}`
+    for (const h of hits) {
+      writeU32(out, h.src.id + 1)
+      if (h.src.id < 0) writeText(out, h.src.subgroup)
+      out.byte(kMatchCodes[h.match])
+      writeF64(out, h.attenuation)
+      writeU32(out, h.firstDay)
+      writeU32(out, h.lastDay)
+      out.byte(h.match === 'supernet' ? prefixOf(h.matched) : 255)
+      if (h.label === null) writeU32(out, 0xffffffff)
+      else writeText(out, h.label)
       if (h.src.subgroup === 'popularity') {
-        const same = h.match === 'exact' || (name.startsWith('www.') && h.matched === name.slice(4))
-        key += `,${String(h.extra?.rank)},${same ? 1 : 0}`
+        const rank = h.extra?.rank
+        writeF64(out, typeof rank === 'number' ? rank : -1)
+        out.byte(h.match === 'exact' || (name.startsWith('www.') && h.matched === name.slice(4)) ? 1 : 0)
       }
     }
-    return key
   }
+}
+
+const kTypeCodes = Object.fromEntries(INDICATOR_TYPES.map((t, i) => [t, i])) as Record<IndicatorType, number>
+const kMatchCodes: Record<MatchKind, number> = { exact: 0, parent_domain: 1, supernet: 2, asn: 3, range: 4, lexical: 5 }
+
+function writeU32 (out: ByteSink, n: number): void {
+  out.reserve(4)
+  out.buf.writeUInt32LE(n >>> 0, out.len)
+  out.len += 4
+}
+
+function writeF64 (out: ByteSink, n: number): void {
+  out.reserve(8)
+  out.buf.writeDoubleLE(n, out.len)
+  out.len += 8
+}
+
+/** A string's UTF-8 bytes after their count. */
+function writeText (out: ByteSink, s: string): void {
+  const at = out.len
+  writeU32(out, 0)
+  out.write(s)
+  out.buf.writeUInt32LE(out.len - at - 4, at)
+}
+
+/** The prefix length after the last `/` of a block's text (0-128), without slicing it. */
+function prefixOf (block: string): number {
+  let n = 0
+  for (let i = block.lastIndexOf('/') + 1; i < block.length; i++) n = n * 10 + block.charCodeAt(i) - 48
+  return n
 }
 
 /** Weighs evidence into an assessment. Pure: the result depends only on the arguments. */
@@ -168,7 +210,7 @@ function unlistedAssessment (ind: NormalizedIndicator, profile: ScoringProfile, 
  * The steps after collection, for an indicator some list names or a lexical finding flags (`explain` false: its
  * signals without evidence and names).
  */
-function listedVerdict (ind: NormalizedIndicator, profile: ScoringProfile, snap: Snapshot, hits: Hit[], explain: boolean): SharedParts & { signals: ScoredSignal[], flags: string[], actions: Assessment['recommended_actions'] } {
+function listedVerdict (ind: NormalizedIndicator, profile: ScoringProfile, snap: Snapshot, hits: readonly Hit[], explain: boolean): SharedParts & { signals: ScoredSignal[], flags: string[], actions: Assessment['recommended_actions'] } {
   const collected = ind.type === 'ip' || ind.type === 'ip_block' ? mostSpecificSpecial(hits, ind) : hits
   const { known, hits: all } = knownGoodContext(ind, profile, collected)
   const { weighed, flags } = weigh(ind, profile, snap, all, known)

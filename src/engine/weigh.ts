@@ -35,7 +35,7 @@ const kSpecialSubgroups = new Set(['non_routable', 'documentation', 'protocol_as
  * more specific entry overrides the block around it (192.0.0.9/32, a globally reachable anycast address, sits in
  * 192.0.0.0/24, which is not globally reachable). Returns `hits` itself when there is nothing to drop.
  */
-export function mostSpecificSpecial (hits: Hit[], ind: NormalizedIndicator): Hit[] {
+export function mostSpecificSpecial (hits: readonly Hit[], ind: NormalizedIndicator): readonly Hit[] {
   let best: Hit | null = null
   let bestPrefix = -1
   let count = 0
@@ -80,13 +80,13 @@ const kNoSubgroups: readonly string[] = Object.freeze([])
  * (user sites, hosted services) while the registrable owner is popular. The popularity hits are new objects; `hits`
  * is returned itself when it holds none.
  */
-export function knownGoodContext (ind: NormalizedIndicator, profile: ScoringProfile, hits: Hit[]): { known: KnownGood | null, hits: Hit[] } {
+export function knownGoodContext (ind: NormalizedIndicator, profile: ScoringProfile, hits: readonly Hit[]): { known: KnownGood | null, hits: readonly Hit[] } {
   const kg = profile.knownGood
   if (kg === null) return { known: null, hits }
   let popularity = 0
   let cloud = false
   let any = false
-  let out = hits
+  let out: Hit[] | null = null
   for (let i = 0; i < hits.length; i++) {
     const h = hits[i] as Hit
     if (h.src.direction === 'malicious') continue
@@ -96,7 +96,7 @@ export function knownGoodContext (ind: NormalizedIndicator, profile: ScoringProf
       const f = rank === null ? kg.popularity.unrankedFactor : Math.min(1, Math.max(0, 1 - Math.log10(rank) / Math.log10(kg.popularity.maxRank)))
       const name = ind.normalized
       const same = h.match === 'exact' || (name.startsWith('www.') && h.matched === name.slice(4))
-      if (out === hits) out = [...hits]
+      out ??= [...hits]
       out[i] = { ...h, attenuation: same ? 1 : kg.popularity.subdomainFactor, extra: { rank, popular_name: same, rank_factor: round4(f) } }
       if (same && f > popularity) popularity = f
     } else if (h.src.subgroup === 'cloud' && (ind.type === 'ip' || ind.type === 'ip_block')) {
@@ -116,7 +116,7 @@ export function knownGoodContext (ind: NormalizedIndicator, profile: ScoringProf
       break
     }
   }
-  return { known: { popularity, cloud, cloudHalfLife: kg.cloud.halfLifeDays, cloudFactor: kg.cloud.factor, damping: kg.popularity.damping, weak }, hits: out }
+  return { known: { popularity, cloud, cloudHalfLife: kg.cloud.halfLifeDays, cloudFactor: kg.cloud.factor, damping: kg.popularity.damping, weak }, hits: out ?? hits }
 }
 
 /**

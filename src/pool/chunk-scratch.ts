@@ -8,6 +8,7 @@
 import { AllowMatcher, Assessor, type AllowRule, type Assessment, type Listing, type ScoringProfile, type Snapshot } from '../engine/index.ts'
 import type { IndicatorType, NormalizedIndicator } from '../engine/types.ts'
 import { ByteSink } from '../bytes/byte-sink.ts'
+import { fnv1aBytes } from '../bytes/fnv.ts'
 import { verdictMembers } from '../history/record.ts'
 import { jsonTailAround, packedTailAround, tailRest, type TailAround } from './bulk-item.ts'
 import { Facets, kNoFacet, type Facet } from './facets.ts'
@@ -26,6 +27,14 @@ export function scratchOf (ctx: ScoringContext): ChunkScratch {
   return (ctx.scratch ??= new ChunkScratch(ctx.snapshot, ctx.cache))
 }
 
+/** Whether `a` holds the bytes written to `sink`. */
+function sameBytes (a: Uint8Array, sink: ByteSink): boolean {
+  if (a.length !== sink.len) return false
+  const b = sink.buf
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
+  return true
+}
+
 /** Shared tails kept per format and profile at most; past it the memo starts again. */
 const kMaxSharedTails = 8192
 
@@ -42,6 +51,8 @@ const kKeepBytes = 16 << 20
  * listing) under a profile, around threat_context, with its facet and the listing the context ends with.
  */
 export interface SharedTail extends TailAround {
+  /** The summary key it was made for. */
+  key: Uint8Array
   riskJson: string
   scoresJson: string
   /** The facet of its risk and scores; null when the facet table is full. */
@@ -76,8 +87,10 @@ export class ChunkScratch {
   private readonly sharedJson = new WeakMap<object, string>()
   /** Shared tails of `tailsProfile` by the engine's summary key, JSON and MessagePack. */
   private tailsProfile: ScoringProfile | null = null
-  private readonly jsonTails = new Map<string, SharedTail>()
-  private readonly packedTails = new Map<string, SharedTail>()
+  private readonly jsonTails = new Map<number, SharedTail>()
+  private readonly packedTails = new Map<number, SharedTail>()
+  /** The summary key of the indicator being written (engine Assessor.summaryKey). */
+  private readonly summaryKey = new ByteSink(1024)
   /** Writers by kind of chunk (chunk-writers.ts), made on first use. */
   readonly writers = new Map<string, unknown>()
 
@@ -174,18 +187,21 @@ export class ChunkScratch {
       this.packedTails.clear()
     }
     const memo = format === 'json' ? this.jsonTails : this.packedTails
-    const key = this.assessor.summaryKey()
-    let tail = memo.get(key)
-    if (tail === undefined) {
+    const key = this.summaryKey
+    this.assessor.summaryKey(key)
+    const h = fnv1aBytes(key.buf, 0, key.len)
+    let tail = memo.get(h)
+    if (tail === undefined || !sameBytes(tail.key, key)) {
       const parts = this.assessor.shared()
       const riskJson = this.jsonOf(parts.risk)
       const scoresJson = this.jsonOf(parts.scores)
       const around = format === 'json' ? jsonTailAround(riskJson, scoresJson, this.jsonOf(parts.actions)) : packedTailAround(parts.risk, parts.scores, parts.actions)
       const facet = this.facets.of(parts.risk, parts.scores, riskJson, scoresJson)
       const members = facet?.members ?? verdictMembers(riskJson, scoresJson, [])
-      tail = { ...around, riskJson, scoresJson, facet, members, category: parts.risk.category, listing: parts.listing }
+      tail = { ...around, key: key.buf.slice(0, key.len), riskJson, scoresJson, facet, members, category: parts.risk.category, listing: parts.listing }
       if (memo.size >= kMaxSharedTails) memo.clear()
-      memo.set(key, tail)
+      // A key of another key's hash replaces it.
+      memo.set(h, tail)
     }
     return tail
   }

@@ -135,7 +135,7 @@ class JsonNoneWriter implements ItemWriter {
     const s = this.s
     const out = this.out
     const cache = s.cache
-    const key = s.cacheKey(profile, ind.type, ind.normalized)
+    const key = cache === null ? '' : s.cacheKey(profile, ind.type, ind.normalized)
     const h = cache === null ? 0 : hash30(key)
     const cached = cache?.get(key, h)
     if (cached?.hasTail === true) {
@@ -179,7 +179,7 @@ class PackedNoneWriter implements ItemWriter {
     const s = this.s
     const out = this.out
     const cache = s.cache
-    const key = s.cacheKey(profile, ind.type, ind.normalized)
+    const key = cache === null ? '' : s.cacheKey(profile, ind.type, ind.normalized)
     const h = cache === null ? 0 : hash30(key)
     const cached = cache?.get(key, h)
     if (cached !== undefined) {

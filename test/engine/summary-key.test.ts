@@ -9,6 +9,7 @@ import { join } from 'node:path'
 import { test } from 'node:test'
 import { mixedCorpus } from '../../bench/corpus.ts'
 import { Assessor, normalize, PROFILES } from '../../src/engine/index.ts'
+import { ByteSink } from '../../src/bytes/byte-sink.ts'
 import { sampleSnapshot } from '../helper.ts'
 
 /** Every address, block, domain and hash the sample feeds name, with subdomains and neighbours of each. */
@@ -30,6 +31,7 @@ function listedValues (): string[] {
 test('indicators with one summary key have the same risk, scores, actions and listing, under every profile', async () => {
   const snapshot = await sampleSnapshot()
   const assessor = new Assessor(snapshot)
+  const sink = new ByteSink(256)
   const values = [...listedValues(), ...mixedCorpus(20_000, 161).map((x) => x.value), 'google.com', 'www.google.com', 'mail.google.com', 'www.wikipedia.org']
   for (const profile of PROFILES) {
     const byKey = new Map<string, { value: string, parts: string }>()
@@ -38,7 +40,8 @@ test('indicators with one summary key have the same risk, scores, actions and li
       const n = normalize(value)
       if (!n.ok) continue
       assessor.collect(n.indicator, profile)
-      const key = assessor.summaryKey()
+      assessor.summaryKey(sink)
+      const key = sink.buf.toString('latin1', 0, sink.len)
       const parts = JSON.stringify(assessor.shared())
       // The parts the full assessment shows are the same as the shared ones.
       const a = assessor.assessment()
@@ -48,7 +51,7 @@ test('indicators with one summary key have the same risk, scores, actions and li
         byKey.set(key, { value, parts })
       } else {
         shared++
-        assert.equal(parts, first.parts, `${profile.version}: ${value} and ${first.value} share the key ${key}`)
+        assert.equal(parts, first.parts, `${profile.version}: ${value} and ${first.value} share a key`)
       }
     }
     assert.ok(shared > values.length / 2, `${shared} of ${values.length} share a key`)
