@@ -141,19 +141,15 @@ export class ChunkScratch {
     return text
   }
 
-  /**
-   * The texts a verdict is cached as (verdict-cache.ts), with the number of its facet. `forms`: what the entry is to
-   * hold: the assessment (head and JSON tail), the JSON tail, or only what the history record needs (risk and scores;
-   * the caller adds the packed tail).
-   */
-  textsOf (a: Assessment, forms: 'assessment' | 'tail' | 'packed' = 'assessment'): VerdictTexts {
+  /** The texts a whole assessment is cached as (verdict-cache.ts), with the number of its facet. */
+  textsOf (a: Assessment): VerdictTexts {
     const risk = this.jsonOf(a.risk)
     const scores = this.jsonOf(a.scores)
     return {
-      head: forms === 'assessment' ? verdictHead(a.type, JSON.stringify(a.normalized), this.jsonOf(a.flags), this.jsonOf(a.signals)) : null,
+      head: verdictHead(a.type, JSON.stringify(a.normalized), this.jsonOf(a.flags), this.jsonOf(a.signals)),
       risk,
       scores,
-      rest: forms === 'packed' ? null : tailRest(JSON.stringify(a.threat_context), this.jsonOf(a.recommended_actions)),
+      rest: tailRest(JSON.stringify(a.threat_context), this.jsonOf(a.recommended_actions)),
       facet: this.facets.of(a.risk, a.scores, risk, scores)?.id ?? kNoFacet
     }
   }
