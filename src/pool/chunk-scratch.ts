@@ -91,6 +91,8 @@ export class ChunkScratch {
   private readonly packedTails = new Map<number, SharedTail>()
   /** The summary key of the indicator being written (engine Assessor.summaryKey). */
   private readonly summaryKey = new ByteSink(1024)
+  private keysProfile: ScoringProfile | null = null
+  private readonly keyHeads = new Map<IndicatorType, string>()
   /** Writers by kind of chunk (chunk-writers.ts), made on first use. */
   readonly writers = new Map<string, unknown>()
 
@@ -117,9 +119,18 @@ export class ChunkScratch {
     this.tails.shrink(kKeepBytes)
   }
 
-  /** The cache key of a verdict: snapshot version, profile version, type and normalized value. */
-  cacheKey (profile: ScoringProfile, type: IndicatorType, normalized: string): string {
-    return `${this.snapshot.version}|${profile.version}|${type}|${normalized}`
+  /**
+   * The head of a verdict's cache key, before its normalized value: snapshot version, profile version and type (a
+   * key is head + normalized, given to the cache as the two strings, so that no key string is made per indicator).
+   */
+  cacheKey (profile: ScoringProfile, type: IndicatorType): string {
+    if (profile !== this.keysProfile) {
+      this.keysProfile = profile
+      this.keyHeads.clear()
+    }
+    let head = this.keyHeads.get(type)
+    if (head === undefined) this.keyHeads.set(type, head = `${this.snapshot.version}|${profile.version}|${type}|`)
+    return head
   }
 
   /** The compiled matcher of a tenant's allowlist (compiled once per key), or null without one. */
@@ -157,12 +168,12 @@ export class ChunkScratch {
   /** The assessment of an indicator, from the cache or assessed now (and then cached whole). */
   lookup (profile: ScoringProfile, ind: NormalizedIndicator): { a: Assessment, hit: boolean } {
     const cache = this.cache
-    const key = this.cacheKey(profile, ind.type, ind.normalized)
-    const h = cache === null ? 0 : hash30(key)
-    const cached = cache?.get(key, h)
+    const key = this.cacheKey(profile, ind.type)
+    const h = cache === null ? 0 : hash30(key, ind.normalized)
+    const cached = cache?.get(key, h, ind.normalized)
     if (cached?.hasAssessment === true) return { a: cached.assessment(), hit: true }
     const a = this.assess(profile, ind)
-    cache?.set(key, this.textsOf(a), h)
+    cache?.set(key, this.textsOf(a), h, ind.normalized)
     return { a, hit: false }
   }
 

@@ -135,9 +135,9 @@ class JsonNoneWriter implements ItemWriter {
     const s = this.s
     const out = this.out
     const cache = s.cache
-    const key = cache === null ? '' : s.cacheKey(profile, ind.type, ind.normalized)
-    const h = cache === null ? 0 : hash30(key)
-    const cached = cache?.get(key, h)
+    const key = s.cacheKey(profile, ind.type)
+    const h = cache === null ? 0 : hash30(key, ind.normalized)
+    const cached = cache?.get(key, h, ind.normalized)
     if (cached?.hasTail === true) {
       sink.copy(cached.ring, cached.tailStart, cached.tailEnd)
       out.hit = true
@@ -146,7 +146,7 @@ class JsonNoneWriter implements ItemWriter {
     out.hit = false
     const start = sink.len
     const u = writeShared(s, profile, ind, 'json')
-    cache?.setTail(key, h, sink.buf, start, start + u.riskEnd, start + u.scoresEnd, sink.len, u.facet?.id ?? kNoFacet)
+    cache?.setTail(key, h, sink.buf, start, start + u.riskEnd, start + u.scoresEnd, sink.len, u.facet?.id ?? kNoFacet, ind.normalized)
     return sharedOut(out, u)
   }
 }
@@ -179,9 +179,9 @@ class PackedNoneWriter implements ItemWriter {
     const s = this.s
     const out = this.out
     const cache = s.cache
-    const key = cache === null ? '' : s.cacheKey(profile, ind.type, ind.normalized)
-    const h = cache === null ? 0 : hash30(key)
-    const cached = cache?.get(key, h)
+    const key = s.cacheKey(profile, ind.type)
+    const h = cache === null ? 0 : hash30(key, ind.normalized)
+    const cached = cache?.get(key, h, ind.normalized)
     if (cached !== undefined) {
       out.hit = true
       if (cached.packedEnd > cached.packedStart) {
@@ -194,7 +194,7 @@ class PackedNoneWriter implements ItemWriter {
         writePackedNoneTail(sink, a.risk, a.scores, a.threat_context, a.recommended_actions)
         // A view of what was just written: set() copies it into the ring before the sink is written again.
         t.packed = sink.buf.subarray(start, sink.len)
-        cache?.set(key, t, h)
+        cache?.set(key, t, h, ind.normalized)
       }
       return cachedOut(s, out, cached)
     }
@@ -202,7 +202,7 @@ class PackedNoneWriter implements ItemWriter {
     const start = sink.len
     const u = writeShared(s, profile, ind, 'msgpack')
     const t: VerdictTexts = { head: null, risk: u.riskJson, scores: u.scoresJson, rest: null, facet: u.facet?.id ?? kNoFacet, packed: sink.buf.subarray(start, sink.len) }
-    cache?.set(key, t, h)
+    cache?.set(key, t, h, ind.normalized)
     return sharedOut(out, u)
   }
 }

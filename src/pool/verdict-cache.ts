@@ -17,7 +17,7 @@
  * wrong verdict.
  */
 import type { Assessment } from '../engine/index.ts'
-import { fnv1a } from '../bytes/fnv.ts'
+import { kFnvOffset, kFnvPrime } from '../bytes/fnv.ts'
 import { utf8Into } from '../bytes/byte-sink.ts'
 import { kTailRisk as kRisk, kTailSignalsNone as kTailSignals } from './bulk-item.ts'
 import { Facets, kNoFacet } from './facets.ts'
@@ -89,9 +89,15 @@ export function verdictHead (type: string, normalizedJson: string, flagsJson: st
   return `{"type":"${type}","normalized":${normalizedJson},"flags":${flagsJson},"all_signals":${signalsJson},`
 }
 
-/** FNV-1a of a string's UTF-16 units, cut to 30 bits (a small integer in V8, so the index allocates nothing). */
-export function hash30 (s: string): number {
-  return fnv1a(s) >>> 2
+/**
+ * FNV-1a of a string's UTF-16 units, cut to 30 bits (a small integer in V8, so the index allocates nothing). With
+ * `rest`, of `s + rest`, without joining them: a key may be given as two strings (its constant head and the value).
+ */
+export function hash30 (s: string, rest = ''): number {
+  let h = kFnvOffset
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), kFnvPrime)
+  for (let i = 0; i < rest.length; i++) h = Math.imul(h ^ rest.charCodeAt(i), kFnvPrime)
+  return (h >>> 0) >>> 2
 }
 
 const kWhole = 0
@@ -223,11 +229,11 @@ export class VerdictCache {
     return this.index.size
   }
 
-  /** The verdict stored under `key`, or undefined. */
-  get (key: string, h = hash30(key)): CachedVerdict | undefined {
+  /** The verdict stored under `key` + `rest`, or undefined. */
+  get (key: string, h = hash30(key), rest = ''): CachedVerdict | undefined {
     const off = this.index.get(h)
     if (off < 0) return undefined
-    const state = this.check(off, key)
+    const state = this.check(off, key, rest)
     if (state !== kWhole) {
       // An overwritten entry leaves the index; one of another key with the same hash stays (this key simply misses).
       if (state === kOverwritten) this.index.delete(h)
@@ -246,16 +252,17 @@ export class VerdictCache {
   }
 
   /**
-   * Stores the verdict of `key` (replacing any entry with the same hash); null when it is too large to keep. `hash`:
-   * hash30(key), when the caller has it from the get() that missed.
+   * Stores the verdict of `key` + `rest` (replacing any entry with the same hash); null when it is too large to keep.
+   * `hash`: hash30(key, rest), when the caller has it from the get() that missed.
    */
-  set (key: string, v: VerdictTexts, hash = hash30(key)): CachedVerdict | null {
+  set (key: string, v: VerdictTexts, hash = hash30(key), rest = ''): CachedVerdict | null {
     // Reserve the most UTF-8 can take, write, then give back what was not used (nothing is written after it).
     const packed = v.packed?.length ?? 0
     const head = v.head ?? ''
-    const rest = v.rest ?? ''
+    const tail = v.rest ?? ''
+    const keyRest = rest
     if (v.rest === null && (v.head !== null || v.packed === undefined)) throw new TypeError('an entry without its JSON tail holds the packed tail only')
-    const most = kHeader + 3 * (key.length + head.length + v.risk.length + v.scores.length + rest.length) + kRisk.length + kTailSignals.length + 1 + packed
+    const most = kHeader + 3 * (key.length + keyRest.length + head.length + v.risk.length + v.scores.length + tail.length) + kRisk.length + kTailSignals.length + 1 + packed
     if (most > this.size / kMaxEntryShare) return null
     const off = this.reserve(most)
     const stamp = this.head - most
@@ -263,7 +270,8 @@ export class VerdictCache {
     let p = off + kHeader
     // One native write per piece: joined, each string would first be copied into a flat one (garbage the collector
     // then pays for on every thread). Where a piece is ASCII (bytes = UTF-16 units) its end follows from its length.
-    const keyBytes = utf8Into(r, key, p)
+    const headBytes = utf8Into(r, key, p)
+    const keyBytes = headBytes + utf8Into(r, keyRest, p + headBytes)
     p += keyBytes
     if (head.length > 0) p += utf8Into(r, head, p)
     const tailStart = p
@@ -275,7 +283,7 @@ export class VerdictCache {
     p += kTailSignalsBytes.length
     p += utf8Into(r, v.scores, p)
     const scoresEnd = p
-    if (rest.length > 0) p += utf8Into(r, rest, p)
+    if (tail.length > 0) p += utf8Into(r, tail, p)
     const tailEnd = p
     r[p++] = 0x7d // }
     const jsonEnd = p
@@ -304,13 +312,14 @@ export class VerdictCache {
    * its risk's JSON ending at `riskEnd` and its scores' at `scoresEnd`; the entry holds that tail only (kFormTail), as
    * set() with texts {head: null, risk, scores, rest} would store it. Null when it is too large to keep.
    */
-  setTail (key: string, hash: number, src: Uint8Array, start: number, riskEnd: number, scoresEnd: number, end: number, facet: number): CachedVerdict | null {
-    const most = kHeader + 3 * key.length + (end - start) + 1
+  setTail (key: string, hash: number, src: Uint8Array, start: number, riskEnd: number, scoresEnd: number, end: number, facet: number, rest = ''): CachedVerdict | null {
+    const most = kHeader + 3 * (key.length + rest.length) + (end - start) + 1
     if (most > this.size / kMaxEntryShare) return null
     const off = this.reserve(most)
     const stamp = this.head - most
     const r = this.ring
-    const keyBytes = utf8Into(r, key, off + kHeader)
+    const headBytes = utf8Into(r, key, off + kHeader)
+    const keyBytes = headBytes + utf8Into(r, rest, off + kHeader + headBytes)
     const tailStart = off + kHeader + keyBytes
     r.set(src.subarray(start, end), tailStart)
     const tailEnd = tailStart + end - start
@@ -335,7 +344,7 @@ export class VerdictCache {
    * Whether the entry at offset `off` is whole (its header is sane and at most a ring's size of bytes were written
    * since its own position, so nothing has overwritten it) and stored under `key` (compared in full).
    */
-  private check (off: number, key: string): number {
+  private check (off: number, key: string, rest: string): number {
     const r = this.ring
     if (off + kHeader > this.size) return kOverwritten
     const len = r.readUInt32LE(off + kSlotLength)
@@ -344,7 +353,7 @@ export class VerdictCache {
     if (len < kHeader + keyBytes || off + len > this.size || stamp % this.size !== off) return kOverwritten
     const age = this.head - stamp
     if (age < len || age > this.size) return kOverwritten
-    return sameKey(r, off + kHeader, keyBytes, key) ? kWhole : kOtherKey
+    return sameKey(r, off + kHeader, keyBytes, key, rest) ? kWhole : kOtherKey
   }
 
   /** Claims `len` contiguous bytes at the head (wrapping to the start when the end is too short); returns the offset. */
@@ -361,17 +370,20 @@ export class VerdictCache {
 }
 
 /**
- * Whether the `bytes` UTF-8 bytes at `at` are `key`. An ASCII key (nearly every key: the normalized forms are ASCII but
- * for a few odd values) is compared a character at a time, without decoding the stored bytes into a string.
+ * Whether the `bytes` UTF-8 bytes at `at` are `key` + `rest`. An ASCII key (nearly every key: the normalized forms are
+ * ASCII but for a few odd values) is compared a character at a time, without decoding the stored bytes into a string.
  */
-function sameKey (r: Buffer, at: number, bytes: number, key: string): boolean {
+function sameKey (r: Buffer, at: number, bytes: number, key: string, rest: string): boolean {
   const n = key.length
-  for (let i = 0; i < n; i++) {
-    const c = key.charCodeAt(i)
-    if (c >= 0x80) return r.toString('utf8', at, at + bytes) === key
-    if (i >= bytes || r[at + i] !== c) return false
+  const m = n + rest.length
+  // UTF-8 takes at least a byte per UTF-16 unit.
+  if (bytes < m) return false
+  for (let i = 0; i < m; i++) {
+    const c = i < n ? key.charCodeAt(i) : rest.charCodeAt(i - n)
+    if (c >= 0x80) return r.toString('utf8', at, at + bytes) === key + rest
+    if (r[at + i] !== c) return false
   }
-  return bytes === n
+  return bytes === m
 }
 
 interface StoredAssessment {

@@ -354,3 +354,17 @@ test('the index LRU keeps exactly what a reference LRU keeps, through sets, hits
     for (const [k, v] of ref) assert.equal(lru.get(k), v)
   }
 })
+
+test('a key given as a head and a rest is the key they spell, ASCII or not, and misses for any other', () => {
+  const c = new VerdictCache(100)
+  const t = texts(4)
+  c.set('v|p|domain|', t, hash30('v|p|domain|', 'bücher.de'), 'bücher.de')
+  c.set('v|p|ip|', t, hash30('v|p|ip|', '10.0.0.4'), '10.0.0.4')
+  assert.equal(hash30('v|p|ip|', '10.0.0.4'), hash30('v|p|ip|10.0.0.4'))
+  assert.equal(c.get('v|p|ip|10.0.0.4')?.riskJson(), t.risk, 'the whole key finds it')
+  assert.equal(c.get('v|p|ip|10', hash30('v|p|ip|10', '.0.0.4'), '.0.0.4')?.riskJson(), t.risk, 'another split of the same key')
+  assert.equal(c.get('v|p|domain|', hash30('v|p|domain|', 'bücher.de'), 'bücher.de')?.riskJson(), t.risk)
+  for (const [head, rest] of [['v|p|ip|', '10.0.0.40'], ['v|p|ip|', '10.0.0.'], ['v|p|domain|', 'bucher.de'], ['v|p|domain|', 'bücher.d']]) {
+    assert.equal(c.get(head as string, hash30(head as string, rest), rest), undefined, `${head}${rest}`)
+  }
+})
