@@ -23,8 +23,8 @@ import { RegistryRun, type AsnInfo, type Snapshot } from './snapshot/snapshot.ts
 export interface MemberWriter {
   /** Starts an object of `members` members. */
   open: (members: number) => void
-  /** The next member's name. */
-  key: (name: string) => void
+  /** The next member's name, by its number in kContextKeys. */
+  key: (id: number) => void
   str: (s: string | null) => void
   num: (n: number) => void
   bool: (b: boolean) => void
@@ -39,6 +39,33 @@ export interface MemberWriter {
   /** Keeps the members written since reuse(group) returned false. */
   keep: (group: number) => void
 }
+
+/**
+ * The names of threat_context's members, by number: a writer is given a member's number (MemberWriter.key) and keeps
+ * its encoded name per number, so that no name is looked up by text per indicator.
+ */
+export const kContextKeys = ['ip_version', 'network', 'prefix_length', 'asn', 'as_org', 'registry_range', 'country', 'country_name', 'registrable_domain', 'public_suffix', 'subdomain', 'private_suffix', 'unicode', 'hash_algorithm', 'ipv4_ranges', 'ipv6_ranges', 'listed_by', 'known_good_by', 'threat_labels', 'first_seen', 'last_seen'] as const
+const kKeyIpVersion = 0
+const kKeyNetwork = 1
+const kKeyPrefixLength = 2
+const kKeyAsn = 3
+const kKeyAsOrg = 4
+const kKeyRegistryRange = 5
+const kKeyCountry = 6
+const kKeyCountryName = 7
+const kKeyRegistrableDomain = 8
+const kKeyPublicSuffix = 9
+const kKeySubdomain = 10
+const kKeyPrivateSuffix = 11
+const kKeyUnicode = 12
+const kKeyHashAlgorithm = 13
+const kKeyIpv4Ranges = 14
+const kKeyIpv6Ranges = 15
+const kKeyListedBy = 16
+const kKeyKnownGoodBy = 17
+const kKeyThreatLabels = 18
+const kKeyFirstSeen = 19
+const kKeyLastSeen = 20
 
 /** Fact groups: number = value * 8 + kind. */
 const kGroupAsOrg = 0
@@ -109,29 +136,29 @@ export function writeContext (f: ContextFacts, listing: Listing, snap: Snapshot,
     case 'ip_block': {
       const block = f.type === 'ip_block'
       w.open(6 + (block ? 2 : 0) + (f.hasRegistry ? 3 : 0) + (f.country !== null ? 2 : 0))
-      w.key('ip_version')
+      w.key(kKeyIpVersion)
       w.num(f.ipVersion)
       if (block) {
-        w.key('network')
+        w.key(kKeyNetwork)
         w.str(f.network)
-        w.key('prefix_length')
+        w.key(kKeyPrefixLength)
         w.num(f.prefixLength)
       }
       if (f.hasRegistry) {
         const run = f.registry
         const group = run.asn * 8 + kGroupAsOrg
         if (!w.reuse(group)) {
-          w.key('asn')
+          w.key(kKeyAsn)
           w.num(run.asn)
-          w.key('as_org')
+          w.key(kKeyAsOrg)
           w.str(run.info?.org ?? null)
           w.keep(group)
         }
         if (run.version === 4) {
-          w.key('registry_range')
+          w.key(kKeyRegistryRange)
           w.v4Range(snap.registryV4First(run), snap.registryV4Last(run))
         } else if (run.first !== run.last || !w.reuse(run.first * 8 + kGroupV6Range)) {
-          w.key('registry_range')
+          w.key(kKeyRegistryRange)
           w.str(snap.registryRange(run))
           if (run.first === run.last) w.keep(run.first * 8 + kGroupV6Range)
         }
@@ -139,9 +166,9 @@ export function writeContext (f: ContextFacts, listing: Listing, snap: Snapshot,
       if (f.country !== null) {
         const group = (f.country.charCodeAt(0) << 16 | f.country.charCodeAt(1)) * 8 + kGroupCountry
         if (!w.reuse(group)) {
-          w.key('country')
+          w.key(kKeyCountry)
           w.str(f.country)
-          w.key('country_name')
+          w.key(kKeyCountryName)
           w.str(countryName(f.country))
           w.keep(group)
         }
@@ -150,35 +177,35 @@ export function writeContext (f: ContextFacts, listing: Listing, snap: Snapshot,
     }
     case 'domain':
       w.open(9 + (f.unicode !== null ? 1 : 0))
-      w.key('registrable_domain')
+      w.key(kKeyRegistrableDomain)
       w.str(f.registrable)
-      w.key('public_suffix')
+      w.key(kKeyPublicSuffix)
       w.str(f.suffix)
-      w.key('subdomain')
+      w.key(kKeySubdomain)
       w.str(f.subdomain)
-      w.key('private_suffix')
+      w.key(kKeyPrivateSuffix)
       w.bool(f.privateSuffix)
       if (f.unicode !== null) {
-        w.key('unicode')
+        w.key(kKeyUnicode)
         w.str(f.unicode)
       }
       break
     case 'file_hash_sha256':
       w.open(6)
-      w.key('hash_algorithm')
+      w.key(kKeyHashAlgorithm)
       w.str('sha256')
       break
     case 'asn': {
       w.open(9)
       const group = f.asn * 8 + kGroupAsnFacts
       if (!w.reuse(group)) {
-        w.key('asn')
+        w.key(kKeyAsn)
         w.num(f.asn)
-        w.key('as_org')
+        w.key(kKeyAsOrg)
         w.str(f.asnInfo?.org ?? null)
-        w.key('ipv4_ranges')
+        w.key(kKeyIpv4Ranges)
         w.num(f.asnInfo?.v4Ranges ?? 0)
-        w.key('ipv6_ranges')
+        w.key(kKeyIpv6Ranges)
         w.num(f.asnInfo?.v6Ranges ?? 0)
         w.keep(group)
       }
@@ -186,15 +213,15 @@ export function writeContext (f: ContextFacts, listing: Listing, snap: Snapshot,
     }
   }
   if (listing !== kNoListing || !w.reuse(kGroupNoListing)) {
-    w.key('listed_by')
+    w.key(kKeyListedBy)
     w.strs(listing.listedBy)
-    w.key('known_good_by')
+    w.key(kKeyKnownGoodBy)
     w.strs(listing.knownGoodBy)
-    w.key('threat_labels')
+    w.key(kKeyThreatLabels)
     w.strs(listing.labels)
-    w.key('first_seen')
+    w.key(kKeyFirstSeen)
     w.str(listing.firstSeen)
-    w.key('last_seen')
+    w.key(kKeyLastSeen)
     w.str(listing.lastSeen)
     if (listing === kNoListing) w.keep(kGroupNoListing)
   }
@@ -207,7 +234,7 @@ class ObjectWriter implements MemberWriter {
   private name = ''
 
   open (): void { this.out = {} }
-  key (name: string): void { this.name = name }
+  key (id: number): void { this.name = kContextKeys[id] as string }
   str (s: string | null): void { this.out[this.name] = s }
   num (n: number): void { this.out[this.name] = n }
   bool (b: boolean): void { this.out[this.name] = b }

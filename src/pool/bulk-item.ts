@@ -243,8 +243,7 @@ export function packNumber (sink: ByteSink, v: number): void {
 const kKeyBytes = new Map<string, Uint8Array>()
 const kMaxKeys = 1024
 
-/** Writes a map key as clientPackr packs it, its bytes kept (kKeyBytes). */
-export function writePackedKey (sink: ByteSink, key: string): void {
+function writePackedKey (sink: ByteSink, key: string): void {
   let bytes = kKeyBytes.get(key)
   if (bytes === undefined) {
     bytes = clientPackr.pack(key)

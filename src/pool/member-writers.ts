@@ -5,9 +5,9 @@
  * listing), bytes written once per thread and copied afterwards. test/pool/answer-writers.test.ts holds both to
  * JSON.stringify and clientPackr over every profile's answers.
  */
-import type { MemberWriter } from '../engine/context.ts'
+import { kContextKeys, type MemberWriter } from '../engine/context.ts'
 import type { ByteSink } from '../bytes/byte-sink.ts'
-import { packHeader, packNumber, writePackedKey, writePackedString } from './bulk-item.ts'
+import { clientPackr, packHeader, packNumber, writePackedString } from './bulk-item.ts'
 
 /** Fact groups kept per writer at most; past it the kept bytes are dropped and written again as they come. */
 const kMaxGroups = 16_384
@@ -40,10 +40,10 @@ function writeUint (sink: ByteSink, n: number): void {
     return
   }
   let digits = 0
-  for (let x = n; x > 0; x = Math.floor(x / 10)) digits++
+  for (let x = n; x > 0; x = (x / 10) >>> 0) digits++
   p += digits
   sink.len = p
-  for (let x = n; x > 0; x = Math.floor(x / 10)) buf[--p] = 0x30 + (x % 10)
+  for (let x = n; x > 0; x = (x / 10) >>> 0) buf[--p] = 0x30 + (x % 10)
 }
 
 /** Writes an IPv4 address (uint32) in dotted decimal. */
@@ -63,7 +63,8 @@ export class JsonMembers implements MemberWriter {
   /** No member written yet in the current object (no comma before the next). */
   private first = true
   private mark = 0
-  private readonly keys = new Map<string, Buffer>()
+  /** `"name":` of each member name, by its number. */
+  private readonly keys = kContextKeys.map((name) => Buffer.from(`${JSON.stringify(name)}:`))
   private readonly groups = new Groups()
 
   constructor (sink: ByteSink) {
@@ -75,12 +76,10 @@ export class JsonMembers implements MemberWriter {
     this.first = true
   }
 
-  key (name: string): void {
-    let bytes = this.keys.get(name)
-    if (bytes === undefined) this.keys.set(name, bytes = Buffer.from(`${JSON.stringify(name)}:`))
+  key (id: number): void {
     if (!this.first) this.sink.byte(0x2c)
     this.first = false
-    this.sink.bytes(bytes)
+    this.sink.bytes(this.keys[id] as Buffer)
   }
 
   str (s: string | null): void {
@@ -143,6 +142,8 @@ export class JsonMembers implements MemberWriter {
 export class PackedMembers implements MemberWriter {
   sink: ByteSink
   private mark = 0
+  /** Each member name packed, by its number. */
+  private readonly keys = kContextKeys.map((name) => new Uint8Array(clientPackr.pack(name)))
   private readonly groups = new Groups()
 
   constructor (sink: ByteSink) {
@@ -153,8 +154,8 @@ export class PackedMembers implements MemberWriter {
     packHeader(this.sink, members, 0x80, 0xde, 0xdf)
   }
 
-  key (name: string): void {
-    writePackedKey(this.sink, name)
+  key (id: number): void {
+    this.sink.bytes(this.keys[id] as Uint8Array)
   }
 
   str (s: string | null): void {
