@@ -8,8 +8,9 @@
  * An assessment runs in steps, each in its own module and none changing what it reads: collect (collect.ts: hits and
  * context facts), then, for an indicator some list names, weigh and count origins once (weigh.ts), group caps
  * (weigh.ts), trust scales (trust.ts), signals and their evidence (evidence.ts), summary (summary.ts). An indicator no
- * list names and no lexical finding flags stops after collection: its answer is the profile's shared unlisted parts
- * and its context facts, which the chunk writers write straight into the answer's bytes (Assessor.collect).
+ * list names and no lexical finding flags stops after collection (the profile's shared unlisted parts). What an answer
+ * at signal_details none shows besides the context facts depends only on what summaryKey names, so the chunk writers
+ * write it once per key and the facts straight into the answer's bytes (docs/ARCHITECTURE.md, "The scoring path").
  */
 import { normalize } from './normalize/index.ts'
 import type { KeyPair } from './snapshot/hash.ts'

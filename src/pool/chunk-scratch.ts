@@ -85,14 +85,15 @@ export class ChunkScratch {
   private readonly matchers = new Map<string, AllowMatcher>()
   /** JSON text of frozen values (what unlisted verdicts share), by identity: their text never changes. */
   private readonly sharedJson = new WeakMap<object, string>()
-  /** Shared tails of `tailsProfile` by the engine's summary key, JSON and MessagePack. */
-  private tailsProfile: ScoringProfile | null = null
+  /** The profile the memos below hold texts of (a chunk has one; a new one empties them). */
+  private profile: ScoringProfile | null = null
+  /** Shared tails by the hash of the engine's summary key, JSON and MessagePack. */
   private readonly jsonTails = new Map<number, SharedTail>()
   private readonly packedTails = new Map<number, SharedTail>()
+  /** Cache key heads by type. */
+  private readonly keyHeads = new Map<IndicatorType, string>()
   /** The summary key of the indicator being written (engine Assessor.summaryKey). */
   private readonly summaryKey = new ByteSink(1024)
-  private keysProfile: ScoringProfile | null = null
-  private readonly keyHeads = new Map<IndicatorType, string>()
   /** Writers by kind of chunk (chunk-writers.ts), made on first use. */
   readonly writers = new Map<string, unknown>()
 
@@ -124,13 +125,19 @@ export class ChunkScratch {
    * key is head + normalized, given to the cache as the two strings, so that no key string is made per indicator).
    */
   cacheKey (profile: ScoringProfile, type: IndicatorType): string {
-    if (profile !== this.keysProfile) {
-      this.keysProfile = profile
-      this.keyHeads.clear()
-    }
+    this.use(profile)
     let head = this.keyHeads.get(type)
     if (head === undefined) this.keyHeads.set(type, head = `${this.snapshot.version}|${profile.version}|${type}|`)
     return head
+  }
+
+  /** Empties the profile's memos when `profile` is another. */
+  private use (profile: ScoringProfile): void {
+    if (profile === this.profile) return
+    this.profile = profile
+    this.jsonTails.clear()
+    this.packedTails.clear()
+    this.keyHeads.clear()
   }
 
   /** The compiled matcher of a tenant's allowlist (compiled once per key), or null without one. */
@@ -188,11 +195,7 @@ export class ChunkScratch {
    * summary key, else made from the assessor's shared parts (the steps after collection, without evidence) and kept.
    */
   sharedTail (profile: ScoringProfile, format: 'json' | 'msgpack'): SharedTail {
-    if (profile !== this.tailsProfile) {
-      this.tailsProfile = profile
-      this.jsonTails.clear()
-      this.packedTails.clear()
-    }
+    this.use(profile)
     const memo = format === 'json' ? this.jsonTails : this.packedTails
     const key = this.summaryKey
     this.assessor.summaryKey(key)
