@@ -247,10 +247,12 @@ class ObjectWriter implements MemberWriter {
 
 /** The threat_context object of an indicator's facts and listing summary. */
 export function contextObject (f: ContextFacts, listing: Listing, snap: Snapshot): Record<string, unknown> {
-  const w = new ObjectWriter()
-  writeContext(f, listing, snap, w)
-  return w.out
+  writeContext(f, listing, snap, kObjectWriter)
+  return kObjectWriter.out
 }
+
+/** The one ObjectWriter: it holds nothing between calls but the object it returned last. */
+const kObjectWriter = new ObjectWriter()
 
 let regionNames: Intl.DisplayNames | undefined
 /** Names already looked up: Intl.DisplayNames.of is slow next to a scoring call, and codes are few (< 700). */

@@ -185,9 +185,16 @@ function prefixOf (block: string): number {
   return n
 }
 
+/**
+ * The collection state assess() reuses, per snapshot: scratch only (assess is synchronous and never re-entered, and
+ * what it returns holds none of it), so that a call allocates what it returns and little else.
+ */
+const kAssessors = new WeakMap<Snapshot, Assessor>()
+
 /** Weighs evidence into an assessment. Pure: the result depends only on the arguments. */
 export function assess (ind: NormalizedIndicator, profile: ScoringProfile, snap: Snapshot): Assessment {
-  const a = new Assessor(snap)
+  let a = kAssessors.get(snap)
+  if (a === undefined) kAssessors.set(snap, a = new Assessor(snap))
   a.collect(ind, profile)
   return a.assessment()
 }
