@@ -1,8 +1,8 @@
 /**
  * threat_context: the facts about an indicator that do not weigh (its network, AS and country, its name's parts) and
- * the summary of its listings. One function (writeContext) says which members it has and in which order, and writes
- * them through a MemberWriter: the object the full assessment carries (ObjectWriter, here), or bytes in the answer's
- * format (the chunk writers', src/pool), so that every form holds the same members in the same order.
+ * the summary of its listings. writeContext says which members it has and in which order, and writes them through a
+ * MemberWriter: bytes in the answer's format (the chunk writers', src/pool). contextObject builds the object the full
+ * assessment carries with the same members in the same order (a test holds the two together).
  *
  * Member order per type (then the listing members: listed_by, known_good_by, threat_labels, first_seen, last_seen):
  *   ip        ip_version, [asn, as_org, registry_range], [country, country_name]
@@ -12,7 +12,6 @@
  *   asn       asn, as_org, ipv4_ranges, ipv6_ranges
  */
 import type { IndicatorType } from './types.ts'
-import { formatIPv4 } from './normalize/ip.ts'
 import { RegistryRun, type AsnInfo, type Snapshot } from './snapshot/snapshot.ts'
 
 /**
@@ -228,31 +227,47 @@ export function writeContext (f: ContextFacts, listing: Listing, snap: Snapshot,
   w.close()
 }
 
-/** A MemberWriter that builds the object (what an assessment carries, and what its JSON text is made from). */
-class ObjectWriter implements MemberWriter {
-  out: Record<string, unknown> = {}
-  private name = ''
-
-  open (): void { this.out = {} }
-  key (id: number): void { this.name = kContextKeys[id] as string }
-  str (s: string | null): void { this.out[this.name] = s }
-  num (n: number): void { this.out[this.name] = n }
-  bool (b: boolean): void { this.out[this.name] = b }
-  strs (list: readonly string[]): void { this.out[this.name] = list }
-  v4Range (first: number, last: number): void { this.out[this.name] = `${formatIPv4(first)}-${formatIPv4(last)}` }
-  close (): void {}
-  reuse (): boolean { return false }
-  keep (): void {}
-}
-
-/** The threat_context object of an indicator's facts and listing summary. */
+/**
+ * The threat_context object of an indicator's facts and listing summary: the members writeContext writes, in its
+ * order, as object literals per type (a property store per name, which V8 keeps fast; a writer storing by computed
+ * name cost score() about a tenth). test/pool/answer-writers.test.ts holds its JSON to writeContext's for every type.
+ */
 export function contextObject (f: ContextFacts, listing: Listing, snap: Snapshot): Record<string, unknown> {
-  writeContext(f, listing, snap, kObjectWriter)
-  return kObjectWriter.out
+  let ctx: Record<string, unknown>
+  switch (f.type) {
+    case 'ip':
+    case 'ip_block': {
+      ctx = f.type === 'ip_block' ? { ip_version: f.ipVersion, network: f.network, prefix_length: f.prefixLength } : { ip_version: f.ipVersion }
+      if (f.hasRegistry) {
+        const run = f.registry
+        ctx.asn = run.asn
+        ctx.as_org = run.info?.org ?? null
+        ctx.registry_range = snap.registryRange(run)
+      }
+      if (f.country !== null) {
+        ctx.country = f.country
+        ctx.country_name = countryName(f.country)
+      }
+      break
+    }
+    case 'domain':
+      ctx = { registrable_domain: f.registrable, public_suffix: f.suffix, subdomain: f.subdomain, private_suffix: f.privateSuffix }
+      if (f.unicode !== null) ctx.unicode = f.unicode
+      break
+    case 'file_hash_sha256':
+      ctx = { hash_algorithm: 'sha256' }
+      break
+    case 'asn':
+      ctx = { asn: f.asn, as_org: f.asnInfo?.org ?? null, ipv4_ranges: f.asnInfo?.v4Ranges ?? 0, ipv6_ranges: f.asnInfo?.v6Ranges ?? 0 }
+      break
+  }
+  ctx.listed_by = listing.listedBy
+  ctx.known_good_by = listing.knownGoodBy
+  ctx.threat_labels = listing.labels
+  ctx.first_seen = listing.firstSeen
+  ctx.last_seen = listing.lastSeen
+  return ctx
 }
-
-/** The one ObjectWriter: it holds nothing between calls but the object it returned last. */
-const kObjectWriter = new ObjectWriter()
 
 let regionNames: Intl.DisplayNames | undefined
 /** Names already looked up: Intl.DisplayNames.of is slow next to a scoring call, and codes are few (< 700). */
