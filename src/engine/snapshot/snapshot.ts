@@ -331,8 +331,8 @@ export class Snapshot {
   }
 
   /**
-   * registryFacts into a run the caller reuses, without the range's text (registryRange, or registryV4Bounds, make
-   * it when it is written): false when no range (no one AS, for a block) holds the address.
+   * registryFacts into a run the caller reuses, without the range's text (registryRange, or registryV4First and
+   * registryV4Last, make it when it is written): false when no range (no one AS, for a block) holds the address.
    */
   registryRun (version: 4 | 6, words: ArrayLike<number>, last: ArrayLike<number> | null, out: RegistryRun): boolean {
     const r = version === 4 ? this.asn4 : this.asn6
