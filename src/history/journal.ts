@@ -356,12 +356,18 @@ export class Journal {
     if (this.durableEnd - this.active >= this.options.segmentBytes && this.group.bytes === 0) await this.rotate()
   }
 
-  /** Begins a new segment after the current one. */
+  /**
+   * Begins a new segment after the current one. The closed segment joins `older` only once the new one is active, in
+   * the same turn: collect() bounds each older segment by the next one's start (or the active one's), and a commit
+   * report handled while the new file opens would otherwise bound the closed segment by its own start and delete it
+   * with frames the writer has not read.
+   */
   private async rotate (): Promise<void> {
     const fh = this.fh as FileHandle
     await fh.close()
-    this.older.push(this.active)
+    const closed = this.active
     await this.openSegment(this.durableEnd)
+    this.older.push(closed)
     this.collect()
   }
 

@@ -96,3 +96,37 @@ test('a frame damaged on disk is skipped with the rest of its segment; the next 
   const ids = frames.map((f) => Number(f.envelope.request_id.slice(2)))
   for (let i = 3; i < ids.length; i++) assert.equal(ids[i], (ids[i - 1] as number) + 1)
 })
+
+test('commit reports that arrive while the journal begins a new segment delete no frame the writer has not read', async (t) => {
+  const dir = journalDir(t)
+  // Every group write rotates, so commit reports keep arriving while a new file opens.
+  const journal = await Journal.open({ dir, limit: 1 << 30, segmentBytes: 1, durability: 'sync', asyncWindowMs: 10, asyncWindowBytes: 1 << 20 })
+  const reader = new JournalReader(dir)
+  const n = 300
+  const read: string[] = []
+  let at = 0
+  let skipped = 0
+  const state = { writing: true }
+  // The writer thread: reads one frame a turn, so it is still inside the segment of the last group (of several
+  // frames) when that segment is closed, and reports each position it reached as committed, as its status messages do.
+  const writer = (async () => {
+    while (state.writing || at < journal.durable) {
+      const got = reader.read(at, journal.durable, 1, 1 << 30)
+      read.push(...got.frames.map((f) => f.envelope.request_id))
+      skipped += got.skipped
+      at = got.next
+      journal.committed(at)
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+  })()
+  // Groups of 10 frames, as requests that finish together share one write.
+  for (let i = 0; i < n; i += 10) {
+    await Promise.all(Array.from({ length: 10 }, async (_, k) => await journal.append(envelope(i + k, 1), [part(1)], () => {})))
+  }
+  state.writing = false
+  await writer
+  await journal.close()
+  reader.close()
+  assert.equal(skipped, 0)
+  assert.deepEqual(read, Array.from({ length: n }, (_, i) => `r-${i}`))
+})
