@@ -1,29 +1,19 @@
 /**
- * How the SQLite store keeps history items: as the encoded parts the scoring workers made (history/block.ts), one
- * row per part, not one row per item.
- *
- * A part holds consecutive item ids of one request, [id, id + n). Parts are grouped into blocks per tenant: a block
- * keeps what lets a search skip its parts without reading them, the date range of its requests, a mask of its
- * items' types and a filter of its items' values (16 bits per item at kBlockItems, 4 probes). A tenant has one open
- * block that new parts join until it holds kBlockItems items, so low-rate traffic (single calls, a few per flush)
- * fills blocks as well as bulks do and a value search reads about one block per kBlockItems records.
+ * How the SQLite store keeps history items: as the encoded parts the scoring workers made, one row per part, grouped
+ * per tenant into blocks that searches skip by filter (blocks.ts says what a block holds; this module holds the
+ * SQLite tables and statements).
  *
  * Writing a 10,000-item bulk is then a few part, block and request rows instead of 10,000 rows and 20,000 index
  * entries: the history writer's cost per item fell from about 6 us to well under 1 us (docs/OPERATIONS.md).
  */
 import type Database from 'better-sqlite3'
+import { HistoryItems } from './block.ts'
 import {
-  comparable, filterAdd, filterBits, filterHas, hashValue, HistoryItems, kStride, partHash, partStrings, partTypes, typeBit
-} from './block.ts'
+  addToBlock, blockIsFull, ItemMatcher, kBlockItems, newBlock, newestFirst, PartItems, type BlockItem, type BlockState, type FoundItem, type RequestInfo,
+  type StoredPart
+} from './blocks.ts'
 import type { Cursor, ValidFilters } from './rows.ts'
 
-/**
- * Items a block takes before it closes. A part never straddles two blocks: the store cuts larger runs into parts of
- * at most this size, and a scoring worker's part is one chunk of one request (at most 10,000 items).
- */
-export const kBlockItems = 16_384
-/** Bytes of every block's value filter. */
-const kFilterBytes = filterBits(kBlockItems) / 8
 /** Blocks read per statement while a search scans blocks newest first. */
 const kBlockPage = 64
 /** Requests read per statement while a search walks requests newest first. */
@@ -67,13 +57,10 @@ export const kBlockWriterSql = {
 /** Statements of kBlockWriterSql, prepared. */
 export type BlockWriterStatements = { [K in keyof typeof kBlockWriterSql]: Database.Statement }
 
-interface BlockState { id: number, n: number, minTs: number, maxTs: number, types: number, filter: Buffer }
-
 /** Adds parts to their tenants' open blocks within one transaction; finish() writes the blocks back. */
 export class BlockWriter {
   readonly #s: BlockWriterStatements
   readonly #blocks = new Map<string, BlockState>()
-  readonly #h = new Uint32Array(2)
 
   constructor (s: BlockWriterStatements) {
     this.#s = s
@@ -87,22 +74,13 @@ export class BlockWriter {
       b = row === undefined ? this.#create(tenant) : { id: row.id, n: row.n, minTs: row.min_ts, maxTs: row.max_ts, types: row.types, filter: row.filter }
       this.#blocks.set(tenant, b)
     }
-    if (b.n > 0 && b.n + n > kBlockItems) {
+    if (blockIsFull(b, n)) {
       this.#save(b, false)
       b = this.#create(tenant)
       this.#blocks.set(tenant, b)
     }
     this.#s.insertPart.run(id, n, req, b.id, part)
-    const buf = Buffer.isBuffer(part) ? part : Buffer.from(part.buffer, part.byteOffset, part.byteLength)
-    const h = this.#h
-    for (let i = 0; i < n; i++) {
-      partHash(buf, i, h)
-      filterAdd(b.filter, h[0] as number, h[1] as number)
-    }
-    if (b.n === 0 || ts < b.minTs) b.minTs = ts
-    if (b.n === 0 || ts > b.maxTs) b.maxTs = ts
-    b.types = (b.types | partTypes(part)) >>> 0
-    b.n += n
+    addToBlock(b, part, n, ts)
   }
 
   /** Writes every block this writer changed. */
@@ -112,70 +90,14 @@ export class BlockWriter {
   }
 
   #create (tenant: string): BlockState {
-    const filter = Buffer.alloc(kFilterBytes)
-    const id = Number(this.#s.insertBlock.run(tenant, filter).lastInsertRowid)
-    return { id, n: 0, minTs: 0, maxTs: 0, types: 0, filter }
+    const b = newBlock(0)
+    b.id = Number(this.#s.insertBlock.run(tenant, b.filter).lastInsertRowid)
+    return b
   }
 
   #save (b: BlockState, open: boolean): void {
     this.#s.updateBlock.run(b.n, b.minTs, b.maxTs, b.types, open ? 1 : 0, b.filter, b.id)
   }
-}
-
-/** One stored item, as decoded from its part. */
-export interface BlockItem {
-  type: string | null
-  value: string
-  fragment: string
-}
-
-/** The strings of a stored part, decoded once. */
-class PartItems {
-  readonly #strings: Array<string | null>
-
-  constructor (part: Buffer) {
-    this.#strings = partStrings(part)
-  }
-
-  /** Item i of the part. */
-  item (i: number): BlockItem {
-    const j = i * kStride
-    return { type: this.#strings[j] ?? null, value: this.#strings[j + 1] ?? '', fragment: this.#strings[j + 3] as string }
-  }
-}
-
-/** A request as a search needs it. */
-export interface RequestInfo {
-  id: number
-  ts: number
-  envelope: string
-  user_id: string | null
-  apikey: string
-  bulk_request_id: string | null
-  auth_type: string
-  first_item: number
-  last_item: number
-}
-
-/** A search result before it is turned into a record. */
-export interface FoundItem {
-  id: number
-  ts: number
-  envelope: string
-  item: string
-}
-
-/** (ts, id) descending, the order of every search. */
-export function newestFirst (a: FoundItem, b: FoundItem): number {
-  return b.ts - a.ts || b.id - a.id
-}
-
-/** Whether a request passes the request-level filters. */
-function requestMatches (r: RequestInfo, f: ValidFilters): boolean {
-  return (f.userId === null || r.user_id === f.userId) &&
-    (f.apikey === null || r.apikey === f.apikey) &&
-    (!f.excludeBulk || r.bulk_request_id === null) &&
-    (f.authType === null || r.auth_type === f.authType)
 }
 
 /** Statements the block searches use. */
@@ -228,11 +150,6 @@ function requestWalkParams (tenant: string, f: ValidFilters): unknown[] {
   return p
 }
 
-/** Whether a search reads blocks (an indicator filter) rather than walking requests. */
-export function readsBlocks (f: ValidFilters): boolean {
-  return f.indicatorValue !== null || (f.indicatorType !== null && f.userId === null && f.apikey === null)
-}
-
 /**
  * A value or type search: the tenant's blocks newest first (by their newest item), skipping blocks whose filter
  * or type mask rules the indicator out, each candidate's items checked in full. Blocks' date ranges overlap only
@@ -240,12 +157,7 @@ export function readsBlocks (f: ValidFilters): boolean {
  * than the last row a full page keeps. Returns up to `limit` rows, newest first.
  */
 export function scanBlocks (scan: Database.Statement, s: BlockStatements, tenant: string, f: ValidFilters, cursor: Cursor | null, limit: number): FoundItem[] {
-  const want = f.indicatorValue === null ? null : comparable(f.indicatorValue)
-  const wantType = f.indicatorType === null ? null : comparable(f.indicatorType)
-  const h = new Uint32Array(2)
-  if (want !== null) hashValue(want, h, 0)
-  const h1 = h[0] as number
-  const h2 = h[1] as number
+  const m = new ItemMatcher(f, cursor)
   const requests = new Map<number, RequestInfo | null>()
   const requestOf = (id: number): RequestInfo | null => {
     let r = requests.get(id)
@@ -255,42 +167,18 @@ export function scanBlocks (scan: Database.Statement, s: BlockStatements, tenant
     }
     return r
   }
-  const gte = f.gteMs ?? Number.MIN_SAFE_INTEGER
-  const lt = f.ltMs ?? Number.MAX_SAFE_INTEGER
-  const bit = wantType === null ? 0 : typeBit(wantType)
-  const head: unknown[] = [tenant, gte, lt, cursor?.ts ?? Number.MAX_SAFE_INTEGER]
-  if (wantType !== null) head.push(bit)
+  const head: unknown[] = [tenant, m.gte, m.lt, cursor?.ts ?? Number.MAX_SAFE_INTEGER]
+  if (m.wantType !== null) head.push(m.typeBit)
   let afterTs = Number.MAX_SAFE_INTEGER
   let afterId = Number.MAX_SAFE_INTEGER
   let found: FoundItem[] = []
-  const probe = new Uint32Array(2)
   for (;;) {
     const blocks = scan.all(...head, afterTs, afterId, kBlockPage) as Array<{ id: number, max_ts: number, filter: Buffer }>
     for (const b of blocks) {
       if (found.length >= limit && b.max_ts < (found[limit - 1] as FoundItem).ts) return found
-      if (want !== null && !filterHas(b.filter, h1, h2)) continue
+      if (!m.mayHold(b.filter)) continue
       const hits: FoundItem[] = []
-      for (const p of s.blockParts.all(b.id) as Array<{ id: number, n: number, req: number, part: Buffer }>) {
-        const types = partTypes(p.part) // also checks the part's format before its hashes are read
-        if (wantType !== null && (types & bit) === 0) continue
-        const r = requestOf(p.req)
-        if (r === null || r.ts < gte || r.ts >= lt || !requestMatches(r, f)) continue
-        if (cursor !== null && (r.ts > cursor.ts || (r.ts === cursor.ts && p.id >= cursor.id))) continue
-        let items: PartItems | null = null
-        for (let i = 0; i < p.n; i++) {
-          if (want !== null) {
-            partHash(p.part, i, probe)
-            if (probe[0] !== h1 || probe[1] !== h2) continue
-          }
-          const id = p.id + i
-          if (cursor !== null && r.ts === cursor.ts && id >= cursor.id) continue
-          items ??= new PartItems(p.part)
-          const it = items.item(i)
-          if (want !== null && comparable(it.value) !== want) continue
-          if (wantType !== null && (it.type === null || comparable(it.type) !== wantType)) continue
-          hits.push({ id, ts: r.ts, envelope: r.envelope, item: it.fragment })
-        }
-      }
+      for (const p of s.blockParts.all(b.id) as Array<StoredPart & { req: number }>) m.partHits(p, requestOf(p.req), hits)
       if (hits.length > 0) found = found.concat(hits).sort(newestFirst).slice(0, limit)
     }
     if (blocks.length < kBlockPage) return found
@@ -306,7 +194,7 @@ export function scanBlocks (scan: Database.Statement, s: BlockStatements, tenant
  * Within one ts, request ids and item ids are both insertion order, so this is (ts DESC, item id DESC).
  */
 export function walkRequests (walk: Database.Statement, s: BlockStatements, tenant: string, f: ValidFilters, cursor: Cursor | null, limit: number): FoundItem[] {
-  const wantType = f.indicatorType === null ? null : comparable(f.indicatorType)
+  const m = new ItemMatcher(f, cursor)
   const head = requestWalkParams(tenant, f)
   let afterTs = cursor?.ts ?? Number.MAX_SAFE_INTEGER
   let afterId = Number.MAX_SAFE_INTEGER
@@ -314,7 +202,7 @@ export function walkRequests (walk: Database.Statement, s: BlockStatements, tena
   let part: { id: number, n: number, items: PartItems } | null = null
   const itemAt = (id: number): BlockItem | null => {
     if (part === null || id < part.id || id >= part.id + part.n) {
-      const row = s.partAt.get(id) as { id: number, n: number, part: Buffer } | undefined
+      const row = s.partAt.get(id) as StoredPart | undefined
       if (row === undefined || id >= row.id + row.n) return null
       part = { id: row.id, n: row.n, items: new PartItems(row.part) }
     }
@@ -323,14 +211,7 @@ export function walkRequests (walk: Database.Statement, s: BlockStatements, tena
   for (;;) {
     const requests = walk.all(...head, afterTs, afterId, kRequestPage) as RequestInfo[]
     for (const r of requests) {
-      const top = cursor !== null && r.ts === cursor.ts ? Math.min(r.last_item, cursor.id - 1) : r.last_item
-      for (let id = top; id >= r.first_item; id--) {
-        const it = itemAt(id)
-        if (it === null) continue
-        if (wantType !== null && (it.type === null || comparable(it.type) !== wantType)) continue
-        found.push({ id, ts: r.ts, envelope: r.envelope, item: it.fragment })
-        if (found.length >= limit) return found
-      }
+      if (m.requestItems(r, itemAt, found, limit)) return found
     }
     if (requests.length < kRequestPage) return found
     const last = requests[requests.length - 1] as RequestInfo

@@ -9,14 +9,14 @@ import Database from 'better-sqlite3'
 import { Accounts, accountsSchema } from './accounts.ts'
 import { signInFailuresSchema } from './sign-in-limits.ts'
 import { expired, generateKey, isKeyId, newKeyRecord, parseKey, secretMatches, validateKeyOptions } from './api-keys.ts'
-import { HistoryItems, type HistoryPart } from '../history/block.ts'
+import type { HistoryPart } from '../history/block.ts'
+import { readsBlocks, rowParts, type FoundItem } from '../history/blocks.ts'
 import {
-  continuationUid, decodeCursor, encodeCursor, MAX_INDEXED_CHARS, requestFields, SearchPageBuilder, requestRuns, toRows, usageDeltas,
-  validateFilters, validateLimit, type HistoryRow
+  continuationUid, decodeCursor, encodeCursor, MAX_INDEXED_CHARS, SearchPageBuilder, toRows, usageDeltas, validateFilters, validateLimit, type HistoryRow
 } from '../history/rows.ts'
 import {
-  BlockWriter, blockScanSql, kBlockItems, kBlockStatementSql, migrateRowsToBlocks, prepareBlockWriter, readsBlocks,
-  requestWalkSql, scanBlocks, walkRequests, type BlockStatements, type BlockWriterStatements, type FoundItem
+  BlockWriter, blockScanSql, kBlockStatementSql, migrateRowsToBlocks, prepareBlockWriter, requestWalkSql, scanBlocks, walkRequests,
+  type BlockStatements, type BlockWriterStatements
 } from '../history/sqlite-search.ts'
 import { StoreError } from '../errors.ts'
 import { assertUtcDay } from '../history/utc-day.ts'
@@ -283,28 +283,6 @@ function wrap (err: unknown): StoreError {
     return new StoreError('STORE_UNAVAILABLE', `SQLite store unavailable (${code})`, { cause: err })
   }
   return new StoreError('STORE_ERROR', `SQLite store error${typeof code === 'string' ? ` (${code})` : ''}`, { cause: err })
-}
-
-/** The parts of rows (writeHistoryRows): one per run of rows of one request, at most kBlockItems items each. */
-function rowParts (rows: readonly HistoryRow[]): HistoryPart[] {
-  const parts: HistoryPart[] = []
-  for (const run of requestRuns(rows)) {
-    for (let start = run.start; start < run.end; start += kBlockItems) {
-      const end = Math.min(run.end, start + kBlockItems)
-      const items = new HistoryItems(end - start)
-      for (let i = start; i < end; i++) {
-        const r = rows[i] as HistoryRow
-        items.add(r.indicatorType, r.indicatorValue, r.indicatorNormalized, r.item)
-      }
-      // A uid seen earlier in the batch is filed as a request of its own by writeHistoryPartsSync.
-      parts.push({
-        ...requestFields(rows[start] as HistoryRow),
-        count: end - start,
-        part: items.encode()
-      })
-    }
-  }
-  return parts
 }
 
 /**
