@@ -405,6 +405,15 @@ export function filterAdd (filter: Uint8Array, h1: number, h2: number): void {
   }
 }
 
+/**
+ * The bits filterAdd sets for a value's hashes in a filter of `bytes` bytes, for a store that tests them in SQL: bit k
+ * is bit k % 8 (least significant first) of byte k / 8, as PostgreSQL's get_bit numbers the bits of a bytea.
+ */
+export function filterProbeBits (bytes: number, h1: number, h2: number): number[] {
+  const mask = bytes * 8 - 1
+  return Array.from({ length: kProbes }, (_, j) => (h1 + j * h2) & mask)
+}
+
 /** False when the value with these hashes is certainly not in the filter's block. */
 export function filterHas (filter: Uint8Array, h1: number, h2: number): boolean {
   const mask = filter.length * 8 - 1

@@ -15,7 +15,8 @@
 import {
   comparable, filterAdd, filterBits, filterHas, hashValue, HistoryItems, kStride, partHash, partStrings, partTypes, typeBit, type HistoryPart
 } from './block.ts'
-import { requestFields, requestRuns, type Cursor, type HistoryRow, type ValidFilters } from './rows.ts'
+import { encodeCursor, requestFields, requestRuns, SearchPageBuilder, type Cursor, type HistoryRow, type ValidFilters } from './rows.ts'
+import type { SearchPage } from './types.ts'
 
 /**
  * Items a block takes before it closes. A part never straddles two blocks: the stores cut larger runs into parts of
@@ -134,6 +135,26 @@ export interface FoundItem {
 /** (ts, id) descending, the order of every search. */
 export function newestFirst (a: FoundItem, b: FoundItem): number {
   return b.ts - a.ts || b.id - a.id
+}
+
+/**
+ * A page of search results from up to `limit` + 1 items found (one more than asked tells whether another page
+ * exists, so the last page has next_cursor null), bounded as SearchPageBuilder bounds it.
+ */
+export function searchPage (found: readonly FoundItem[], limit: number): SearchPage {
+  // The items of one request share its envelope's string, the key of its parsed form.
+  const page = new SearchPageBuilder(limit)
+  let added = 0
+  while (added < found.length) {
+    const r = found[added] as FoundItem
+    if (!page.add(r.envelope, r.envelope, r.item)) break
+    added++
+  }
+  const last = found[added - 1]
+  return {
+    results: page.results,
+    next_cursor: added < found.length && last !== undefined ? encodeCursor(new Date(last.ts).toISOString(), last.id) : null
+  }
 }
 
 /** Whether a search reads blocks (an indicator filter) rather than walking requests. */

@@ -186,17 +186,17 @@ export interface RequestRun {
 }
 
 /**
- * Splits a batch into runs of consecutive rows with the same uid. A uid may legitimately continue the last run of
- * the previous batch (the writer cuts batches anywhere); a uid that reappears later in the same batch (not expected
- * from the writer) gets uid null, and the store files that run under a derived uid as a request row of its own.
+ * Splits a batch (of rows, or of parts) into runs of consecutive entries with the same uid. A uid may legitimately
+ * continue the last run of the previous batch (the writer cuts batches anywhere); a uid that reappears later in the
+ * same batch (not expected from the writer) gets uid null, and the store files that run as a request row of its own.
  */
-export function requestRuns (rows: readonly HistoryRow[]): RequestRun[] {
+export function requestRuns (rows: ReadonlyArray<{ uid: string }>): RequestRun[] {
   const runs: RequestRun[] = []
   const seen = new Set<string>()
   let start = 0
   for (let i = 1; i <= rows.length; i++) {
-    const uid = (rows[start] as HistoryRow).uid
-    if (i < rows.length && (rows[i] as HistoryRow).uid === uid) continue
+    const uid = (rows[start] as { uid: string }).uid
+    if (i < rows.length && (rows[i] as { uid: string }).uid === uid) continue
     runs.push({ start, end: i, uid: seen.has(uid) ? null : uid })
     seen.add(uid)
     start = i

@@ -10,14 +10,14 @@ import pg from 'pg'
 import { Accounts, accountsSchema } from './accounts.ts'
 import { signInFailuresSchema } from './sign-in-limits.ts'
 import { expired, generateKey, isKeyId, newKeyRecord, parseKey, secretMatches, validateKeyOptions } from './api-keys.ts'
-import { partRows, type HistoryPart } from '../history/block.ts'
-import {
-  columnFilter, continuationUid, decodeCursor, encodeCursor, MAX_INDEXED_CHARS, requestRuns, SearchPageBuilder, toRows, usageDeltas,
-  validateFilters, validateLimit, type Cursor, type HistoryRow, type ValidFilters
-} from '../history/rows.ts'
+import type { HistoryPart } from '../history/block.ts'
+import { rowParts, searchPage } from '../history/blocks.ts'
+import { kMoveBatch, partsSchema, PostgresHistory } from '../history/postgres-history.ts'
+import { searchHistory, searchStatements } from '../history/postgres-search.ts'
+import { decodeCursor, MAX_INDEXED_CHARS, toRows, validateFilters, validateLimit, type HistoryRow } from '../history/rows.ts'
 import { safeCause, scrub, secretsOf } from './redact.ts'
 import { StoreError } from '../errors.ts'
-import { assertUtcDay } from '../history/utc-day.ts'
+import { assertUtcDay, utcDayOf } from '../history/utc-day.ts'
 import { allowCursorId, allowCursorOf, newAllowId } from './allowlist.ts'
 import {
   feedbackCursorId, feedbackCursorOf, feedbackEntryOf, type FeedbackRow as SharedFeedbackRow, isFeedbackId, kMaxSummarySignals, newFeedbackId, validateFeedbackFilters, validateFeedbackLimit,
@@ -40,13 +40,14 @@ export interface PostgresStoreOptions {
   connectionTimeoutMs?: number
   /** Receives errors of idle pooled connections (already sanitized); without it they are dropped, not thrown. */
   onError?: (err: StoreError) => void
+  /** History items per transaction while rows of schema version 6 move into parts (default 50,000). */
+  moveBatch?: number
 }
 
 const kDefaultSchema = 'public'
 const kSchemaPattern = /^[a-z_][a-z0-9_]{0,62}$/
 const kDefaultPoolSize = 10
 const kDefaultConnectionTimeoutMs = 5000 // 5 s: a health check or request fails fast instead of hanging
-const kPurgeBatch = 5000 // items per purge transaction, so writers are not blocked by a long purge
 const kMaxKeyIdAttempts = 3
 // SQLSTATE classes meaning the server or the connection is unavailable, not that the query is wrong.
 const kUnavailableSqlState = /^(08|53|57P0[1-3])/
@@ -183,7 +184,9 @@ function migrations (s: string): string[] {
     CREATE INDEX feedback_signals_feedback ON ${s}.feedback_signals (feedback_id);
     `,
     // 7: failed dashboard sign-ins, counted in the store so every instance sees them (sign-in-limits.ts).
-    signInFailuresSchema(`${s}.sign_in_failures`)
+    signInFailuresSchema(`${s}.sign_in_failures`),
+    // 8: history as parts in blocks, in day partitions (history/postgres-history.ts); the rows move after it.
+    partsSchema(s)
   ]
 }
 
@@ -259,97 +262,6 @@ function wrapPgError (err: unknown, secrets: readonly string[]): StoreError {
   return wrapped
 }
 
-/**
- * Bytes past which a search row leaves a history text out (null) and the store reads it once on its own: every record
- * written under the request limits is far shorter; an older one may hold megabytes that each row would repeat.
- * octet_length reads a stored value's size without decompressing it.
- */
-const kLongText = 256 * 1024
-
-function shortText (column: string): string {
-  return `CASE WHEN octet_length(${column}) <= ${kLongText} THEN ${column} END`
-}
-
-/**
- * Plans a search (same choice as the SQLite store). Indicator filters (indicator_value, or indicator_type when
- * neither user_id nor apikey is given) scan an item index and join each item's request by primary key. Everything
- * else scans a request index newest first and, per request, its item range backwards (a LATERAL subquery with its
- * own ORDER BY, so the planner keeps it as an ordered index scan and needs no sort): within one date, request ids
- * and item ids are both insertion order, so this is the (date DESC, item id DESC) order of the item path, and the
- * same (date, item id) cursor serves both.
- */
-function buildSearch (s: string, tenant: string, f: ValidFilters, cursor: Cursor | null, limit: number): { sql: string, params: unknown[] } {
-  const params: unknown[] = []
-  const p = (value: unknown): string => {
-    params.push(value)
-    return `$${params.length}`
-  }
-  const outer: string[] = []
-  const requestFilters = (): void => {
-    if (f.userId !== null) outer.push(`r.user_id = ${p(f.userId)}`)
-    if (f.apikey !== null) outer.push(`r.apikey = ${p(f.apikey)}`)
-    if (f.excludeBulk) outer.push('r.bulk_request_id IS NULL')
-    if (f.authType !== null) outer.push(`r.auth_type = ${p(f.authType)}`)
-  }
-  if (f.indicatorValue !== null || (f.indicatorType !== null && f.userId === null && f.apikey === null)) {
-    outer.push(`h.tenant = ${p(tenant)}`)
-    if (f.indicatorValue !== null) {
-      const { full, prefix } = columnFilter(f.indicatorValue)
-      outer.push(`left(h.indicator_value, ${MAX_INDEXED_CHARS}) = ${p(prefix)}`, `h.indicator_value = ${p(full)}`)
-    }
-    if (f.indicatorType !== null) outer.push(`h.indicator_type = ${p(f.indicatorType)}`)
-    if (f.gteMs !== null) outer.push(`h.date >= ${p(new Date(f.gteMs).toISOString())}::timestamptz`)
-    if (f.ltMs !== null) outer.push(`h.date < ${p(new Date(f.ltMs).toISOString())}::timestamptz`)
-    // A row comparison is one btree range condition on (date, id), so the cursor seeks instead of filtering.
-    if (cursor !== null) outer.push(`(h.date, h.id) < (${p(cursor.date)}::timestamptz, ${p(cursor.id)}::bigint)`)
-    requestFilters()
-    // The request by primary key only: LIMIT keeps the subquery from being merged into the join, so the planner
-    // cannot read it through another request index (say user_id's) and filter on the join instead.
-    const sql = `SELECT h.id, h.date, h.req, ${shortText('r.envelope')} AS envelope, ${shortText('h.item')} AS item FROM ${s}.history h ` +
-      `CROSS JOIN LATERAL (SELECT r.envelope, r.user_id, r.apikey, r.bulk_request_id, r.auth_type FROM ${s}.history_requests r WHERE r.id = h.req LIMIT 1) r ` +
-      `WHERE ${outer.join(' AND ')} ORDER BY h.date DESC, h.id DESC LIMIT ${p(limit)}`
-    return { sql, params }
-  }
-  outer.push(`r.tenant = ${p(tenant)}`)
-  requestFilters()
-  if (f.gteMs !== null) outer.push(`r.date >= ${p(new Date(f.gteMs).toISOString())}::timestamptz`)
-  if (f.ltMs !== null) outer.push(`r.date < ${p(new Date(f.ltMs).toISOString())}::timestamptz`)
-  let upper = 'r.last_item'
-  if (cursor !== null) {
-    const date = p(cursor.date)
-    outer.push(`r.date <= ${date}::timestamptz`)
-    // On the cursor's date, only items below the cursor: an index bound, so a page does not re-read the part of a
-    // large request that earlier pages returned.
-    upper = `CASE WHEN r.date < ${date}::timestamptz THEN r.last_item ELSE least(r.last_item, ${p(cursor.id - 1)}::bigint) END`
-  }
-  const inner = ['h.id >= r.first_item', `h.id <= ${upper}`, 'h.req = r.id']
-  if (f.indicatorType !== null) inner.push(`h.indicator_type = ${p(f.indicatorType)}`)
-  const n = p(limit)
-  const sql = `SELECT h.id, r.date, r.id AS req, ${shortText('r.envelope')} AS envelope, ${shortText('h.item')} AS item FROM ${s}.history_requests r CROSS JOIN LATERAL (` +
-    `SELECT h.id, h.item FROM ${s}.history h WHERE ${inner.join(' AND ')} ORDER BY h.id DESC LIMIT ${n}) h ` +
-    `WHERE ${outer.join(' AND ')} ORDER BY r.date DESC, r.id DESC LIMIT ${n}`
-  return { sql, params }
-}
-
-interface WellFormed { isWellFormed: () => boolean, toWellFormed: () => string }
-
-/**
- * One column of a batch as a JSON array, for `json_array_elements_text($n::json)`. node-pg escapes array
- * parameters in JavaScript, which measured slower than the rest of a history batch's write put together;
- * JSON.stringify is native and PostgreSQL parses JSON quickly. Lone UTF-16 surrogates become U+FFFD first, as pg's
- * UTF-8 encoding of a text parameter makes them (PostgreSQL refuses them as JSON escapes).
- */
-function jsonColumn (values: ReadonlyArray<string | number | null>): string {
-  return JSON.stringify(values.map((v) => typeof v === 'string' && !(v as unknown as WellFormed).isWellFormed()
-    ? (v as unknown as WellFormed).toWellFormed()
-    : v))
-}
-
-/** `ROWS FROM (json_array_elements_text($first::json), ...)`: n JSON array parameters zipped by position. */
-function zipJson (first: number, n: number): string {
-  return `ROWS FROM (${Array.from({ length: n }, (_, i) => `json_array_elements_text($${first + i}::json)`).join(', ')})`
-}
-
 /** Store on a PostgreSQL database, all tables in one schema. */
 export class PostgresStore implements Store {
   readonly #pool: pg.Pool
@@ -358,6 +270,9 @@ export class PostgresStore implements Store {
   readonly #s: string
   #closed = false
   #ending: Promise<void> | null = null
+  readonly #moveBatch: number
+  /** History: parts, blocks, day partitions (history/postgres-history.ts). */
+  readonly #history: PostgresHistory
   /** Dashboard users and sessions, over this store's pool. */
   readonly accounts: Accounts
 
@@ -377,6 +292,13 @@ export class PostgresStore implements Store {
       max: options.max ?? kDefaultPoolSize,
       connectionTimeoutMillis: options.connectionTimeoutMs ?? kDefaultConnectionTimeoutMs,
       application_name: 'ioc-verdict'
+    })
+    this.#moveBatch = options.moveBatch ?? kMoveBatch
+    this.#history = new PostgresHistory({
+      schema,
+      query: async (sql, params) => await this.#query(sql, params),
+      transaction: async (fn) => await this.#transaction(fn),
+      session: async (fn) => await this.#session(fn)
     })
     this.accounts = new Accounts({
       run: async (sql, params) => (await this.#query(this.#accountsSql(sql), params)).rowCount ?? 0,
@@ -432,8 +354,32 @@ export class PostgresStore implements Store {
     }
   }
 
-  /** Creates the schema and tables, or upgrades them; concurrent callers serialize on an advisory lock. */
-  async migrate (): Promise<void> {
+  /** Runs `fn` on one pooled connection (no transaction of its own); a connection that failed is not reused. */
+  async #session<T> (fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    this.#check()
+    let client: pg.PoolClient
+    try {
+      client = await this.#pool.connect()
+    } catch (err) {
+      throw wrapPgError(err, this.#secrets)
+    }
+    let broken = false
+    try {
+      return await fn(client)
+    } catch (err) {
+      broken = true
+      throw wrapPgError(err, this.#secrets)
+    } finally {
+      client.release(broken)
+    }
+  }
+
+  /**
+   * Creates the schema and tables, or upgrades them; concurrent callers serialize on an advisory lock. Then makes
+   * today's and tomorrow's history partitions and moves history rows of schema version 6 into parts (resumable).
+   * `version` stops at that schema version, before the move (tests).
+   */
+  async migrate (version?: number): Promise<void> {
     const s = this.#s
     await this.#transaction(async (c) => {
       // Transaction-scoped advisory lock: instances starting together apply each migration exactly once,
@@ -443,11 +389,15 @@ export class PostgresStore implements Store {
       await c.query(`CREATE TABLE IF NOT EXISTS ${s}.schema_version (version integer NOT NULL)`)
       const { rows } = await c.query<{ v: number | null }>(`SELECT max(version) AS v FROM ${s}.schema_version`)
       const all = migrations(s)
-      for (let v = rows[0]?.v ?? 0; v < all.length; v++) {
+      for (let v = rows[0]?.v ?? 0; v < Math.min(version ?? all.length, all.length); v++) {
         await c.query(all[v] as string)
         await c.query(`INSERT INTO ${s}.schema_version (version) VALUES ($1)`, [v + 1])
       }
     })
+    if (version !== undefined && version < migrations(s).length) return
+    const now = Date.now()
+    await this.#history.ensureDays([utcDayOf(now), utcDayOf(now + 86_400_000)])
+    await this.#history.moveRows(this.#moveBatch)
   }
 
   /** Creates a key and returns the only copy of its secret. */
@@ -630,9 +580,19 @@ export class PostgresStore implements Store {
     await this.writeHistoryRows(toRows(records)) // validates everything before the transaction starts
   }
 
-  /** Expands encoded parts into rows (this store keeps a row per item) and writes them as writeHistoryRows does. */
+  /** Inserts rows the service built itself, encoded into parts (one per request run), with their usage counters. */
+  async writeHistoryRows (rows: readonly HistoryRow[]): Promise<void> {
+    this.#check()
+    await this.#history.write(rowParts(rows), undefined)
+  }
+
+  /**
+   * Inserts encoded parts with their usage counters in one transaction (history/postgres-history.ts), saving the
+   * journal mark in the same transaction when given.
+   */
   async writeHistoryParts (parts: readonly HistoryPart[], mark?: JournalMark): Promise<void> {
-    await this.#writeRows(partRows(parts), mark)
+    this.#check()
+    await this.#history.write(parts, mark)
   }
 
   /** How far a history journal is written into this store. */
@@ -641,146 +601,35 @@ export class PostgresStore implements Store {
     return rows[0] === undefined ? 0 : Number(rows[0].position)
   }
 
-  /**
-   * Inserts rows the service built itself, with their usage counters, in one transaction: counters always equal
-   * rows written. Each run of rows with one uid becomes one request row (or extends the request's row when it
-   * continues the previous batch right after its last item); items and requests are inserted with one
-   * INSERT ... SELECT each from per-column JSON arrays (a fixed number of parameters whatever the batch size).
-   *
-   * Writers take a transaction-scoped advisory lock first, so batches are serialized: the batch reserves its id
-   * ranges from both sequences (one setval each), making a request's item ids contiguous and request ids follow
-   * item ids, which the search order and item ranges rely on. It also makes commit order follow id order.
-   */
-  async writeHistoryRows (rows: readonly HistoryRow[]): Promise<void> {
-    await this.#writeRows(rows, undefined)
-  }
-
-  /** writeHistoryRows, saving a journal mark in the same transaction when given. */
-  async #writeRows (rows: readonly HistoryRow[], mark: JournalMark | undefined): Promise<void> {
-    this.#check()
-    if (rows.length === 0 && mark === undefined) return
-    const deltas = usageDeltas(rows)
-    const runs = requestRuns(rows)
-    const s = this.#s
-    await this.#transaction(async (c) => {
-      if (mark !== undefined) {
-        await c.query(`INSERT INTO ${s}.history_journal (journal, position) VALUES ($1, $2) ` +
-          'ON CONFLICT (journal) DO UPDATE SET position = excluded.position', [mark.journal, mark.position])
-      }
-      if (rows.length === 0) return
-      await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`ioc-verdict:history:${this.#schema}`])
-      const uids = runs.flatMap((run) => run.uid === null ? [] : [run.uid])
-      const { rows: found } = await c.query<{ id: string, uid: string, last_item: string }>(
-        `SELECT id, uid, last_item FROM ${s}.history_requests WHERE uid = ANY($1::text[])`, [uids])
-      const existing = new Map(found.map((f) => [f.uid, { id: Number(f.id), lastItem: Number(f.last_item) }]))
-      // nextval then setval past the batch: the lock makes the pair atomic with respect to other writers. One
-      // request id per run (a run that extends its request leaves an unused id: gaps are harmless).
-      const { rows: [reserved] } = await c.query<{ item: string, req: string }>(
-        `SELECT setval('${s}.history_id_seq', nextval('${s}.history_id_seq') + $1::bigint - 1) - $1::bigint + 1 AS item, ` +
-        `setval('${s}.history_requests_id_seq', nextval('${s}.history_requests_id_seq') + $2::bigint - 1) - $2::bigint + 1 AS req`,
-        [rows.length, runs.length])
-      const firstItem = Number(reserved?.item)
-      let next = firstItem
-      let nextReq = Number(reserved?.req)
-      const reqOfItem: number[] = new Array(rows.length)
-      // Columns of the new request rows, in history_requests column order.
-      const req: Array<Array<string | number | null>> = Array.from({ length: 13 }, () => [])
-      for (const run of runs) {
-        const r0 = rows[run.start] as HistoryRow
-        const first = next
-        const last = next + run.end - run.start - 1
-        next = last + 1
-        const prior = run.uid === null ? undefined : existing.get(run.uid)
-        let id: number
-        if (prior !== undefined && prior.lastItem === first - 1) {
-          id = prior.id
-          await c.query(`UPDATE ${s}.history_requests SET last_item = $2 WHERE id = $1`, [id, last])
-        } else {
-          id = nextReq++
-          const uid = run.uid === null || prior !== undefined ? continuationUid(r0.uid, first) : run.uid
-          const values = [id, uid, r0.date, r0.tenant, r0.requestId, r0.bulkRequestId, r0.httpStatus, r0.authType, r0.apikey, r0.userId,
-            r0.envelope, first, last]
-          values.forEach((v, k) => req[k]?.push(v))
-        }
-        reqOfItem.fill(id, run.start, run.end)
-      }
-      if (req[0]?.length !== 0) {
-        await c.query(
-          `INSERT INTO ${s}.history_requests (id, uid, date, tenant, request_id, bulk_request_id, http_status, auth_type, apikey, ` +
-          'user_id, envelope, first_item, last_item) SELECT u.id::bigint, u.uid, u.date::timestamptz, u.tenant, u.request_id, u.bulk, ' +
-          'u.status::integer, u.auth, u.apikey, u.user_id, u.envelope, u.first::bigint, u.last::bigint ' +
-          `FROM ${zipJson(1, 13)} AS u(id, uid, date, tenant, request_id, bulk, status, auth, apikey, user_id, envelope, first, last)`,
-          req.map(jsonColumn))
-      }
-      // Item ids are the reserved range in batch order (ORDINALITY counts the zipped rows from 1).
-      await c.query(
-        `INSERT INTO ${s}.history (id, req, date, tenant, indicator_type, indicator_value, indicator_normalized, item) ` +
-        'SELECT $1::bigint + u.n - 1, u.req::bigint, u.date::timestamptz, u.tenant, u.itype, u.ivalue, u.inorm, u.item ' +
-        `FROM ${zipJson(2, 7)} WITH ORDINALITY AS u(req, date, tenant, itype, ivalue, inorm, item, n)`,
-        [
-          firstItem, jsonColumn(reqOfItem), jsonColumn(rows.map((r) => r.date)), jsonColumn(rows.map((r) => r.tenant)),
-          jsonColumn(rows.map((r) => r.indicatorType)), jsonColumn(rows.map((r) => r.indicatorValue)),
-          jsonColumn(rows.map((r) => r.indicatorNormalized)), jsonColumn(rows.map((r) => r.item))
-        ])
-      // Deltas are sorted, so concurrent batches lock counter rows in the same order and cannot deadlock.
-      await c.query(
-        `INSERT INTO ${s}.usage AS u (tenant, day, key_id, count) ` +
-        'SELECT * FROM unnest($1::text[], $2::date[], $3::text[], $4::bigint[]) ' +
-        'ON CONFLICT (tenant, day, key_id) DO UPDATE SET count = u.count + excluded.count',
-        [deltas.map((d) => d.tenant), deltas.map((d) => d.day), deltas.map((d) => d.keyId), deltas.map((d) => d.count)])
-    })
-  }
-
-  #search (tenant: string, filters: SearchFilters, limit: number, cursor: string | null): { sql: string, params: unknown[] } {
+  /** One page of a tenant's history, newest first. */
+  async searchHistory (tenant: string, filters: SearchFilters, limit: number, cursor: string | null): Promise<SearchPage> {
     this.#check()
     if (typeof tenant !== 'string' || tenant === '') throw new StoreError('INVALID_REQUEST', 'tenant is required')
     const f = validateFilters(filters)
     const n = validateLimit(limit)
     const c = decodeCursor(cursor)
-    // One row more than asked tells whether another page exists, so the last page has next_cursor null.
-    return buildSearch(this.#s, tenant, f, c, n + 1)
-  }
-
-  /** One page of a tenant's history, newest first. */
-  async searchHistory (tenant: string, filters: SearchFilters, limit: number, cursor: string | null): Promise<SearchPage> {
-    const { sql, params } = this.#search(tenant, filters, limit, cursor)
-    const { rows } = await this.#query<{ id: string, date: Date, req: string, envelope: string | null, item: string | null }>(sql, params)
-    // Each row carries its request's envelope: a long one (only records written before the request limits) is left
-    // out of the rows and read once per page, so a page never holds a copy of it per record.
-    const page = new SearchPageBuilder(limit)
-    let added = 0
-    while (added < rows.length) {
-      const r = rows[added] as typeof rows[number]
-      const envelope = r.envelope ?? (page.hasEnvelope(r.req) ? null : await this.#longText('history_requests', 'envelope', r.req))
-      const item = r.item ?? await this.#longText('history', 'item', r.id)
-      if (!page.add(r.req, envelope, item)) break
-      added++
-    }
-    const last = rows[added - 1]
-    return {
-      results: page.results,
-      next_cursor: added < rows.length && last !== undefined ? encodeCursor(last.date.toISOString(), Number(last.id)) : null
-    }
-  }
-
-  /** A history text column of one row that the search left out for its length (kLongText). */
-  async #longText (table: 'history' | 'history_requests', column: 'envelope' | 'item', id: string): Promise<string> {
-    const { rows } = await this.#query<{ text: string }>(`SELECT ${column} AS text FROM ${this.#s}.${table} WHERE id = $1`, [id])
-    return rows[0]?.text ?? '{}'
+    // One item more than asked tells whether another page exists.
+    return searchPage(await searchHistory(async (sql, params) => await this.#query(sql, params), this.#s, tenant, f, c, n + 1), n)
   }
 
   /**
-   * EXPLAIN lines of the query searchHistory would run, planned with sequential scans, bitmap scans and sorts
-   * disabled: a plan that still contains one of them has no index able to serve the query in order (tests).
+   * EXPLAIN lines of the statements searchHistory runs first (a page of blocks or requests, then their parts),
+   * planned with sequential scans, bitmap scans and sorts disabled: a plan that still contains one of them has no
+   * index able to serve the query in order (tests).
    */
   async explainSearch (tenant: string, filters: SearchFilters, cursor: string | null = null): Promise<string[]> {
-    const { sql, params } = this.#search(tenant, filters, 10, cursor)
+    this.#check()
+    const statements = searchStatements(this.#s, tenant, validateFilters(filters), decodeCursor(cursor))
     return await this.#transaction(async (c) => {
       await c.query('SET LOCAL enable_seqscan = off')
       await c.query('SET LOCAL enable_bitmapscan = off')
       await c.query('SET LOCAL enable_sort = off')
-      const { rows } = await c.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql}`, params)
-      return rows.map((r) => r['QUERY PLAN'])
+      const lines: string[] = []
+      for (const st of statements) {
+        const { rows } = await c.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${st.sql}`, st.params)
+        lines.push(...rows.map((r) => r['QUERY PLAN']))
+      }
+      return lines
     })
   }
 
@@ -806,53 +655,15 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * Deletes history older than `before`: requests dated before it and their item ranges, about kPurgeBatch items
-   * per transaction (a larger request is cut from its first item on). Returns the number of items (records)
-   * deleted. Takes the writers' lock, so a request cannot be extended while it is being deleted.
-   * Usage counters are billing records with their own retention: they are not decremented.
+   * Drops the day partitions of history that ended at or before `before` (history/postgres-history.ts): a day's
+   * records go once the whole day is older than the cutoff. Returns the number of records (items) dropped. Usage
+   * counters are billing records with their own retention: they are not decremented.
    */
   async purgeHistory (before: Date): Promise<number> {
     this.#check()
     const ms = before instanceof Date ? before.getTime() : Number.NaN
     if (!Number.isFinite(ms)) throw new StoreError('INVALID_REQUEST', 'before must be a valid Date')
-    const iso = new Date(ms).toISOString()
-    const s = this.#s
-    let total = 0
-    for (;;) {
-      const more = await this.#transaction(async (c) => {
-        await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`ioc-verdict:history:${this.#schema}`])
-        const { rows: requests } = await c.query<{ id: string, first_item: string, last_item: string }>(
-          `SELECT id, first_item, last_item FROM ${s}.history_requests WHERE date < $1::timestamptz LIMIT ${kPurgeBatch}`, [iso])
-        const ids: number[] = []
-        const lo: number[] = []
-        const hi: number[] = []
-        let shrink: { id: number, first: number } | null = null
-        let budget = kPurgeBatch
-        for (const q of requests) {
-          if (budget <= 0) break
-          const first = Number(q.first_item)
-          const last = Number(q.last_item)
-          const upto = Math.min(last, first + budget - 1)
-          ids.push(Number(q.id))
-          lo.push(first)
-          hi.push(upto)
-          budget -= upto - first + 1
-          if (upto < last) shrink = { id: Number(q.id), first: upto + 1 }
-        }
-        if (ids.length === 0) return false
-        const { rowCount } = await c.query(
-          `DELETE FROM ${s}.history h USING unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS d(req, lo, hi) ` +
-          'WHERE h.id >= d.lo AND h.id <= d.hi AND h.req = d.req', [ids, lo, hi])
-        total += rowCount ?? 0
-        if (shrink !== null) {
-          await c.query(`UPDATE ${s}.history_requests SET first_item = $2 WHERE id = $1`, [shrink.id, shrink.first])
-          ids.pop()
-        }
-        if (ids.length > 0) await c.query(`DELETE FROM ${s}.history_requests WHERE id = ANY($1::bigint[])`, [ids])
-        return true
-      })
-      if (!more) return total
-    }
+    return await this.#history.purge(new Date(ms))
   }
 
   /** Throws when the database cannot answer. */

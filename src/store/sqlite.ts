@@ -10,9 +10,9 @@ import { Accounts, accountsSchema } from './accounts.ts'
 import { signInFailuresSchema } from './sign-in-limits.ts'
 import { expired, generateKey, isKeyId, newKeyRecord, parseKey, secretMatches, validateKeyOptions } from './api-keys.ts'
 import type { HistoryPart } from '../history/block.ts'
-import { readsBlocks, rowParts, type FoundItem } from '../history/blocks.ts'
+import { readsBlocks, rowParts, searchPage, type FoundItem } from '../history/blocks.ts'
 import {
-  continuationUid, decodeCursor, encodeCursor, MAX_INDEXED_CHARS, SearchPageBuilder, toRows, usageDeltas, validateFilters, validateLimit, type HistoryRow
+  continuationUid, decodeCursor, MAX_INDEXED_CHARS, toRows, usageDeltas, validateFilters, validateLimit, type HistoryRow
 } from '../history/rows.ts'
 import {
   BlockWriter, blockScanSql, kBlockStatementSql, migrateRowsToBlocks, prepareBlockWriter, requestWalkSql, scanBlocks, walkRequests,
@@ -768,19 +768,7 @@ export class SqliteStore implements Store {
     } catch (err) {
       throw wrap(err)
     }
-    // The items of one request share its envelope's string, the key of its parsed form.
-    const page = new SearchPageBuilder(n)
-    let added = 0
-    while (added < rows.length) {
-      const r = rows[added] as FoundItem
-      if (!page.add(r.envelope, r.envelope, r.item)) break
-      added++
-    }
-    const last = rows[added - 1]
-    return {
-      results: page.results,
-      next_cursor: added < rows.length && last !== undefined ? encodeCursor(new Date(last.ts).toISOString(), last.id) : null
-    }
+    return searchPage(rows, n)
   }
 
   /**

@@ -1,7 +1,7 @@
 /**
  * Nothing acknowledged is lost: a real `ioc-verdict serve` process takes a stream of concurrent bulks while another
  * connection holds the store's write lock (SQLite `BEGIN EXCLUSIVE`; PostgreSQL `LOCK TABLE ... IN ACCESS EXCLUSIVE
- * MODE` on the history table, when IOC_TEST_DATABASE_URL is set), then is killed with SIGKILL mid-stream. After the
+ * MODE` on the history parts table, when IOC_TEST_DATABASE_URL is set), then is killed with SIGKILL mid-stream. After the
  * lock is released and the service restarted on the same data directory, every indicator of every acknowledged (200)
  * bulk is in history exactly once.
  */
@@ -17,7 +17,7 @@ import Database from 'better-sqlite3'
 import pg from 'pg'
 import { Agent, request } from 'undici'
 import { kTestIntelCache } from '../helper.ts'
-import { dbPathOf, readHistory, waitFor } from '../fixtures/read-history.ts'
+import { dbPathOf, readHistory, readPostgresHistory, waitFor } from '../fixtures/read-history.ts'
 
 const kRoot = join(import.meta.dirname, '..', '..')
 const kStreams = 4
@@ -205,17 +205,16 @@ test('SIGKILL while the PostgreSQL history table is locked under bulk load loses
     lock: async () => {
       await locker.query('BEGIN')
       inTx = true
-      await locker.query(`LOCK TABLE ${schema}.history IN ACCESS EXCLUSIVE MODE`)
+      await locker.query(`LOCK TABLE ${schema}.history_parts IN ACCESS EXCLUSIVE MODE`)
     },
     release: async () => {
       if (inTx) await locker.query('ROLLBACK')
       inTx = false
     },
     recorded: async () => {
-      const { rows } = await admin.query<{ bulk: string, n: string }>(
-        `SELECT r.bulk_request_id AS bulk, count(*) AS n FROM ${schema}.history h JOIN ${schema}.history_requests r ON h.req = r.id ` +
-        'WHERE r.bulk_request_id IS NOT NULL GROUP BY 1')
-      return new Map(rows.map((r) => [r.bulk, Number(r.n)]))
+      const m = new Map<string, number>()
+      for (const { record } of await readPostgresHistory(admin, schema)) if (record.bulk_request_id !== null) m.set(record.bulk_request_id, (m.get(record.bulk_request_id) ?? 0) + 1)
+      return m
     }
   }
   const dir = mkdtempSync(join(tmpdir(), 'iocv-durability-pg-'))

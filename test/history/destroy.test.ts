@@ -21,7 +21,7 @@ import { startHistory, type HistoryClient } from '../../src/history/client.ts'
 import { HistoryItems } from '../../src/history/codec.ts'
 import type { Durability } from '../../src/history/journal.ts'
 import { kInvalidVerdictMembers } from '../../src/history/record.ts'
-import { dbPathOf, readHistory, waitFor } from '../fixtures/read-history.ts'
+import { dbPathOf, readHistory, readPostgresHistory, waitFor } from '../fixtures/read-history.ts'
 import { historyEnvelope, itemFragment } from '../fixtures/history-record.ts'
 
 /** One request's history: its envelope and one encoded part of one item. */
@@ -138,8 +138,7 @@ test('destroy while the writer waits on a PostgreSQL lock terminates it after th
     await admin.end()
     rmSync(dir, { recursive: true, force: true })
   })
-  const stored = async (): Promise<string[]> => (await admin.query<{ id: string }>(
-    `SELECT r.request_id AS id FROM ${schema}.history h JOIN ${schema}.history_requests r ON h.req = r.id`)).rows.map((r) => r.id)
+  const stored = async (): Promise<string[]> => (await readPostgresHistory(admin, schema)).map((r) => r.record.request_id)
 
   const client = await open(t, dir, 'sync', 1000, store, 300)
   const acknowledged = new Set<string>()
@@ -151,14 +150,14 @@ test('destroy while the writer waits on a PostgreSQL lock terminates it after th
   assert.equal((await stored()).length, 10)
 
   await locker.query('BEGIN')
-  await locker.query(`LOCK TABLE ${schema}.history IN ACCESS EXCLUSIVE MODE`)
+  await locker.query(`LOCK TABLE ${schema}.history_parts IN ACCESS EXCLUSIVE MODE`)
   for (let i = 0; i < 10; i++) {
     await client.submit(...request(`locked-${i}`))
     acknowledged.add(`locked-${i}`)
   }
   void client.flush()
   await waitFor('the writer to wait on the lock', async () => {
-    const { rows } = await admin.query<{ n: string }>(`SELECT count(*) AS n FROM pg_locks WHERE NOT granted AND relation = '${schema}.history'::regclass`)
+    const { rows } = await admin.query<{ n: string }>(`SELECT count(*) AS n FROM pg_locks WHERE NOT granted AND relation = '${schema}.history_parts'::regclass`)
     return Number(rows[0]?.n) > 0 ? true : undefined
   })
   // The lock is held until destroy() has returned: it returns by the bound, not by the writer finishing.

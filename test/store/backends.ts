@@ -58,15 +58,30 @@ function sqlitePlanProblems (plan: string[]): string[] {
 
 function postgresPlanProblems (plan: string[]): string[] {
   // explainSearch disables seq scans, bitmap scans and sorts: if one appears anyway, no index can do the job.
-  const problems = plan.filter((l) => /Seq Scan|Bitmap|Sort/.test(l)).map((l) => `not index-served: ${l.trim()}`)
-  // The outer scan reads a tenant-prefixed index (requests or items); the other table is reached by primary key
-  // (an item's request by id, a request's items by id range).
-  const tenantScans = plan.filter((l) => /Index (Only )?Scan (Backward )?using history_(requests_)?tenant_\w+ on history(_requests)? /.test(l))
-  const outer = plan.findIndex((l) => l === tenantScans[0])
-  if (outer === -1) problems.push(`no tenant-prefixed index scan in: ${plan.join(' | ')}`)
-  if (tenantScans.length > 1) problems.push(`the joined table is read through another index: ${tenantScans.join(' | ')}`)
-  if (!plan.some((l, i) => i > outer && /Index Scan (Backward )?using history(_requests)?_pkey on history(_requests)? /.test(l))) {
-    problems.push(`the joined table is not read by primary key in: ${plan.join(' | ')}`)
+  const problems = plan.filter((l) => /Seq Scan|Bitmap|^\s*(->\s+)?(Incremental )?Sort\s+\(/.test(l)).map((l) => `not index-served: ${l.trim()}`)
+  // Two statements (each plan starts at column 0): the page of a tenant's requests or blocks, every partition read
+  // through a tenant-prefixed index; then the parts they point to, by primary key or block (and their requests by
+  // primary key).
+  const statements: string[][] = []
+  for (const line of plan) {
+    if (!/^\s/.test(line)) statements.push([])
+    statements[statements.length - 1]?.push(line)
+  }
+  const scans = (lines: string[]): Array<{ index: string, table: string }> => lines.flatMap((l) => {
+    const m = /Index (?:Only )?Scan (?:Backward )?using (\S+) on (\S+)/.exec(l)
+    return m === null ? [] : [{ index: m[1] as string, table: m[2] as string }]
+  })
+  const [page, parts] = statements
+  if (page === undefined || parts === undefined || statements.length !== 2) return [...problems, `expected two statements in: ${plan.join(' | ')}`]
+  const outer = scans(page)
+  if (outer.length === 0) problems.push(`no index scan in: ${page.join(' | ')}`)
+  for (const s of outer) {
+    if (!/^history_(requests|blocks)_d\d{8}$/.test(s.table) || !s.index.includes('_tenant')) problems.push(`not a tenant-prefixed index: ${s.index} on ${s.table}`)
+  }
+  const inner = scans(parts)
+  if (!inner.some((s) => /^history_parts_d\d{8}$/.test(s.table))) problems.push(`parts not read by index in: ${parts.join(' | ')}`)
+  for (const s of inner) {
+    if (/^history_requests_d/.test(s.table) && !s.index.endsWith('_pkey')) problems.push(`a part's request not read by primary key: ${s.index}`)
   }
   return problems
 }

@@ -94,7 +94,7 @@ test('PostgreSQL: stores migrating a new schema together apply each migration on
   const { schema, stores, admin } = fresh
   await Promise.all(stores.map((s) => s.migrate()))
   const { rows } = await admin.query(`SELECT version FROM "${schema}".schema_version ORDER BY version`)
-  assert.deepEqual(rows, [{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 5 }, { version: 6 }, { version: 7 }])
+  assert.deepEqual(rows, [1, 2, 3, 4, 5, 6, 7, 8].map((version) => ({ version })))
 })
 
 test('PostgreSQL: concurrent batches over the same counters neither deadlock nor lose counts', async (t) => {
@@ -117,33 +117,41 @@ test('PostgreSQL: concurrent batches over the same counters neither deadlock nor
   assert.equal(total, 16 * 30)
 })
 
-test('PostgreSQL: a continuation right after its last item extends the request row, a later one gets its own row', async (t) => {
+test('PostgreSQL: a batch becomes part and request rows with consecutive ids, in one open block per tenant and day, in day partitions', async (t) => {
   const fresh = await freshSchema(t, 1, 2)
   if (fresh === null) return
   const { schema, admin } = fresh
   const store = fresh.stores[0] as PostgresStore
   await store.migrate()
-  const rows = (n: number, uid: string, request: string): ReturnType<typeof toRows> => toRows(Array.from({ length: n }, (_, i) => ({
-    date: '2024-01-01T00:00:00.000Z',
-    request_id: request,
-    bulk_request_id: null,
-    http_status: 200,
-    auth_type: 'api_key',
-    tenant: 'layout',
-    apikey: 'keyaaaaaaaaa',
-    indicator: { type: 'ip', value: `192.0.2.${i}`, normalized: null },
-    user_id: null
-  }) as unknown as HistoryRecord)).map((r) => ({ ...r, uid }))
+  const rows = (n: number, uid: string, request: string, tenant = 'layout', date = '2024-01-01T00:00:00.000Z'): ReturnType<typeof toRows> =>
+    toRows(Array.from({ length: n }, (_, i) => historyRecord({
+      date, request_id: request, tenant, indicator: { type: 'ip', value: `192.0.2.${i}`, normalized: null }
+    }))).map((r) => ({ ...r, uid }))
   await store.writeHistoryRows(rows(3, 'a', 'ra'))
-  await store.writeHistoryRows(rows(2, 'a', 'ra'))
-  await store.writeHistoryRows(rows(4, 'b', 'rb'))
-  await store.writeHistoryRows(rows(1, 'a', 'ra'))
-  const { rows: requests } = await admin.query(
-    `SELECT uid, first_item::int AS first, last_item::int AS last FROM "${schema}".history_requests ORDER BY id`)
-  assert.deepEqual(requests, [{ uid: 'a', first: 1, last: 5 }, { uid: 'b', first: 6, last: 9 }, { uid: 'a:10', first: 10, last: 10 }])
-  const { rows: items } = await admin.query(
-    `SELECT r.uid, count(*)::int AS n FROM "${schema}".history h JOIN "${schema}".history_requests r ON r.id = h.req ` +
-    'AND h.id BETWEEN r.first_item AND r.last_item GROUP BY r.uid ORDER BY r.uid')
-  assert.deepEqual(items, [{ uid: 'a', n: 5 }, { uid: 'a:10', n: 1 }, { uid: 'b', n: 4 }])
-  assert.equal((await store.searchHistory('layout', {}, 100, null)).results.length, 10)
+  await store.writeHistoryRows(rows(2, 'a', 'ra')) // the same request continued in the next batch
+  await store.writeHistoryRows([...rows(4, 'b', 'rb'), ...rows(1, 'c', 'rc', 'other'), ...rows(2, 'd', 'rd', 'layout', '2024-01-02T12:00:00.000Z')])
+  const q = async (sql: string): Promise<unknown[]> => (await admin.query(sql.replaceAll('$s', `"${schema}"`))).rows
+  assert.deepEqual(await q('SELECT uid, first_item::int AS first, last_item::int AS last FROM $s.history_requests ORDER BY id'), [
+    { uid: 'a', first: 1, last: 3 }, { uid: 'a', first: 4, last: 5 }, { uid: 'b', first: 6, last: 9 }, { uid: 'c', first: 10, last: 10 }, { uid: 'd', first: 11, last: 12 }
+  ])
+  const parts = await q('SELECT day::text, id::int, n, req::int, block::int FROM $s.history_parts ORDER BY id') as Array<{ block: number }>
+  const [b1, b2, b3] = [parts[0]?.block, parts[3]?.block, parts[4]?.block]
+  assert.deepEqual(parts, [
+    { day: '2024-01-01', id: 1, n: 3, req: 1, block: b1 }, { day: '2024-01-01', id: 4, n: 2, req: 2, block: b1 },
+    { day: '2024-01-01', id: 6, n: 4, req: 3, block: b1 }, { day: '2024-01-01', id: 10, n: 1, req: 4, block: b2 },
+    { day: '2024-01-02', id: 11, n: 2, req: 5, block: b3 }
+  ])
+  assert.deepEqual(await q('SELECT id::int, day::text, tenant, n, open FROM $s.history_blocks ORDER BY day, tenant'), [
+    { id: b1, day: '2024-01-01', tenant: 'layout', n: 9, open: true }, { id: b2, day: '2024-01-01', tenant: 'other', n: 1, open: true },
+    { id: b3, day: '2024-01-02', tenant: 'layout', n: 2, open: true }
+  ])
+  // Each day's three partitions, and the next day's, made ahead of the first batch after midnight.
+  const tables = (await q(`SELECT relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE nspname = '${schema}' ` +
+    "AND relname ~ '_d2024010[1-3]$' ORDER BY relname")).map((r) => (r as { relname: string }).relname)
+  assert.deepEqual(tables, ['blocks', 'parts', 'requests'].flatMap((k) => ['01', '02', '03'].map((d) => `history_${k}_d202401${d}`)))
+  const page = await store.searchHistory('layout', {}, 100, null)
+  assert.deepEqual(page.results.map((r) => `${r.request_id}:${r.indicator.value}`), [
+    'rd:192.0.2.1', 'rd:192.0.2.0', 'rb:192.0.2.3', 'rb:192.0.2.2', 'rb:192.0.2.1', 'rb:192.0.2.0',
+    'ra:192.0.2.1', 'ra:192.0.2.0', 'ra:192.0.2.2', 'ra:192.0.2.1', 'ra:192.0.2.0'
+  ])
 })
