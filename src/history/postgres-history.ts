@@ -97,8 +97,11 @@ export function partsSchema (s: string): string {
     CREATE SEQUENCE ${s}.history_item_ids;
     CREATE SEQUENCE ${s}.history_request_ids;
     CREATE SEQUENCE ${s}.history_block_ids;
-    SELECT setval('${s}.history_item_ids', last_value, is_called) FROM ${s}.history_id_seq;
-    SELECT setval('${s}.history_request_ids', last_value, is_called) FROM ${s}.history_requests_id_seq;
+    -- New ids continue above the old ones (ids the old sequences handed out, or any row inserted with its own id).
+    SELECT setval('${s}.history_item_ids', greatest((SELECT coalesce(max(id), 0) FROM ${s}.history_rows),
+      (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM ${s}.history_id_seq)) + 1, false);
+    SELECT setval('${s}.history_request_ids', greatest((SELECT coalesce(max(id), 0) FROM ${s}.history_rows_requests),
+      (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM ${s}.history_requests_id_seq)) + 1, false);
 
     CREATE TABLE ${s}.history_requests (
       id bigint NOT NULL,
@@ -181,7 +184,7 @@ export class PostgresHistory {
     await c.query(`SET LOCAL lock_timeout = ${kDdlLockTimeoutMs}`)
     // Instances making the same day serialize here (CREATE TABLE IF NOT EXISTS alone can race).
     await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`ioc-verdict:history-days:${this.#port.schema}`])
-    const existing = new Set(await this.#partitionDays(c))
+    const existing = new Set(await this.partitionDays(c))
     for (const day of days) {
       if (existing.has(day)) continue
       const d = day.replaceAll('-', '')
@@ -193,8 +196,8 @@ export class PostgresHistory {
     }
   }
 
-  /** The days that have partitions, ascending. */
-  async #partitionDays (c: pg.PoolClient | null): Promise<string[]> {
+  /** The days that have partitions, ascending (on `c`, or on a connection of the pool). */
+  async partitionDays (c: pg.PoolClient | null = null): Promise<string[]> {
     const sql = 'SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid ' +
       `WHERE i.inhparent = '${this.#s}.history_requests'::regclass`
     const { rows } = c === null ? await this.#port.query<{ name: string }>(sql) : await c.query<{ name: string }>(sql)
@@ -246,7 +249,7 @@ export class PostgresHistory {
         if (todo.length === 0) return
         const runs = requestRuns(todo)
         const items = todo.reduce((n, p) => n + p.count, 0)
-        const reserved = await this.#reserve(c, todo, items, runs.length)
+        const reserved = await this.#reserve(c, todo, items, { requests: runs.length })
         let item = reserved.item
         let req = reserved.req
         const requests: RequestRow[] = []
@@ -271,24 +274,27 @@ export class PostgresHistory {
   }
 
   /**
-   * Under the writers' lock, in one statement: reserves `items` item ids and `requests` request ids (consecutive),
-   * enough block ids for any way the parts can fill blocks, and reads the open blocks of the parts' tenants and days.
+   * Under the writers' lock, in one statement: reserves enough block ids for any way `parts` (of `items` items) can
+   * fill blocks and, with `ids`, `items` item ids and `ids.requests` request ids (consecutive); reads the open blocks
+   * of the parts' tenants and days.
    */
-  async #reserve (c: pg.PoolClient, parts: ReadonlyArray<{ tenant: string, day: string }>, items: number, requests: number): Promise<Reserved> {
+  async #reserve (c: pg.PoolClient, parts: ReadonlyArray<{ tenant: string, day: string }>, items: number, ids: { requests: number } | null): Promise<Reserved> {
     const s = this.#s
     const keys = new Map<string, { tenant: string, day: string }>()
     for (const p of parts) keys.set(`${p.tenant}\u0000${p.day}`, { tenant: p.tenant, day: p.day })
     // A tenant and day starts a block with its first part, then whenever a part does not fit: two blocks in a row hold
     // more than kBlockItems items. Ids reserved and not used leave gaps, which nothing minds.
-    const blocks = 2 * keys.size + Math.ceil(2 * (items === 0 ? parts.length * kBlockItems : items) / kBlockItems)
-    const ids = [`${reserve(`${s}.history_block_ids`, '$3')} AS block`]
-    if (items > 0) ids.push(`${reserve(`${s}.history_item_ids`, '$4')} AS item`)
-    if (requests > 0) ids.push(`${reserve(`${s}.history_request_ids`, '$5')} AS req`)
+    const blocks = 2 * keys.size + Math.ceil(2 * items / kBlockItems)
+    const params: unknown[] = [[...keys.values()].map((k) => k.tenant), [...keys.values()].map((k) => k.day), blocks]
+    const reserved = [`${reserve(`${s}.history_block_ids`, '$3')} AS block`]
+    if (ids !== null) {
+      params.push(items, ids.requests)
+      reserved.push(`${reserve(`${s}.history_item_ids`, '$4')} AS item`, `${reserve(`${s}.history_request_ids`, '$5')} AS req`)
+    }
     const { rows } = await c.query<{ item: string | null, req: string | null, block: string } & Partial<OpenBlockRow>>(
-      `SELECT r.*, b.id, b.day::text AS day, b.tenant, b.n, b.min_ts, b.max_ts, b.types, b.filter FROM (SELECT ${ids.join(', ')}) r ` +
+      `SELECT r.*, b.id, b.day::text AS day, b.tenant, b.n, b.min_ts, b.max_ts, b.types, b.filter FROM (SELECT ${reserved.join(', ')}) r ` +
       `LEFT JOIN LATERAL (SELECT * FROM ${s}.history_blocks WHERE open AND (tenant, day) IN (SELECT * FROM unnest($1::text[], $2::date[]))) b ON true ` +
-      'ORDER BY b.id',
-      [[...keys.values()].map((k) => k.tenant), [...keys.values()].map((k) => k.day), blocks, items, requests])
+      'ORDER BY b.id', params)
     const first = rows[0]
     const open = new Map<string, DayBlock>()
     // Ordered by id: were there two open blocks of one tenant and day, the newer one is taken.
@@ -365,7 +371,7 @@ export class PostgresHistory {
     const cut = utcDayOf(before.getTime())
     const s = this.#s
     let total = 0
-    for (const day of (await this.#partitionDays(null)).filter((d) => d < cut)) {
+    for (const day of (await this.partitionDays()).filter((d) => d < cut)) {
       const d = day.replaceAll('-', '')
       total += await this.#port.transaction(async (c) => {
         await c.query(this.#lockSql(c))
@@ -407,7 +413,8 @@ export class PostgresHistory {
             for (const d of missing) this.#days.add(d)
           }
           await inTransaction(c, `BEGIN; ${this.#lockSql(c)}`, async () => {
-            await this.#store(c, chunk.requests, chunk.parts, await this.#reserve(c, chunk.parts, 0, 0), null)
+            const items = chunk.parts.reduce((n, p) => n + p.n, 0)
+            await this.#store(c, chunk.requests, chunk.parts, await this.#reserve(c, chunk.parts, items, null), null)
             await c.query(`UPDATE ${s}.history_rows_moved SET request = $1`, [chunk.last])
           })
         }

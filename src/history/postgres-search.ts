@@ -218,10 +218,12 @@ async function walkRequests (query: Query, s: string, tenant: string, m: ItemMat
   }
 }
 
-/** The statements a search runs first (a page of blocks or requests, then what it reads of them), for EXPLAIN. */
-export function searchStatements (s: string, tenant: string, f: ValidFilters, cursor: Cursor | null): Statement[] {
+/**
+ * The statements a search runs first (a page of blocks or requests, then what it reads of them, on `day`), for
+ * EXPLAIN.
+ */
+export function searchStatements (s: string, tenant: string, f: ValidFilters, cursor: Cursor | null, day: string): Statement[] {
   const m = new ItemMatcher(f, cursor)
-  const day = new Date().toISOString().slice(0, 10)
   if (readsBlocks(f)) return [blockScan(s, tenant, m, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER), blockParts(s, 1, day)]
   return [requestWalk(s, tenant, f, cursor?.date ?? 'infinity', Number.MAX_SAFE_INTEGER), rangeParts(s, [{ day, first: 1, lo: 1, hi: 1 }])]
 }

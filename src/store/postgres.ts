@@ -17,7 +17,7 @@ import { searchHistory, searchStatements } from '../history/postgres-search.ts'
 import { decodeCursor, MAX_INDEXED_CHARS, toRows, validateFilters, validateLimit, type HistoryRow } from '../history/rows.ts'
 import { safeCause, scrub, secretsOf } from './redact.ts'
 import { StoreError } from '../errors.ts'
-import { assertUtcDay, utcDayOf } from '../history/utc-day.ts'
+import { assertUtcDay } from '../history/utc-day.ts'
 import { allowCursorId, allowCursorOf, newAllowId } from './allowlist.ts'
 import {
   feedbackCursorId, feedbackCursorOf, feedbackEntryOf, type FeedbackRow as SharedFeedbackRow, isFeedbackId, kMaxSummarySignals, newFeedbackId, validateFeedbackFilters, validateFeedbackLimit,
@@ -328,7 +328,11 @@ export class PostgresStore implements Store {
     }
   }
 
-  async #transaction<T> (fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  /**
+   * A pooled connection, with a listener for its 'error' event while it is checked out (the pool listens only while
+   * it is idle): a connection lost mid-query fails that query, and must not also crash the process.
+   */
+  async #connect (): Promise<pg.PoolClient> {
     this.#check()
     let client: pg.PoolClient
     try {
@@ -336,6 +340,18 @@ export class PostgresStore implements Store {
     } catch (err) {
       throw wrapPgError(err, this.#secrets)
     }
+    const ignore = (): void => {}
+    client.on('error', ignore)
+    const release = client.release
+    client.release = (err?: Error | boolean) => {
+      client.removeListener('error', ignore)
+      release.call(client, err)
+    }
+    return client
+  }
+
+  async #transaction<T> (fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.#connect()
     let broken = false
     try {
       await client.query('BEGIN')
@@ -356,13 +372,7 @@ export class PostgresStore implements Store {
 
   /** Runs `fn` on one pooled connection (no transaction of its own); a connection that failed is not reused. */
   async #session<T> (fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    this.#check()
-    let client: pg.PoolClient
-    try {
-      client = await this.#pool.connect()
-    } catch (err) {
-      throw wrapPgError(err, this.#secrets)
-    }
+    const client = await this.#connect()
     let broken = false
     try {
       return await fn(client)
@@ -375,9 +385,9 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * Creates the schema and tables, or upgrades them; concurrent callers serialize on an advisory lock. Then makes
-   * today's and tomorrow's history partitions and moves history rows of schema version 6 into parts (resumable).
-   * `version` stops at that schema version, before the move (tests).
+   * Creates the schema and tables, or upgrades them; concurrent callers serialize on an advisory lock. Then moves
+   * history rows of schema version 6 into parts (resumable: history/postgres-history.ts moveRows). `version` stops at
+   * that schema version, without the move (tests).
    */
   async migrate (version?: number): Promise<void> {
     const s = this.#s
@@ -394,10 +404,7 @@ export class PostgresStore implements Store {
         await c.query(`INSERT INTO ${s}.schema_version (version) VALUES ($1)`, [v + 1])
       }
     })
-    if (version !== undefined && version < migrations(s).length) return
-    const now = Date.now()
-    await this.#history.ensureDays([utcDayOf(now), utcDayOf(now + 86_400_000)])
-    await this.#history.moveRows(this.#moveBatch)
+    if (version === undefined) await this.#history.moveRows(this.#moveBatch)
   }
 
   /** Creates a key and returns the only copy of its secret. */
@@ -619,7 +626,11 @@ export class PostgresStore implements Store {
    */
   async explainSearch (tenant: string, filters: SearchFilters, cursor: string | null = null): Promise<string[]> {
     this.#check()
-    const statements = searchStatements(this.#s, tenant, validateFilters(filters), decodeCursor(cursor))
+    const f = validateFilters(filters)
+    const after = decodeCursor(cursor)
+    // What a block or a request points to is planned on the newest day that has partitions.
+    const day = (await this.#history.partitionDays()).at(-1) ?? new Date().toISOString().slice(0, 10)
+    const statements = searchStatements(this.#s, tenant, f, after, day)
     return await this.#transaction(async (c) => {
       await c.query('SET LOCAL enable_seqscan = off')
       await c.query('SET LOCAL enable_bitmapscan = off')

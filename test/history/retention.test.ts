@@ -1,15 +1,18 @@
 /**
  * Retention: history rows older than IOC_RETENTION_DAYS are purged (the history worker purges at start and hourly);
- * usage counters are billing records and are kept.
+ * usage counters are billing records and are kept. On PostgreSQL (IOC_TEST_DATABASE_URL) a day's partitions are
+ * dropped once the whole day is older than the retention period.
  */
 import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test, type TestContext } from 'node:test'
+import pg from 'pg'
 import pino from 'pino'
 import { startHistory } from '../../src/history/client.ts'
-import { openStore, utcDayOf, type HistoryRecord } from '../../src/store/index.ts'
+import { openStore, utcDayOf, type HistoryRecord, type StoreOptions } from '../../src/store/index.ts'
 import { build } from '../helper.ts'
 import { dbPathOf, readHistory, waitFor } from '../fixtures/read-history.ts'
 import { historyRecord } from '../fixtures/history-record.ts'
@@ -35,9 +38,9 @@ async function seed (dir: string): Promise<{ oldDay: string }> {
   return { oldDay: utcDayOf(old.getTime()) }
 }
 
-async function startWriter (dir: string, retentionDays: number): Promise<Awaited<ReturnType<typeof startHistory>>> {
+async function startWriter (dir: string, retentionDays: number, store: StoreOptions = { kind: 'sqlite', path: dbPathOf(dir) }): Promise<Awaited<ReturnType<typeof startHistory>>> {
   return await startHistory({
-    store: { kind: 'sqlite', path: dbPathOf(dir) },
+    store,
     spoolDir: join(dir, 'spool'),
     journalDir: join(dir, 'journal'),
     journalLimit: 64 * 1024 * 1024,
@@ -86,4 +89,36 @@ test('a retention of 0 days keeps every row', async (t) => {
   await writer.flush()
   await writer.close()
   assert.deepEqual(readHistory(dir).map((r) => r.record.request_id), ['old', 'fresh'])
+})
+
+const kDatabaseUrl = process.env.IOC_TEST_DATABASE_URL
+
+test('PostgreSQL: the history writer drops the partitions of days older than the retention period when it starts', { skip: kDatabaseUrl === undefined ? 'IOC_TEST_DATABASE_URL not set' : false }, async (t) => {
+  const dir = tempDir(t)
+  const schema = `iocv_retention_${randomBytes(4).toString('hex')}`
+  const options: StoreOptions = { kind: 'postgres', url: kDatabaseUrl as string, schema }
+  const admin = new pg.Client({ connectionString: kDatabaseUrl })
+  await admin.connect()
+  t.after(async () => {
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+    await admin.end()
+  })
+  const store = await openStore(options)
+  t.after(async () => await store.close())
+  const old = new Date(Date.now() - 3 * kDayMs)
+  const oldDay = utcDayOf(old.getTime())
+  await store.writeHistory([record('old', old), record('fresh', new Date())])
+  const partitions = async (): Promise<number> => Number((await admin.query(
+    `SELECT count(*) AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE nspname = '${schema}' AND relname ~ $1`,
+    [`^history_(requests|parts|blocks)_d${oldDay.replaceAll('-', '')}$`])).rows[0]?.n)
+  assert.equal(await partitions(), 3)
+  const writer = await startWriter(dir, 1, options)
+  t.after(async () => await writer.close())
+  const left = await waitFor('the purge at start', async () => {
+    const ids = (await store.searchHistory('t1', {}, 10, null)).results.map((r) => r.request_id)
+    return ids.includes('old') ? undefined : ids
+  })
+  assert.deepEqual(left, ['fresh'])
+  assert.equal(await partitions(), 0, 'the old day\'s partitions are dropped')
+  assert.equal(await store.usageForKey('aaaaaaaaaaaa', oldDay), 1, 'billing counters survive the purge')
 })

@@ -10,6 +10,7 @@ import { toRows } from '../../src/history/rows.ts'
 import { PostgresStore } from '../../src/store/postgres.ts'
 import type { HistoryRecord } from '../../src/store/types.ts'
 import { historyRecord } from '../fixtures/history-record.ts'
+import { readPostgresHistory, waitFor } from '../fixtures/read-history.ts'
 
 const kDatabaseUrl = process.env.IOC_TEST_DATABASE_URL
 const kSkip = kDatabaseUrl === undefined || kDatabaseUrl === '' ? 'IOC_TEST_DATABASE_URL not set' : null
@@ -154,4 +155,136 @@ test('PostgreSQL: a batch becomes part and request rows with consecutive ids, in
     'rd:192.0.2.1', 'rd:192.0.2.0', 'rb:192.0.2.3', 'rb:192.0.2.2', 'rb:192.0.2.1', 'rb:192.0.2.0',
     'ra:192.0.2.1', 'ra:192.0.2.0', 'ra:192.0.2.2', 'ra:192.0.2.1', 'ra:192.0.2.0'
   ])
+})
+
+/** Rows of schema version 6 (one row per indicator), inserted as that version's writer stored them. */
+async function insertRowHistory (admin: pg.Client, schema: string, requests: HistoryRecord[][]): Promise<void> {
+  const s = `"${schema}"`
+  let item = 0
+  for (const [i, records] of requests.entries()) {
+    const rows = toRows(records)
+    const r0 = rows[0] as (typeof rows)[number]
+    const first = item + 1
+    await admin.query(
+      `INSERT INTO ${s}.history_requests (id, uid, date, tenant, request_id, bulk_request_id, http_status, auth_type, apikey, user_id, envelope, ` +
+      'first_item, last_item) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)',
+      [i + 1, r0.uid, r0.date, r0.tenant, r0.requestId, r0.bulkRequestId, r0.httpStatus, r0.authType, r0.apikey, r0.userId, r0.envelope, first, first + rows.length - 1])
+    await admin.query(
+      `INSERT INTO ${s}.history (id, req, date, tenant, indicator_type, indicator_value, indicator_normalized, item) ` +
+      'SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])',
+      [rows.map((_, k) => first + k), rows.map(() => i + 1), rows.map((r) => r.date), rows.map((r) => r.tenant), rows.map((r) => r.indicatorType),
+        rows.map((r) => r.indicatorValue), rows.map((r) => r.indicatorNormalized), rows.map((r) => r.item)])
+    item += rows.length
+  }
+}
+
+test('PostgreSQL: history rows of schema version 6 move into parts; a move interrupted mid-way resumes with nothing lost or written twice', async (t) => {
+  const fresh = await freshSchema(t, 0, 1)
+  if (fresh === null) return
+  const { schema, admin } = fresh
+  const url = kDatabaseUrl as string
+  const open = (): PostgresStore => {
+    const s = new PostgresStore({ url, schema, max: 2, moveBatch: 30 })
+    t.after(async () => await s.close())
+    return s
+  }
+  const store = open()
+  await store.migrate(6)
+  // 20 requests of 10 records, on 2024-03-01 (the first 10) and 2024-03-03, two tenants, some values repeated.
+  const requests = Array.from({ length: 20 }, (_, i) => Array.from({ length: 10 }, (_, k) => historyRecord({
+    date: `2024-03-0${i < 10 ? 1 : 3}T10:${String(i).padStart(2, '0')}:00.000Z`,
+    request_id: `old-${i}`,
+    bulk_request_id: i % 2 === 0 ? `bulk-${i}` : null,
+    tenant: i % 3 === 0 ? 'other' : 'moved',
+    indicator: k === 0 ? { type: 'domain', value: 'evil.example', normalized: 'evil.example' } : { type: 'ip', value: `198.51.100.${i * 10 + k}`, normalized: null }
+  })))
+  await insertRowHistory(admin, schema, requests)
+  await admin.query(`INSERT INTO "${schema}".usage (tenant, day, key_id, count) VALUES ('moved', '2024-03-01', 'aaaaaaaaaaaa', 70)`)
+  const searchAll = async (s: PostgresStore, tenant: string, filters: object): Promise<string[]> => {
+    const out: string[] = []
+    let cursor: string | null = null
+    do {
+      const page = await s.searchHistory(tenant, filters, 7, cursor)
+      out.push(...page.results.map((r) => `${r.request_id}:${r.indicator.value}`))
+      cursor = page.next_cursor
+    } while (cursor !== null)
+    return out
+  }
+
+  // Schema version 7, then one record written by the new version: it makes 2024-03-01's partitions (and the next
+  // day's), so the move's first chunks need no new partition and its chunk reaching 2024-03-03 does.
+  await store.migrate(7)
+  const live = historyRecord({ date: '2024-03-01T23:00:00.000Z', request_id: 'live', tenant: 'moved', indicator: { type: 'domain', value: 'evil.example', normalized: 'evil.example' } })
+  await store.writeHistory([live])
+  const daysLock = `SELECT pg_advisory_lock(hashtext('ioc-verdict:history-days:${schema}'))`
+  await admin.query(daysLock)
+  const moving = store.migrate()
+  const waiting = async (what: string): Promise<number> => await waitFor(what, async () => {
+    const { rows } = await admin.query<{ pid: number }>(
+      `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND datname = current_database() AND query ${what}`)
+    return rows[0]?.pid
+  })
+  await waiting("LIKE '%pg_advisory_xact_lock%'")
+  const moved = async (): Promise<number> => Number((await admin.query(`SELECT request FROM "${schema}".history_rows_moved`)).rows[0]?.request)
+  const before = await moved()
+  assert.ok(before >= 3 && before < 11, `chunks of 2024-03-01 are moved, none of 2024-03-03 (${before})`)
+  // Then the next chunk is held inside its transaction, its parts copied, at its progress update, and cut off there.
+  const locker = new pg.Client({ connectionString: url })
+  await locker.connect()
+  t.after(async () => await locker.end())
+  await locker.query('BEGIN')
+  await locker.query(`SELECT * FROM "${schema}".history_rows_moved FOR UPDATE`)
+  await admin.query(daysLock.replace('pg_advisory_lock', 'pg_advisory_unlock'))
+  const mover = await waiting("LIKE 'UPDATE%history_rows_moved%'")
+  await admin.query('SELECT pg_terminate_backend($1)', [mover])
+  await assert.rejects(moving, { code: 'STORE_UNAVAILABLE' })
+  await locker.query('ROLLBACK')
+  assert.equal(await moved(), before, 'the interrupted chunk left nothing')
+  assert.equal((await readPostgresHistory(admin, schema)).length, before * 10 + 1)
+
+  // A restart finishes the move.
+  const again = open()
+  await again.migrate()
+  assert.equal((await admin.query(`SELECT to_regclass('"${schema}".history_rows') AS t`)).rows[0]?.t, null, 'the row tables are gone')
+  const stored = await readPostgresHistory(admin, schema)
+  const want = [...requests.flat(), live]
+  assert.deepEqual(stored.map((r) => r.record), want, 'every record once, in id order')
+  assert.deepEqual(stored.map((r) => r.id).slice(0, 200), Array.from({ length: 200 }, (_, i) => i + 1), 'item ids kept')
+  assert.ok((stored[200]?.id ?? 0) > 200, 'the new version\'s ids continue above them')
+  const newest = (tenant: string, keep: (r: HistoryRecord) => boolean): string[] =>
+    want.map((r, i) => ({ r, i })).filter((x) => x.r.tenant === tenant && keep(x.r))
+      .sort((a, b) => (a.r.date < b.r.date ? 1 : a.r.date > b.r.date ? -1 : b.i - a.i)).map((x) => `${x.r.request_id}:${x.r.indicator.value}`)
+  assert.deepEqual(await searchAll(again, 'moved', {}), newest('moved', () => true))
+  assert.deepEqual(await searchAll(again, 'moved', { indicator_value: 'evil.example' }), newest('moved', (r) => r.indicator.value === 'evil.example'))
+  assert.deepEqual(await searchAll(again, 'other', { exclude_bulk_requests: true }), newest('other', (r) => r.bulk_request_id === null))
+  assert.equal(await again.usageForKey('aaaaaaaaaaaa', '2024-03-01'), 71, 'the move counts nothing again')
+})
+
+test('PostgreSQL: purge drops the partitions of each day wholly before the cutoff; another instance then writing to such a day makes them again', async (t) => {
+  const fresh = await freshSchema(t, 2, 2)
+  if (fresh === null) return
+  const { schema, admin } = fresh
+  const [a, b] = fresh.stores as [PostgresStore, PostgresStore]
+  await a.migrate()
+  const record = (date: string, id: string): HistoryRecord => historyRecord({ date, request_id: id, tenant: 'purge', apikey: 'keypurgeaaaa' })
+  await a.writeHistory([record('2024-05-01T00:00:00.000Z', 'd1-a'), record('2024-05-01T23:59:59.999Z', 'd1-b'), record('2024-05-02T12:00:00.000Z', 'd2'),
+    record('2024-05-04T00:00:00.000Z', 'd4')])
+  const days = async (): Promise<string[]> => (await admin.query<{ relname: string }>(
+    `SELECT relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE nspname = '${schema}' AND relname ~ '^history_parts_d\\d{8}$' ORDER BY 1`))
+    .rows.map((r) => r.relname.slice(-8))
+  assert.deepEqual(await days(), ['20240501', '20240502', '20240503', '20240504', '20240505'])
+  const ids = async (): Promise<string[]> => (await a.searchHistory('purge', {}, 100, null)).results.map((r) => r.request_id)
+  // 2024-05-02T12:00 cuts 2024-05-02: only 2024-05-01 ended before it; its records and its three partitions go.
+  assert.equal(await b.purgeHistory(new Date('2024-05-02T12:00:00.000Z')), 2)
+  assert.deepEqual(await days(), ['20240502', '20240503', '20240504', '20240505'])
+  assert.equal((await admin.query(`SELECT count(*)::int AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE nspname = '${schema}' AND relname ~ '_d20240501$' AND relkind IN ('r', 'p')`)).rows[0]?.n, 0)
+  assert.deepEqual(await ids(), ['d4', 'd2'])
+  assert.equal(await a.usageForKey('keypurgeaaaa', '2024-05-01'), 2, 'billing counters survive the purge')
+  // A day that ended exactly at the cutoff goes too.
+  assert.equal(await b.purgeHistory(new Date('2024-05-03T00:00:00.000Z')), 1)
+  assert.deepEqual(await ids(), ['d4'])
+  // Store a had seen 2024-05-01's partitions: writing there again, it makes them anew (a late replay of an old record).
+  await a.writeHistory([record('2024-05-01T08:00:00.000Z', 'late')])
+  assert.deepEqual(await ids(), ['d4', 'late'])
+  assert.equal(await a.purgeHistory(new Date('2024-05-02T00:00:00.000Z')), 1)
 })
