@@ -1,11 +1,13 @@
 /**
  * Capacity bench: what one instance of the service sustains, and how many instances a given rate needs.
  *
- *   npm run bench:capacity -- [--url URL --key KEY] [--bulk 10000] [--mix ip=40,domain=30,ip_block=10,file_hash_sha256=15,asn=5]
+ *   npm run bench:capacity -- [--url URL [--url URL2 ...] --key KEY] [--bulk 10000] [--mix ip=40,domain=30,ip_block=10,file_hash_sha256=15,asn=5]
  *     [--repeat 0.8] [--signal-details none|top|all] [--format json|msgpack] [--single] [--concurrency 1,2,4,8]
  *     [--duration 5] [--target-rate F] [--out DIR] [--warmup 10] [--knee-gain 0.1] [--knee-p99 3] [--pool N] [--profile DIR]
  *
- * With --url the bench measures a running deployment and starts nothing. Without it, it starts the service on
+ * With --url the bench measures a running deployment and starts nothing; with several, it drives every instance at
+ * once (each at the level's concurrency) and sizes on their sum, the fleet (history drained on every instance).
+ * Without it, it starts the service on
  * 127.0.0.1 (a child process with a temp data dir and the embedded defaults), and in the same run the service in
  * inline mode (IOC_POOL_SIZE=0), a floor server (node:http that parses the same bodies and answers the service's own
  * answer bytes) and Fastify's hello-world, and prints each figure also as a ratio to them.
@@ -51,7 +53,8 @@ function keyHint (statuses: string): string {
 }
 
 interface Options {
-  url: string | null
+  /** Instances to measure (none: the bench starts its own). */
+  urls: string[]
   key: string | null
   bulk: number
   mix: Partial<Record<MixType, number>>
@@ -87,7 +90,7 @@ function parseOptions (argv: string[]): Options {
       strict: true,
       allowPositionals: false,
       options: {
-        url: { type: 'string' },
+        url: { type: 'string', multiple: true },
         key: { type: 'string' },
         bulk: { type: 'string', default: '10000' },
         mix: { type: 'string', default: 'ip=45,domain=30,ip_block=8,file_hash_sha256=12,asn=5' },
@@ -112,10 +115,14 @@ function parseOptions (argv: string[]): Options {
   }
   const v = parsed.values
   if (v.help === true) throw new UsageError('help')
-  if (v.url !== undefined) {
-    let u: URL
-    try { u = new URL(v.url) } catch { throw new UsageError(`--url is not a URL: "${v.url}"`) }
-    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new UsageError('--url must be http:// or https://')
+  const urls = v.url ?? []
+  if (urls.length > 0) {
+    for (const url of urls) {
+      let u: URL
+      try { u = new URL(url) } catch { throw new UsageError(`--url is not a URL: "${url}"`) }
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new UsageError('--url must be http:// or https://')
+    }
+    if (new Set(urls.map((u) => u.replace(/\/+$/, ''))).size !== urls.length) throw new UsageError('--url names the same instance twice')
     if (v.key === undefined || v.key === '') throw new UsageError('--url needs --key (an API key with verdict and verdict_bulk)')
   } else if (v.key !== undefined) {
     throw new UsageError('--key is only used with --url')
@@ -132,14 +139,14 @@ function parseOptions (argv: string[]): Options {
   if (Object.values(mix).every((w) => w === 0)) throw new UsageError('--mix needs a positive weight')
   const sd = v['signal-details']
   if (sd !== 'none' && sd !== 'top' && sd !== 'all') throw new UsageError(`--signal-details must be none, top or all, got "${sd}"`)
-  if (v.profile !== undefined && v.url !== undefined) throw new UsageError('--profile profiles a service the bench starts; it cannot be used with --url')
+  if (v.profile !== undefined && urls.length > 0) throw new UsageError('--profile profiles a service the bench starts; it cannot be used with --url')
   if (v.format !== 'json' && v.format !== 'msgpack') throw new UsageError(`--format must be json or msgpack, got "${v.format}"`)
   const levels = v.concurrency.split(',').map((c) => num('concurrency', c, 1, 4096, true))
   for (let i = 1; i < levels.length; i++) {
     if ((levels[i] as number) <= (levels[i - 1] as number)) throw new UsageError('--concurrency levels must rise, e.g. 1,2,4,8')
   }
   return {
-    url: v.url === undefined ? null : v.url.replace(/\/+$/, ''),
+    urls: urls.map((u) => u.replace(/\/+$/, '')),
     key: v.key ?? null,
     bulk: num('bulk', v.bulk, 1, 1_000_000, true),
     mix,
@@ -312,7 +319,8 @@ const progress = {
   clear (): void { if (this.tty && this.text !== '') process.stderr.write('\r\x1b[K'); this.text = '' }
 }
 
-async function drive (spec: Spec, bodies: Buffer[], concurrency: number, durationS: number, perRequest: number, dispatcher: Agent): Promise<Row> {
+/** Drives one target at one level; `latencies`, when given, receives every answered request's latency (ms). */
+async function drive (spec: Spec, bodies: Buffer[], concurrency: number, durationS: number, perRequest: number, dispatcher: Agent, latencies?: number[]): Promise<Row> {
   const { target } = spec
   const path = spec.kind === 'bulk' ? kBulkPath : spec.kind === 'single' ? kSinglePath : '/'
   const headers: Record<string, string> = spec.kind === 'hello'
@@ -370,6 +378,7 @@ async function drive (spec: Spec, bodies: Buffer[], concurrency: number, duratio
   const server1 = processCpuMs(target)
   const client = process.cpuUsage(client0)
   lat.sort((a, b) => a - b)
+  latencies?.push(...lat)
   const done = lat.length
   return {
     label: spec.label,
@@ -556,6 +565,8 @@ interface Report {
   cpus: number
   command: string
   deployment: string
+  /** Instances measured together: the sizing is their sum. */
+  instances: number
   options: Options
   rows: Row[]
   ratios: Ratio[]
@@ -602,6 +613,62 @@ async function main (opts: Options): Promise<void> {
       if (stopAtKnee && out.length >= 2 && knee(out, opts.kneeGain, opts.kneeP99) !== out[out.length - 1]) break
     }
     return out
+  }
+  /**
+   * One level on every instance at once, each at concurrency c: a row per instance, then the fleet's row (rates
+   * added, latencies of all answers, the history drained on every instance; sustained = indicators / (seconds + the
+   * longest drain)), which is returned.
+   */
+  const fleetLevel = async (specs: Spec[], c: number): Promise<Row> => {
+    const built = specs.map((spec) => {
+      const hint = rate.get(`${spec.target.name} ${spec.kind}`) ?? (spec.kind === 'bulk' ? 200_000 / opts.bulk : 5000)
+      const count = Math.ceil(hint * 1.6 * Math.max(1, c / 2) * opts.duration) + c * 2
+      return bodies.build(spec, Math.min(count, spec.kind === 'bulk' ? Math.ceil(3_000_000 / opts.bulk) + c * 2 : 1_000_000))
+    })
+    if (!progress.tty) process.stderr.write(`running ${specs.length} instances c=${c} each (${opts.duration}s)\n`)
+    const latencies: number[] = []
+    const client0 = process.cpuUsage()
+    const instances = await Promise.all(specs.map(async (spec, i) => await drive(spec, built[i] as Buffer[], c, opts.duration, perRequest(spec), dispatcher, latencies)))
+    const client = process.cpuUsage(client0)
+    progress.show(`${specs.length} instances c=${c}: waiting for every history backlog to drain...`)
+    const drains = await Promise.all(specs.map(async (spec) => spec.kind === 'bulk' ? await drained(spec.target, dispatcher) : null))
+    instances.forEach((row, i) => {
+      row.historyDrainMs = drains[i] ?? null
+      if (row.historyDrainMs !== null && row.indicatorsPerSec > 0) row.sustainedIndicatorsPerSec = Math.round(row.indicators / (row.seconds + row.historyDrainMs / 1000))
+      rate.set(`${row.target} ${row.kind}`, Math.max(row.requestsPerSec, 1))
+    })
+    latencies.sort((a, b) => a - b)
+    const seconds = Math.max(...instances.map((r) => r.seconds))
+    const sum = (pick: (r: Row) => number): number => instances.reduce((a, r) => a + pick(r), 0)
+    const drain = drains.some((d) => d === null) ? null : Math.max(...drains.map((d) => d ?? 0))
+    const indicators = sum((r) => r.indicators)
+    const first = specs[0] as Spec
+    const fleet: Row = {
+      ...(instances[0] as Row),
+      label: `fleet of ${specs.length} ${first.kind} ${first.format}`,
+      target: 'fleet',
+      requests: sum((r) => r.requests),
+      indicators,
+      seconds,
+      requestsPerSec: round1(sum((r) => r.requests) / seconds),
+      indicatorsPerSec: Math.round(indicators / seconds),
+      p50: round1(pct(latencies, 0.5)),
+      p95: round1(pct(latencies, 0.95)),
+      p99: round1(pct(latencies, 0.99)),
+      serverCpuUsPerIndicator: null,
+      clientCpuPercent: round1((client.user + client.system) / 10 / (seconds * 1000)),
+      errors: sum((r) => r.errors),
+      errorStatuses: instances.filter((r) => r.errors > 0).map((r) => `${r.target}: ${r.errorStatuses}`).join('; '),
+      shortened: instances.some((r) => r.shortened),
+      historyDrainMs: drain,
+      sustainedIndicatorsPerSec: drain === null || indicators === 0 ? null : Math.round(indicators / (seconds + drain / 1000))
+    }
+    progress.clear()
+    for (const row of [...instances, fleet]) {
+      console.log(tableLine(row))
+      rows.push(row)
+    }
+    return fleet
   }
   /**
    * Checks that the target answers like ioc-verdict before anything is measured: a bulk of a few indicators in the
@@ -673,11 +740,19 @@ async function main (opts: Options): Promise<void> {
   try {
     bodies.initSeen(Math.max(opts.bulk, 2000))
     console.log(tableHeader())
-    if (opts.url !== null) {
-      const t: Target = { name: 'service', base: opts.url, key: opts.key as string, proc: null, dir: null }
-      targets.push(t)
-      await warm(t)
-      sweepRows = await sweep({ label: mainLabel('service'), target: t, kind: main, format: opts.format, repeat: opts.repeat, signalDetails: opts.signalDetails, cycle: false }, opts.concurrency, true)
+    if (opts.urls.length > 0) {
+      const fleet = opts.urls.length > 1
+      for (const [i, base] of opts.urls.entries()) targets.push({ name: fleet ? `instance${i + 1}` : 'service', base, key: opts.key as string, proc: null, dir: null })
+      for (const t of targets) await warm(t)
+      const specs = targets.map((t): Spec => ({ label: mainLabel(t.name), target: t, kind: main, format: opts.format, repeat: opts.repeat, signalDetails: opts.signalDetails, cycle: false }))
+      if (fleet) {
+        for (const c of opts.concurrency) {
+          sweepRows.push(await fleetLevel(specs, c))
+          if (sweepRows.length >= 2 && knee(sweepRows, opts.kneeGain, opts.kneeP99) !== sweepRows[sweepRows.length - 1]) break
+        }
+      } else {
+        sweepRows = await sweep(specs[0] as Spec, opts.concurrency, true)
+      }
     } else {
       progress.show('starting the service (pool), the service (inline), the floor server and hello-world...')
       if (!progress.tty) process.stderr.write('starting servers\n')
@@ -735,10 +810,14 @@ async function main (opts: Options): Promise<void> {
   const n = k === null ? null : (k.sustainedIndicatorsPerSec !== null ? Math.min(k.sustainedIndicatorsPerSec, k.indicatorsPerSec) : k.indicatorsPerSec)
   const sizing = k === null || n === null || n <= 0 ? null : { indicators_per_sec: n, p99_ms: k.p99, concurrency: k.concurrency }
   const f = opts.targetRate ?? (sizing === null ? null : Math.max(100_000, Math.ceil(sizing.indicators_per_sec * 3.5 / 10_000) * 10_000))
+  const instances = Math.max(1, opts.urls.length)
   const sentence = sizing === null || f === null
     ? noSizing(sweepRows)
-    : `one instance sustains ${sizing.indicators_per_sec} indicators/s at p99 <= ${sizing.p99_ms} ms (concurrency ${sizing.concurrency}); ` +
-      `for ${f} indicators/s run ${Math.ceil(f / sizing.indicators_per_sec)} instances${opts.targetRate === null ? ' (example rate; set yours with --target-rate)' : ''}`
+    : instances > 1
+      ? `${instances} instances together sustain ${sizing.indicators_per_sec} indicators/s at p99 <= ${sizing.p99_ms} ms (concurrency ${sizing.concurrency} each); ` +
+        `${opts.targetRate === null ? 'set --target-rate to check a rate against it' : `${f} indicators/s ${f <= sizing.indicators_per_sec ? 'fits' : 'needs more (measure a larger fleet: shared stores do not scale with instances)'}`}`
+      : `one instance sustains ${sizing.indicators_per_sec} indicators/s at p99 <= ${sizing.p99_ms} ms (concurrency ${sizing.concurrency}); ` +
+        `for ${f} indicators/s run ${Math.ceil(f / sizing.indicators_per_sec)} instances${opts.targetRate === null ? ' (example rate; set yours with --target-rate)' : ''}`
   console.log('')
   for (const r of ratios) console.log(`${r.name}: ${r.value ?? '-'}x${r.target === '' ? '' : ` (target ${r.target}: ${r.met === null ? '-' : r.met ? 'met' : 'missed'})`}; ${r.detail}`)
   const clientMax = Math.max(...rows.map((r) => r.clientCpuPercent))
@@ -750,7 +829,8 @@ async function main (opts: Options): Promise<void> {
     date: new Date().toISOString(),
     cpus: availableParallelism(),
     command: `npm run bench:capacity -- ${process.argv.slice(2).map((a) => a === opts.key ? '<key>' : a).join(' ')}`.trim(),
-    deployment: opts.url ?? 'started by the bench on 127.0.0.1',
+    deployment: opts.urls.length > 0 ? opts.urls.join(' ') : 'started by the bench on 127.0.0.1',
+    instances,
     options: { ...opts, key: opts.key === null ? null : '<redacted>', out: opts.out },
     rows,
     ratios,
@@ -765,7 +845,7 @@ async function main (opts: Options): Promise<void> {
   if (sizing === null) process.exitCode = 1
 }
 
-const kUsage = `usage: npm run bench:capacity -- [--url URL --key KEY] [--bulk N] [--mix ip=40,domain=30,...] [--repeat 0..1]
+const kUsage = `usage: npm run bench:capacity -- [--url URL [--url URL2 ...] --key KEY] [--bulk N] [--mix ip=40,domain=30,...] [--repeat 0..1]
   [--signal-details none|top|all] [--format json|msgpack] [--single] [--concurrency 1,2,4,8] [--duration S]
   [--target-rate F] [--out DIR] [--warmup N] [--knee-gain 0.1] [--knee-p99 3] [--pool N] [--profile DIR]`
 
@@ -786,7 +866,7 @@ const kUsage = `usage: npm run bench:capacity -- [--url URL --key KEY] [--bulk N
     const unreachable = typeof e.code === 'string' && kUnreachable.test(e.code)
     if (!(err instanceof BenchError) && !unreachable) throw err
     const hint = unreachable && kCertificate.test(String(e.code)) ? ' (a certificate from a private CA: give its PEM in NODE_EXTRA_CA_CERTS)' : ''
-    process.stderr.write(`error: ${unreachable ? `cannot reach ${opts.url ?? 'a server the bench started'}: ${String(e.code)} ${e.message}${hint}` : e.message}\n`)
+    process.stderr.write(`error: ${unreachable ? `cannot reach ${opts.urls.length > 0 ? opts.urls.join(' or ') : 'a server the bench started'}: ${String(e.code)} ${e.message}${hint}` : e.message}\n`)
     process.exitCode = 1
   }
 }

@@ -71,6 +71,42 @@ test('the capacity bench measures a deployment it did not start and writes the J
   assert.match(run.stdout, /one instance sustains/)
 })
 
+test('with several --url the capacity bench drives every instance at once and sizes on the fleet, history drained on each', async (t) => {
+  const svc = await build(t)
+  await svc.app.listen({ port: 0, host: '127.0.0.1' })
+  // A second address of the same instance stands in for a second instance sharing its store and key.
+  const second = createHttpServer((req, res) => { svc.app.routing(req, res) })
+  await new Promise<void>((resolve) => second.listen(0, '127.0.0.1', resolve))
+  t.after(() => second.close())
+  const urls = [svc.app.server, second].map((s) => `http://127.0.0.1:${(s.address() as AddressInfo).port}`)
+  const out = outDir(t)
+
+  const run = await runBench(['--url', urls[0] as string, '--url', urls[1] as string, '--key', svc.key, '--duration', '1', '--bulk', '200', '--concurrency', '1,2',
+    '--warmup', '1', '--out', out])
+  assert.equal(run.code, 0, run.stderr)
+  const report = JSON.parse(readFileSync(join(out, 'capacity.json'), 'utf8')) as {
+    instances: number
+    rows: Array<{ target: string, concurrency: number, indicators: number, seconds: number, historyDrainMs: number | null, sustainedIndicatorsPerSec: number | null, errors: number }>
+    sizing: { indicators_per_sec: number, concurrency: number }
+    sentence: string
+  }
+  assert.equal(report.instances, 2)
+  const levels = [...new Set(report.rows.map((r) => r.concurrency))]
+  assert.ok(levels.length >= 1)
+  for (const c of levels) {
+    const at = report.rows.filter((r) => r.concurrency === c)
+    assert.deepEqual(at.map((r) => r.target), ['instance1', 'instance2', 'fleet'])
+    const [a, b, fleet] = at as [typeof at[0], typeof at[0], typeof at[0]]
+    assert.equal(fleet.indicators, a.indicators + b.indicators)
+    assert.equal(fleet.errors, 0)
+    assert.equal(fleet.historyDrainMs, Math.max(a.historyDrainMs as number, b.historyDrainMs as number), 'the fleet waits for every instance\'s history')
+    assert.equal(fleet.sustainedIndicatorsPerSec, Math.round(fleet.indicators / (fleet.seconds + (fleet.historyDrainMs as number) / 1000)))
+  }
+  assert.equal(report.sizing.indicators_per_sec, report.rows.find((r) => r.target === 'fleet' && r.concurrency === report.sizing.concurrency)?.sustainedIndicatorsPerSec)
+  assert.match(report.sentence, /^2 instances together sustain \d+ indicators\/s at p99 <= [\d.]+ ms \(concurrency \d each\)/)
+  assert.match(run.stdout, /^fleet of 2 /m)
+})
+
 test('the capacity bench rejects bad options with a clear error and a non-zero exit, and writes nothing', async (t) => {
   const out = outDir(t)
   const cases: Array<[string[], RegExp]> = [
@@ -82,6 +118,7 @@ test('the capacity bench rejects bad options with a clear error and a non-zero e
     [['--concurrency', '4,2'], /--concurrency/],
     [['--url', 'http://127.0.0.1:1'], /--key/],
     [['--url', 'not a url', '--key', 'k'], /--url/],
+    [['--url', 'http://127.0.0.1:1', '--url', 'http://127.0.0.1:1/', '--key', 'k'], /same instance twice/],
     [['--frobnicate'], /frobnicate/]
   ]
   const runs = await Promise.all(cases.map(async ([args]) => await runBench([...args, '--out', out])))
