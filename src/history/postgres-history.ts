@@ -232,8 +232,9 @@ export class PostgresHistory {
   }
 
   /**
-   * One batch's transaction, in six round trips: begin, save the mark and take the writers' lock; reserve the ids and
-   * read the open blocks; COPY the parts; COPY the request rows; write the blocks and add the usage counters; commit.
+   * One batch's transaction, in four round trips: begin, save the mark, take the writers' lock, reserve the ids and
+   * read the open blocks; COPY the parts; COPY the request rows; write the blocks, add the usage counters and commit.
+   * Statements other than the COPYs carry their values as literals (escaped), so that several go in one round trip.
    */
   async #write (todo: readonly HistoryPart[], mark: Mark | undefined): Promise<void> {
     const s = this.#s
@@ -244,12 +245,15 @@ export class PostgresHistory {
         begin.push(`INSERT INTO ${s}.history_journal (journal, position) VALUES (${c.escapeLiteral(mark.journal)}, ${mark.position}) ` +
           'ON CONFLICT (journal) DO UPDATE SET position = excluded.position')
       }
-      if (todo.length > 0) begin.push(this.#lockSql(c))
-      await inTransaction(c, begin.join('; '), async () => {
-        if (todo.length === 0) return
-        const runs = requestRuns(todo)
-        const items = todo.reduce((n, p) => n + p.count, 0)
-        const reserved = await this.#reserve(c, todo, items, { requests: runs.length })
+      if (todo.length === 0) {
+        await inTransaction(c, begin.join('; '), async () => null)
+        return
+      }
+      const runs = requestRuns(todo)
+      const items = todo.reduce((n, p) => n + p.count, 0)
+      begin.push(this.#lockSql(c), this.#reserveSql(c, todo, items, { requests: runs.length }))
+      await inTransaction(c, begin.join('; '), async (head) => {
+        const reserved = reservedOf(head)
         let item = reserved.item
         let req = reserved.req
         const requests: RequestRow[] = []
@@ -263,7 +267,7 @@ export class PostgresHistory {
           }
           requests.push({ id: req++, fields: todo[run.start] as HistoryPart, first, last: item - 1 })
         }
-        await this.#store(c, requests, stored, reserved, usageDeltas(todo))
+        return await this.#store(c, requests, stored, reserved, usageDeltas(todo))
       })
     })
   }
@@ -274,46 +278,32 @@ export class PostgresHistory {
   }
 
   /**
-   * Under the writers' lock, in one statement: reserves enough block ids for any way `parts` (of `items` items) can
-   * fill blocks and, with `ids`, `items` item ids and `ids.requests` request ids (consecutive); reads the open blocks
-   * of the parts' tenants and days.
+   * SQL run under the writers' lock that reserves enough block ids for any way `parts` (of `items` items) can fill
+   * blocks and, with `ids`, `items` item ids and `ids.requests` request ids (consecutive), and reads the open blocks
+   * of the parts' tenants and days (reservedOf reads its rows).
    */
-  async #reserve (c: pg.PoolClient, parts: ReadonlyArray<{ tenant: string, day: string }>, items: number, ids: { requests: number } | null): Promise<Reserved> {
+  #reserveSql (c: pg.PoolClient, parts: ReadonlyArray<{ tenant: string, day: string }>, items: number, ids: { requests: number } | null): string {
     const s = this.#s
     const keys = new Map<string, { tenant: string, day: string }>()
     for (const p of parts) keys.set(`${p.tenant}\u0000${p.day}`, { tenant: p.tenant, day: p.day })
     // A tenant and day starts a block with its first part, then whenever a part does not fit: two blocks in a row hold
     // more than kBlockItems items. Ids reserved and not used leave gaps, which nothing minds.
     const blocks = 2 * keys.size + Math.ceil(2 * items / kBlockItems)
-    const params: unknown[] = [[...keys.values()].map((k) => k.tenant), [...keys.values()].map((k) => k.day), blocks]
-    const reserved = [`${reserve(`${s}.history_block_ids`, '$3')} AS block`]
-    if (ids !== null) {
-      params.push(items, ids.requests)
-      reserved.push(`${reserve(`${s}.history_item_ids`, '$4')} AS item`, `${reserve(`${s}.history_request_ids`, '$5')} AS req`)
-    }
-    const { rows } = await c.query<{ item: string | null, req: string | null, block: string } & Partial<OpenBlockRow>>(
-      `SELECT r.*, b.id, b.day::text AS day, b.tenant, b.n, b.min_ts, b.max_ts, b.types, b.filter FROM (SELECT ${reserved.join(', ')}) r ` +
-      `LEFT JOIN LATERAL (SELECT * FROM ${s}.history_blocks WHERE open AND (tenant, day) IN (SELECT * FROM unnest($1::text[], $2::date[]))) b ON true ` +
-      'ORDER BY b.id', params)
-    const first = rows[0]
-    const open = new Map<string, DayBlock>()
-    // Ordered by id: were there two open blocks of one tenant and day, the newer one is taken.
-    for (const r of rows) {
-      if (r.id === null || r.id === undefined) continue
-      const b = r as OpenBlockRow
-      open.set(`${b.tenant}\u0000${b.day}`, {
-        id: Number(b.id), n: b.n, minTs: Number(b.min_ts), maxTs: Number(b.max_ts), types: Number(b.types), filter: b.filter, tenant: b.tenant, day: b.day, stored: true, open: true
-      })
-    }
-    return { item: Number(first?.item ?? 0), req: Number(first?.req ?? 0), block: Number(first?.block), blocks, open }
+    const reserved = [`${reserve(`${s}.history_block_ids`, blocks)} AS block`]
+    if (ids !== null) reserved.push(`${reserve(`${s}.history_item_ids`, items)} AS item`, `${reserve(`${s}.history_request_ids`, ids.requests)} AS req`)
+    const tenants = [...keys.values()].map((k) => c.escapeLiteral(k.tenant)).join(', ')
+    const days = [...keys.values()].map((k) => c.escapeLiteral(k.day)).join(', ')
+    return `SELECT r.*, ${blocks} AS blocks, b.id, b.day::text AS day, b.tenant, b.n, b.min_ts, b.max_ts, b.types, b.filter ` +
+      `FROM (SELECT ${reserved.join(', ')}) r LEFT JOIN LATERAL (SELECT * FROM ${s}.history_blocks WHERE open ` +
+      `AND (tenant, day) IN (SELECT * FROM unnest(ARRAY[${tenants}]::text[], ARRAY[${days}]::date[]))) b ON true ORDER BY b.id`
   }
 
   /**
    * Stores request rows and part rows whose ids are set: each part joins its tenant's open block of its day (or
-   * starts one), parts and requests go in with COPY, then the blocks they joined are written back in one statement
-   * (with the usage counters, when given).
+   * starts one), parts and requests go in with COPY. Returns the statement that writes back the blocks they joined
+   * (and adds the usage counters, when given), for the caller to send with the transaction's end.
    */
-  async #store (c: pg.PoolClient, requests: readonly RequestRow[], parts: PartRow[], reserved: Reserved, usage: readonly UsageDelta[] | null): Promise<void> {
+  async #store (c: pg.PoolClient, requests: readonly RequestRow[], parts: PartRow[], reserved: Reserved, usage: readonly UsageDelta[] | null): Promise<string> {
     const s = this.#s
     const touched = new Map<number, DayBlock>()
     const current = new Map(reserved.open)
@@ -342,24 +332,18 @@ export class PostgresHistory {
     }
     await copyRows(c, `${s}.history_requests (id, uid, date, tenant, request_id, bulk_request_id, http_status, auth_type, apikey, user_id, ` +
       'envelope, first_item, last_item)', requestRows)
-    // The blocks (each filter a binary parameter: one row of VALUES each); the usage counters in the same statement.
-    const params: unknown[] = []
-    const values: string[] = []
-    for (const b of touched.values()) {
-      const at = params.push(b.day, b.id, b.tenant, b.n, b.minTs, b.maxTs, b.types, b.open && b.n < kBlockItems, b.filter) - 9
-      values.push(`(${Array.from({ length: 9 }, (_, i) => `$${at + i + 1}`).join(', ')})`)
-    }
-    let sql = `INSERT INTO ${s}.history_blocks (day, id, tenant, n, min_ts, max_ts, types, open, filter) VALUES ${values.join(', ')} ` +
+    const lit = (v: string): string => c.escapeLiteral(v)
+    const values = [...touched.values()].map((b) => `(${lit(b.day)}::date, ${b.id}, ${lit(b.tenant)}, ${b.n}, ${b.minTs}, ${b.maxTs}, ${b.types}, ` +
+      `${b.open && b.n < kBlockItems}, decode('${b.filter.toString('hex')}', 'hex'))`)
+    const sql = `INSERT INTO ${s}.history_blocks (day, id, tenant, n, min_ts, max_ts, types, open, filter) VALUES ${values.join(', ')} ` +
       'ON CONFLICT (id, day) DO UPDATE SET n = excluded.n, min_ts = excluded.min_ts, max_ts = excluded.max_ts, types = excluded.types, ' +
       'open = excluded.open, filter = excluded.filter'
-    if (usage !== null && usage.length > 0) {
-      const n = params.push(usage.map((d) => d.tenant), usage.map((d) => d.day), usage.map((d) => d.keyId), usage.map((d) => d.count))
-      // Deltas are sorted, so concurrent batches lock counter rows in the same order and cannot deadlock.
-      sql = `WITH blocks AS (${sql}) INSERT INTO ${s}.usage AS u (tenant, day, key_id, count) ` +
-        `SELECT * FROM unnest($${n - 3}::text[], $${n - 2}::date[], $${n - 1}::text[], $${n}::bigint[]) ` +
-        'ON CONFLICT (tenant, day, key_id) DO UPDATE SET count = u.count + excluded.count'
-    }
-    await c.query(sql, params)
+    if (usage === null || usage.length === 0) return sql
+    // Deltas are sorted, so concurrent batches lock counter rows in the same order and cannot deadlock.
+    return `WITH blocks AS (${sql}) INSERT INTO ${s}.usage AS u (tenant, day, key_id, count) SELECT * FROM unnest(` +
+      `ARRAY[${usage.map((d) => lit(d.tenant)).join(', ')}]::text[], ARRAY[${usage.map((d) => lit(d.day)).join(', ')}]::date[], ` +
+      `ARRAY[${usage.map((d) => lit(d.keyId)).join(', ')}]::text[], ARRAY[${usage.map((d) => d.count).join(', ')}]::bigint[]) ` +
+      'ON CONFLICT (tenant, day, key_id) DO UPDATE SET count = u.count + excluded.count'
   }
 
   /**
@@ -403,20 +387,18 @@ export class PostgresHistory {
         while (await present(c)) {
           const chunk = await this.#readRows(c, batch)
           if (chunk === null) {
-            await inTransaction(c, 'BEGIN', async () => await c.query(`DROP TABLE ${s}.history_rows, ${s}.history_rows_requests, ${s}.history_rows_moved`))
+            await inTransaction(c, `BEGIN; DROP TABLE ${s}.history_rows, ${s}.history_rows_requests, ${s}.history_rows_moved`, async () => null)
             break
           }
           // Partitions before the transaction, as for live batches.
           const missing = [...new Set(chunk.parts.map((p) => p.day))].filter((d) => !this.#days.has(d))
           if (missing.length > 0) {
-            await inTransaction(c, 'BEGIN', async () => await this.#createDays(c, missing))
+            await inTransaction(c, 'BEGIN', async () => { await this.#createDays(c, missing); return null })
             for (const d of missing) this.#days.add(d)
           }
-          await inTransaction(c, `BEGIN; ${this.#lockSql(c)}`, async () => {
-            const items = chunk.parts.reduce((n, p) => n + p.n, 0)
-            await this.#store(c, chunk.requests, chunk.parts, await this.#reserve(c, chunk.parts, items, null), null)
-            await c.query(`UPDATE ${s}.history_rows_moved SET request = $1`, [chunk.last])
-          })
+          const items = chunk.parts.reduce((n, p) => n + p.n, 0)
+          await inTransaction(c, `BEGIN; ${this.#lockSql(c)}; ${this.#reserveSql(c, chunk.parts, items, null)}`, async (head) =>
+            `${await this.#store(c, chunk.requests, chunk.parts, reservedOf(head), null)}; UPDATE ${s}.history_rows_moved SET request = ${chunk.last}`)
         }
       } finally {
         await c.query('SELECT pg_advisory_unlock(hashtext($1))', [lock]).catch(() => {})
@@ -514,22 +496,39 @@ interface RowItem { id: string, req: string, indicator_type: string | null, indi
  * SQL reserving `n` consecutive values of a sequence and giving the first: nextval, then setval past the rest. Atomic
  * with respect to other writers only under the writers' lock.
  */
-function reserve (sequence: string, n: string): string {
-  return `setval('${sequence}', nextval('${sequence}') + ${n}::bigint - 1) - ${n}::bigint + 1`
+function reserve (sequence: string, n: number): string {
+  return `setval('${sequence}', nextval('${sequence}') + ${n} - 1) - ${n} + 1`
 }
 
 /**
- * Runs `fn` in a transaction on a connection held for a session (errors are the caller's to translate); `begin` is
- * BEGIN, possibly with statements of the transaction after it (one round trip).
+ * Runs a transaction on a connection held for a session (errors are the caller's to translate): `begin` is BEGIN and
+ * the statements that follow it at once (one round trip); `fn` gets their results and returns the transaction's last
+ * statement, sent with COMMIT (one round trip), or null.
  */
-async function inTransaction<T> (c: pg.PoolClient, begin: string, fn: () => Promise<T>): Promise<T> {
+async function inTransaction (c: pg.PoolClient, begin: string, fn: (head: pg.QueryResult[]) => Promise<string | null>): Promise<void> {
   try {
-    await c.query(begin)
-    const result = await fn()
-    await c.query('COMMIT')
-    return result
+    const head = await c.query(begin) as pg.QueryResult | pg.QueryResult[]
+    const last = await fn(Array.isArray(head) ? head : [head])
+    // After an error in the last statement the server skips COMMIT; the catch below rolls back.
+    await c.query(last === null ? 'COMMIT' : `${last}; COMMIT`)
   } catch (err) {
     await c.query('ROLLBACK').catch(() => {})
     throw err
   }
+}
+
+/** What the reservation statement (#reserveSql, the last of `head`) returned. */
+function reservedOf (head: readonly pg.QueryResult[]): Reserved {
+  const rows = (head[head.length - 1]?.rows ?? []) as Array<{ item: string | undefined, req: string | undefined, block: string, blocks: number } & Partial<OpenBlockRow>>
+  const first = rows[0]
+  const open = new Map<string, DayBlock>()
+  // Ordered by id: were there two open blocks of one tenant and day, the newer one is taken.
+  for (const r of rows) {
+    if (r.id === null || r.id === undefined) continue
+    const b = r as OpenBlockRow
+    open.set(`${b.tenant}\u0000${b.day}`, {
+      id: Number(b.id), n: b.n, minTs: Number(b.min_ts), maxTs: Number(b.max_ts), types: Number(b.types), filter: b.filter, tenant: b.tenant, day: b.day, stored: true, open: true
+    })
+  }
+  return { item: Number(first?.item ?? 0), req: Number(first?.req ?? 0), block: Number(first?.block), blocks: Number(first?.blocks), open }
 }

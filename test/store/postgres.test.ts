@@ -219,26 +219,29 @@ test('PostgreSQL: history rows of schema version 6 move into parts; a move inter
   const daysLock = `SELECT pg_advisory_lock(hashtext('ioc-verdict:history-days:${schema}'))`
   await admin.query(daysLock)
   const moving = store.migrate()
-  const waiting = async (what: string): Promise<number> => await waitFor(what, async () => {
-    const { rows } = await admin.query<{ pid: number }>(
-      `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND datname = current_database() AND query ${what}`)
-    return rows[0]?.pid
-  })
-  await waiting("LIKE '%pg_advisory_xact_lock%'")
+  /** The backend waiting for a lock that the connection `blocker` holds. */
+  const waitingFor = async (blocker: pg.Client): Promise<number> => {
+    const { rows: [me] } = await blocker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')
+    return await waitFor('the mover to wait on a lock', async () => (await admin.query<{ pid: number }>(
+      'SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))', [me?.pid])).rows[0]?.pid)
+  }
+  await waitingFor(admin)
   const moved = async (): Promise<number> => Number((await admin.query(`SELECT request FROM "${schema}".history_rows_moved`)).rows[0]?.request)
   const before = await moved()
   assert.ok(before >= 3 && before < 11, `chunks of 2024-03-01 are moved, none of 2024-03-03 (${before})`)
   // Then the next chunk is held inside its transaction, its parts copied, at its progress update, and cut off there.
   const locker = new pg.Client({ connectionString: url })
   await locker.connect()
-  t.after(async () => await locker.end())
-  await locker.query('BEGIN')
-  await locker.query(`SELECT * FROM "${schema}".history_rows_moved FOR UPDATE`)
-  await admin.query(daysLock.replace('pg_advisory_lock', 'pg_advisory_unlock'))
-  const mover = await waiting("LIKE 'UPDATE%history_rows_moved%'")
-  await admin.query('SELECT pg_terminate_backend($1)', [mover])
-  await assert.rejects(moving, { code: 'STORE_UNAVAILABLE' })
-  await locker.query('ROLLBACK')
+  try {
+    await locker.query('BEGIN')
+    await locker.query(`SELECT * FROM "${schema}".history_rows_moved FOR UPDATE`)
+    await admin.query(daysLock.replace('pg_advisory_lock', 'pg_advisory_unlock'))
+    const mover = await waitingFor(locker)
+    await admin.query('SELECT pg_terminate_backend($1)', [mover])
+    await assert.rejects(moving, { code: 'STORE_UNAVAILABLE' })
+  } finally {
+    await locker.end() // its row lock goes with it, whatever happened
+  }
   assert.equal(await moved(), before, 'the interrupted chunk left nothing')
   assert.equal((await readPostgresHistory(admin, schema)).length, before * 10 + 1)
 
