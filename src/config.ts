@@ -136,7 +136,7 @@ const kFields: Record<string, Field> = {
   // Records per transaction (whole parts: a scoring worker's chunk of one request is never split). With items stored
   // as parts the size hardly matters to SQLite: 2,000, 5,000 and 20,000 wrote 796,000, 818,000 and 732,000 records/s
   // (bench:history, writer alone, 2026-11-24). It bounds one transaction.
-  IOC_HISTORY_BATCH: { key: 'historyBatch', kind: 'int', min: 1, max: 1_000_000, default: 20_000, doc: 'history records per transaction (whole parts)' },
+  IOC_HISTORY_BATCH: { key: 'historyBatch', kind: 'int', min: 1, max: 1_000_000, default: 100_000, doc: 'history records per transaction (whole parts)' },
   IOC_HISTORY_FLUSH_MS: { key: 'historyFlushMs', kind: 'int', min: 1, max: 600_000, default: 100, doc: 'longest a history record waits before its batch is written, ms' },
   // About 50 full bulks.
   IOC_HISTORY_MAX_BACKLOG: { key: 'historyMaxBacklog', kind: 'int', min: 1, max: 100_000_000, default: 500_000, doc: 'history records waiting to be written at which new requests get 503 OVERLOADED' },
