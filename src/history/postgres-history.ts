@@ -22,7 +22,7 @@
  * after, so that the first batch after midnight finds them made. Retention drops the three partitions of each day
  * that ended before the cutoff.
  *
- * Upgrade: schema version 7 renamed the tables of one row per indicator (history, history_requests) to history_rows
+ * Upgrade: schema version 8 renamed the tables of one row per indicator (history, history_requests) to history_rows
  * and history_rows_requests; moveRows() turns them into parts and blocks, ids kept, in transactions of a bounded
  * number of items that each also advance history_rows_moved, so an interrupted move resumes where it stopped with
  * nothing lost or written twice. It then drops them.
@@ -78,7 +78,7 @@ function nextDay (day: string): string {
 }
 
 /**
- * Schema version 7: the row tables move aside (their secondary indexes dropped, their key constraints renamed so the
+ * Schema version 8: the row tables move aside (their secondary indexes dropped, their key constraints renamed so the
  * new tables may use the names), the partitioned tables and the id sequences (continuing the old ones) are created.
  */
 export function partsSchema (s: string): string {
@@ -370,7 +370,7 @@ export class PostgresHistory {
   }
 
   /**
-   * Moves the rows of schema version 6 (history_rows, history_rows_requests) into parts, `batch` items or so per
+   * Moves the rows of schema version 7 (history_rows, history_rows_requests) into parts, `batch` items or so per
    * transaction, each advancing history_rows_moved in the same transaction, then drops them. Instances starting
    * together wait on one lock, so one of them moves and the others find nothing left; usage counters stay as they
    * are (they counted these records when they were written).
@@ -472,7 +472,7 @@ export class PostgresHistory {
   }
 }
 
-/** A request row of schema version 6. */
+/** A request row of schema version 7. */
 interface RowRequest {
   id: string
   uid: string
@@ -489,7 +489,7 @@ interface RowRequest {
   last_item: string
 }
 
-/** An item row of schema version 6. */
+/** An item row of schema version 7. */
 interface RowItem { id: string, req: string, indicator_type: string | null, indicator_value: string, indicator_normalized: string | null, item: string }
 
 /**

@@ -40,7 +40,7 @@ export interface PostgresStoreOptions {
   connectionTimeoutMs?: number
   /** Receives errors of idle pooled connections (already sanitized); without it they are dropped, not thrown. */
   onError?: (err: StoreError) => void
-  /** History items per transaction while rows of schema version 6 move into parts (default 50,000). */
+  /** History items per transaction while rows of schema version 7 move into parts (default 50,000). */
   moveBatch?: number
 }
 
@@ -386,7 +386,7 @@ export class PostgresStore implements Store {
 
   /**
    * Creates the schema and tables, or upgrades them; concurrent callers serialize on an advisory lock. Then moves
-   * history rows of schema version 6 into parts (resumable: history/postgres-history.ts moveRows). `version` stops at
+   * history rows of schema version 7 into parts (resumable: history/postgres-history.ts moveRows). `version` stops at
    * that schema version, without the move (tests).
    */
   async migrate (version?: number): Promise<void> {

@@ -157,7 +157,7 @@ test('PostgreSQL: a batch becomes part and request rows with consecutive ids, in
   ])
 })
 
-/** Rows of schema version 6 (one row per indicator), inserted as that version's writer stored them. */
+/** Rows of schema version 7 (one row per indicator), inserted as that version's writer stored them. */
 async function insertRowHistory (admin: pg.Client, schema: string, requests: HistoryRecord[][]): Promise<void> {
   const s = `"${schema}"`
   let item = 0
@@ -178,7 +178,7 @@ async function insertRowHistory (admin: pg.Client, schema: string, requests: His
   }
 }
 
-test('PostgreSQL: history rows of schema version 6 move into parts; a move interrupted mid-way resumes with nothing lost or written twice', async (t) => {
+test('PostgreSQL: history rows of schema version 7 move into parts; a move interrupted mid-way resumes with nothing lost or written twice', async (t) => {
   const fresh = await freshSchema(t, 0, 1)
   if (fresh === null) return
   const { schema, admin } = fresh
@@ -189,7 +189,7 @@ test('PostgreSQL: history rows of schema version 6 move into parts; a move inter
     return s
   }
   const store = open()
-  await store.migrate(6)
+  await store.migrate(7)
   // 20 requests of 10 records, on 2024-03-01 (the first 10) and 2024-03-03, two tenants, some values repeated.
   const requests = Array.from({ length: 20 }, (_, i) => Array.from({ length: 10 }, (_, k) => historyRecord({
     date: `2024-03-0${i < 10 ? 1 : 3}T10:${String(i).padStart(2, '0')}:00.000Z`,
@@ -211,9 +211,9 @@ test('PostgreSQL: history rows of schema version 6 move into parts; a move inter
     return out
   }
 
-  // Schema version 7, then one record written by the new version: it makes 2024-03-01's partitions (and the next
+  // Schema version 8, then one record written by the new version: it makes 2024-03-01's partitions (and the next
   // day's), so the move's first chunks need no new partition and its chunk reaching 2024-03-03 does.
-  await store.migrate(7)
+  await store.migrate(8)
   const live = historyRecord({ date: '2024-03-01T23:00:00.000Z', request_id: 'live', tenant: 'moved', indicator: { type: 'domain', value: 'evil.example', normalized: 'evil.example' } })
   await store.writeHistory([live])
   const daysLock = `SELECT pg_advisory_lock(hashtext('ioc-verdict:history-days:${schema}'))`
