@@ -277,14 +277,6 @@ export function validateFilters (filters: SearchFilters): ValidFilters {
   }
 }
 
-/** A text filter as compared with the columns: the full value, and the prefix the indicator_value index holds. */
-export function columnFilter (value: string): { full: string, prefix: string } {
-  const full = column(value)
-  // SQL substr/left count code points, not UTF-16 units: slice the same way or an emoji shifts the prefix.
-  const prefix = full.length <= MAX_INDEXED_CHARS ? full : Array.from(full).slice(0, MAX_INDEXED_CHARS).join('')
-  return { full, prefix }
-}
-
 /** Throws INVALID_REQUEST unless limit is an integer in 1..MAX_SEARCH_LIMIT. */
 export function validateLimit (limit: unknown): number {
   if (!Number.isInteger(limit) || (limit as number) < 1 || (limit as number) > MAX_SEARCH_LIMIT) {
