@@ -36,6 +36,7 @@ export const kSuites = {
     'lint/import-rooms.test.ts',
     'pool/answer-writers.test.ts',
     'pool/bulk-item.test.ts',
+    'pool/chunk-codec.test.ts',
     'pool/golden-answers.test.ts',
     'pool/verdict-cache.test.ts',
     'store/api-keys.test.ts',

@@ -5,7 +5,8 @@
 import { Piscina } from 'piscina'
 import { workerData } from 'node:worker_threads'
 import { Snapshot, type SnapshotData } from '../src/engine/index.ts'
-import { createShardCache, scoreBulkChunk, threadPackr, type ChunkItem, type ChunkParams, type ScoringContext } from '../src/pool/score-chunk.ts'
+import { decodeItems, type EncodedItems } from '../src/pool/chunk-codec.ts'
+import { createShardCache, scoreBulkChunk, type ChunkParams, type ScoringContext } from '../src/pool/score-chunk.ts'
 
 /** What the pool passes every worker. */
 export interface ScoringWorkerData {
@@ -13,9 +14,9 @@ export interface ScoringWorkerData {
   cacheSize: number
 }
 
-/** One task: a msgpack-encoded bulk chunk (transferred), the request's shared parameters, and maybe a spare body buffer. */
+/** One task: a bulk chunk as chunk-codec.ts encodes it (transferred), the request's parameters, maybe a spare body buffer. */
 export interface ScoringTask {
-  items: Uint8Array | ChunkItem[]
+  items: EncodedItems
   params: ChunkParams
   /** An earlier body buffer of this shard, merged by the main thread and transferred back for reuse. */
   spare?: ArrayBuffer
@@ -35,9 +36,7 @@ function move<T> (value: T, buffers: ArrayBufferLike[]): T {
 
 /** Scores one chunk and transfers the encoded output back. */
 export default function score (task: ScoringTask): unknown {
-  // Chunks with a lone surrogate come unencoded (ScoringPool's encodeItems).
-  const items = task.items instanceof Uint8Array ? threadPackr.unpack(task.items) as ChunkItem[] : task.items
-  const out = scoreBulkChunk(items, task.params, ctx, task.spare, task.historySpare)
+  const out = scoreBulkChunk(decodeItems(task.items), task.params, ctx, task.spare, task.historySpare)
   return move(out, [out.body.buffer, out.ends.buffer, out.history.buffer])
 }
 

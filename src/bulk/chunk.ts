@@ -4,7 +4,7 @@
  */
 import { InvalidRequestError } from '../errors.ts'
 import { normalizeActionSource, normalizeActionTaken } from './log-fields.ts'
-import { shardOf } from '../pool/scoring-pool.ts'
+import { shardOf } from '../pool/shards.ts'
 import type { ChunkItem } from '../pool/score-chunk.ts'
 
 /** One indicator of a bulk request as the route's schema lets it through (spec 4.2): type and value are checked per item by the scoring workers. */

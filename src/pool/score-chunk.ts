@@ -6,7 +6,6 @@
  * The loop here normalizes, counts and records history; the items are written by the writer of the chunk's kind
  * (chunk-writers.ts), into the scratch state of the context (chunk-scratch.ts).
  */
-import { Packr } from 'msgpackr'
 import { normalize, render, selectProfile } from '../engine/index.ts'
 import { INDICATOR_TYPES, type EvidenceDetails, type IndicatorType, type SignalDetails } from '../engine/types.ts'
 import type { AllowRule } from '../engine/index.ts'
@@ -67,9 +66,6 @@ export type ShardCache = VerdictCache
 export function createShardCache (max: number): ShardCache | null {
   return max > 0 ? new VerdictCache(max) : null
 }
-
-/** msgpack between the service's own threads. */
-export const threadPackr = new Packr()
 
 const kTypes: ReadonlySet<string> = new Set(INDICATOR_TYPES)
 /** Position of each type in INDICATOR_TYPES (per-type counts). */

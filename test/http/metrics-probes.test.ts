@@ -56,6 +56,23 @@ test('metrics count requests by route pattern and status, and indicators with ca
   }
 })
 
+test('the pool queue depth counts scoring tasks in flight and is 0 again once the threads are idle', async (t) => {
+  const own = await build(t, { IOC_POOL_SIZE: '2' })
+  const headers = { 'x-api-key': own.key }
+  const indicators = Array.from({ length: 200 }, (_, i) => ({ value: `queue-depth-${i}.example` }))
+  const lease = own.intel.lease()
+  const chunks = [0, 1, 0].map(async (shard) => await lease.pool.runBulk(shard, [['domain', `held-${shard}.example`, null, null]], { mode: 'bulk', format: 'json', scoringVersion: null, signalDetails: 'none', evidenceDetails: 'none' }))
+  assert.equal(own.intel.pending, 3, 'three chunks handed to the threads and not yet answered')
+  await Promise.all(chunks)
+  lease.release()
+  const answers = await Promise.all([1, 2, 3].map(async () => await own.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict/bulk', headers, payload: { indicators } })))
+  for (const res of answers) assert.equal(res.statusCode, 200)
+  const text = (await own.app.inject({ url: '/metrics' })).body
+  assert.match(text, /^iocv_pool_threads 2$/m)
+  assert.match(text, /^iocv_pool_queue_depth 0$/m, 'no task is queued or running')
+  assert.ok(Number(/^iocv_pool_utilization ([0-9.e-]+)$/m.exec(text)?.[1]) > 0, 'the threads have run tasks')
+})
+
 test('livez and readyz answer ok on a serving instance', async () => {
   for (const url of ['/livez', '/readyz']) {
     const res = await svc.app.inject({ url })

@@ -14,8 +14,7 @@ import {
   answerHead, clientPackr, invalidIndicator, invalidItemJson, invalidItemObject, itemEnd, itemHead, itemObject, kJsonAnswerEnd,
   noneTail, packedNoneTail, packedWarnings, readBulkAnswer, readBulkItems, tailRest, verdictTail, writePackedItemHead, writePackedNoneTail
 } from '../../src/pool/bulk-item.ts'
-import { createShardCache, scoreBulkChunk, threadPackr, type ChunkItem, type ScoringContext } from '../../src/pool/score-chunk.ts'
-import { encodeItems } from '../../src/pool/scoring-pool.ts'
+import { createShardCache, scoreBulkChunk, type ChunkItem, type ScoringContext } from '../../src/pool/score-chunk.ts'
 import { sampleSnapshot } from '../helper.ts'
 
 const kItemOrder = ['indicator', 'risk', 'signals', 'signal_count', 'scores', 'threat_context', 'recommended_actions']
@@ -124,19 +123,6 @@ test('a MessagePack item written from pieces is, byte for byte, clientPackr\'s p
     checked++
   }
   assert.ok(checked > 300, `${checked} items`)
-})
-
-test('chunks travel to a scoring thread as threadPackr packs them, and unpacked when a string has a lone surrogate', () => {
-  const plain: ChunkItem[] = mixedCorpus(3000, 23).map((x, i) => [x.type, x.value, i % 3 === 0 ? 'block' : null, i % 5 === 0 ? 'edr' : null])
-  const odd: ChunkItem[] = [[undefined, 'bücher.de', null, 'ÉDR'], [null, 'x'.repeat(40), null, null], ['domain', 'y'.repeat(300), 'allow', null],
-    ['ip', 'z'.repeat(70_000), null, null], ['😀', '😀.example', null, null]]
-  for (const items of [plain, plain.slice(0, 15), plain.slice(0, 16), odd, [...plain, ...odd], [], [[7, { a: 1 }, null, null] as ChunkItem]]) {
-    const got = encodeItems(items)
-    assert.ok(got instanceof Uint8Array)
-    assert.ok(Buffer.from(got).equals(Buffer.from(threadPackr.pack(items))), `${items.length} items`)
-  }
-  const lone: ChunkItem[] = [...plain.slice(0, 5), ['domain', 'a\ud800b', null, null]]
-  assert.equal(encodeItems(lone), lone)
 })
 
 test('the packed none tail written directly is packedNoneTail\'s bytes for any plain data, and falls back for the rest', () => {

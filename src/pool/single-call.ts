@@ -1,0 +1,106 @@
+/**
+ * The single endpoint's path: one indicator answered on the main thread, never on a scoring thread. A single call's
+ * hop to a scoring thread (a message each way, a structured clone of the verdict, a thread woken up) cost the main
+ * thread more than scoring the indicator here does, and the answer waited behind any bulk chunk queued on that thread.
+ * The main thread keeps a cache shard of its own for these calls and, for JSON calls, the answers it has made
+ * (single-answers.ts), so a repeated indicator is answered by joining texts.
+ */
+import { normalize, type Snapshot } from '../engine/index.ts'
+import type { IndicatorType, NormalizedIndicator } from '../engine/types.ts'
+import { HistoryItems } from '../history/codec.ts'
+import { itemTail } from '../history/record.ts'
+import { createShardCache, scoreSingle, type ChunkItem, type ChunkParams, type ScoringContext } from './score-chunk.ts'
+import { membersAfterIndicator, SingleAnswers, verdictJsonOf, type KeptVerdict } from './single-answers.ts'
+
+/** Single verdicts kept on the main thread (single-answers.ts), at most. */
+const kKeptSingles = 10_000
+/** Verdicts the main thread's own cache shard holds at most, beside a pool of threads (768 bytes of ring each). */
+const kMainCacheSize = 20_000
+
+/** A single verdict as the pool answers it. */
+export interface SingleOutput {
+  /** The verdict object; null for an invalid indicator, or when `json` has it. */
+  verdict: Record<string, unknown> | null
+  /** The verdict's JSON text, when the call asked for JSON and the verdict is kept (or now was); else null. */
+  json: string | null
+  /** The indicator's type, null for an invalid one. */
+  type: IndicatorType | null
+  /** risk.category, null for an invalid indicator. */
+  category: string | null
+  errors: string[]
+  warnings: string[]
+  cacheHit: boolean
+  history: Uint8Array
+}
+
+/** Single calls of one snapshot, answered on this thread. */
+export class SingleCalls {
+  private readonly context: ScoringContext
+  /** Single verdicts answered again without scoring; null when verdicts are not cached (cacheSize 0). */
+  private readonly kept: SingleAnswers | null
+
+  /**
+   * `shared`: the context to score in when this thread scores bulk chunks too (inline mode), so both share one cache
+   * shard; else a shard of its own (at most kMainCacheSize verdicts) is made here.
+   */
+  constructor (snapshot: Snapshot, cacheSize: number, shared: ScoringContext | null = null) {
+    this.context = shared ?? { snapshot, cache: createShardCache(Math.min(cacheSize, kMainCacheSize)) }
+    this.kept = cacheSize > 0 ? new SingleAnswers(Math.min(kKeptSingles, cacheSize)) : null
+  }
+
+  /** A JSON call of a verdict kept here is answered from it; anything else is scored here, and a JSON answer kept. */
+  answer (item: ChunkItem, params: ChunkParams): SingleOutput {
+    let key: string | null = null
+    let ind: NormalizedIndicator | null = null
+    // Only JSON calls: the kept text is the answer's bytes; a MessagePack answer is packed from the verdict object.
+    if (this.kept !== null && params.format === 'json' && params.allow === undefined && typeof item[1] === 'string') {
+      const n = normalize(item[1], item[0])
+      if (n.ok) {
+        ind = n.indicator
+        key = SingleAnswers.key(params.scoringVersion, ind.type, ind.normalized, params.signalDetails, params.evidenceDetails)
+        const hit = this.kept.get(key)
+        if (hit !== undefined) return keptOutput(hit, ind, item)
+      }
+    }
+    const out = scoreSingle(item, params, this.context)
+    const type = (out.verdict?.indicator as { type?: IndicatorType } | undefined)?.type ?? null
+    const category = (out.verdict?.risk as { category?: unknown } | undefined)?.category
+    const answer: SingleOutput = {
+      verdict: out.verdict,
+      json: null,
+      type,
+      category: typeof category === 'string' ? category : null,
+      errors: out.errors,
+      warnings: out.warnings,
+      cacheHit: out.cacheHit,
+      history: out.history
+    }
+    if (params.format === 'json' && out.verdict !== null) {
+      answer.json = JSON.stringify(out.verdict)
+      answer.verdict = null
+      if (key !== null && ind !== null && out.members !== null && answer.category !== null) {
+        const members = membersAfterIndicator(answer.json, JSON.stringify(out.verdict.indicator))
+        if (members !== null) this.kept?.set(key, { members, history: out.members, category: answer.category })
+      }
+    }
+    return answer
+  }
+}
+
+/** The answer to a single call from a kept verdict: what is per call (value as sent, warnings, history) made now. */
+function keptOutput (kept: KeptVerdict, ind: NormalizedIndicator, item: ChunkItem): SingleOutput {
+  const value = item[1] as string
+  const history = new HistoryItems()
+  history.addVerdict(ind.type, value, ind.normalized, itemTail(kept.history, item[2], item[3]))
+  const indicatorJson = JSON.stringify({ type: ind.type, value, normalized: ind.normalized })
+  return {
+    verdict: null,
+    json: verdictJsonOf(indicatorJson, kept.members),
+    type: ind.type,
+    category: kept.category,
+    errors: [],
+    warnings: ind.warnings,
+    cacheHit: true,
+    history: history.encode()
+  }
+}
