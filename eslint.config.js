@@ -44,6 +44,16 @@ export default [
   },
   ...kRooms.flatMap(roomRules),
   {
+    // Routes throw or let errors through; toPublicError (src/errors.ts) maps every code to its public answer, once.
+    files: ['src/http/**/*.ts', 'src/dashboard/**/*.ts'],
+    rules: {
+      'no-restricted-syntax': ['error', {
+        selector: 'CatchClause BinaryExpression[operator="instanceof"]',
+        message: 'do not map an error by its class in a route: let it through to toPublicError (src/errors.ts), whose tables map every code'
+      }]
+    }
+  },
+  {
     // Worker threads never load Fastify or the composition roots.
     files: ['workers/*.ts'],
     rules: {

@@ -8,6 +8,7 @@ import { availableParallelism } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import ipaddr from 'ipaddr.js'
+import { ConfigError } from './errors.ts'
 
 /** The project root (where package.json lives). */
 export const kProjectRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..')
@@ -193,11 +194,6 @@ export function defaults (): Config {
   const out: Record<string, unknown> = {}
   for (const f of Object.values(kFields)) out[f.key] = f.default
   return out as unknown as Config
-}
-
-/** A configuration problem, reported at startup. */
-export class ConfigError extends Error {
-  readonly code = 'CONFIG_INVALID'
 }
 
 function coerce (name: string, field: Field, raw: unknown, base: string): unknown {

@@ -13,17 +13,10 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
+import { DataDirInUseError } from './errors.ts'
 
 /** Lock files held by services of this process (a second in-process service is refused too). */
 const kHeld = new Set<string>()
-
-/** The data directory is used by another running instance. */
-export class DataDirInUseError extends Error {
-  constructor (message: string) {
-    super(message)
-    this.name = 'DataDirInUseError'
-  }
-}
 
 /** Whether a process with this id runs on this host. */
 function alive (pid: number): boolean {

@@ -6,7 +6,8 @@
  */
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { ConfigError, loadConfig, storeOptions, type Config } from './config.ts'
+import { loadConfig, storeOptions, type Config } from './config.ts'
+import { ConfigError } from './errors.ts'
 import { mkdirSync, statSync } from 'node:fs'
 import type { InputFormat, OutputFormat } from './cli/score-file.ts'
 import type { SignalDetails } from './engine/index.ts'

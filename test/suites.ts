@@ -34,6 +34,7 @@ export const kSuites = {
     'http/public-errors.test.ts',
     'intel/public-manifest.test.ts',
     'lint/import-rooms.test.ts',
+    'lint/route-errors.test.ts',
     'pool/answer-writers.test.ts',
     'pool/bulk-item.test.ts',
     'pool/chunk-codec.test.ts',

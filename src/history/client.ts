@@ -12,7 +12,7 @@ import { kWorkerExecArgv, kWorkerShim, workerEntry } from '../worker-entry.ts'
 import type { Logger } from 'pino'
 import type { StoreOptions } from '../config.ts'
 import type { SpareBuffers } from '../bytes/byte-sink.ts'
-import { HistoryClosedError } from '../errors.ts'
+import { HistoryClosedError, HistoryCommitError } from '../errors.ts'
 import { Journal, type Durability } from './journal.ts'
 import type { HistoryEnvelope, HistorySink, HistoryState } from './types.ts'
 
@@ -53,11 +53,6 @@ export interface HistoryClientOptions {
 interface StatusMessage { written: number, writes: number, writeSeconds: number, committed: number, spoolBytes: number, reason: string | null }
 /** What the writer sends: its status, readiness, and replies to flush and close. */
 type WriterMessage = { type: string, id?: number } & StatusMessage
-
-/** Thrown when a request's history could not be made durable in time; answered 503 OVERLOADED. */
-export class HistoryCommitError extends Error {
-  readonly code = 'HISTORY_COMMIT_FAILED'
-}
 
 /** Opens the journal, starts the history worker and resolves once it runs. */
 export async function startHistory (options: HistoryClientOptions): Promise<HistoryClient> {

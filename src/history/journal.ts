@@ -21,6 +21,7 @@ import {
 import { open, unlink, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
 import { crc32 } from 'node:zlib'
+import { JournalRefusedError } from '../errors.ts'
 import type { HistoryEnvelope } from './types.ts'
 
 /** How the answer waits for its history (IOC_HISTORY_DURABILITY). */
@@ -154,11 +155,6 @@ interface Group {
 
 function emptyGroup (): Group {
   return { buffers: [], bytes: 0, records: 0, waiters: [], done: [] }
-}
-
-/** Thrown when an append cannot be taken (journal full or failing); the request path answers 503 OVERLOADED. */
-export class JournalRefusedError extends Error {
-  readonly code = 'JOURNAL_REFUSED'
 }
 
 /** The main thread's journal. */

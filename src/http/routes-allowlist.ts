@@ -7,7 +7,7 @@ import { getPublicSuffix } from 'tldts'
 import { kMaxAllowEntries, type TenantAllowlists } from '../bulk/allowlist.ts'
 import { ALLOW_KINDS, normalizeAllowValue, type AllowKind } from '../engine/index.ts'
 import { InvalidRequestError, NotFoundError } from '../errors.ts'
-import { StoreError, type AllowEntry, type Store } from '../store/index.ts'
+import type { AllowEntry, Store } from '../store/index.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
 import { errorsOf } from './response-schemas.ts'
 import { kIdParams } from './schemas.ts'
@@ -138,13 +138,9 @@ export function allowlistRoutes (app: FastifyInstance, deps: AllowlistRouteDeps)
     const q = req.query as { limit?: string, cursor?: string }
     const limit = q.limit === undefined ? kDefaultLimit : Number(q.limit)
     if (limit < 1 || limit > kMaxLimit) throw new InvalidRequestError(`limit must be from 1 to ${kMaxLimit}`)
-    try {
-      const page = await store.listAllowEntries(req.apiKey!.tenant, limit, q.cursor ?? null)
-      return { entries: page.entries.map(publicEntry), next_cursor: page.nextCursor }
-    } catch (err) {
-      if (err instanceof StoreError && err.code === 'INVALID_REQUEST') throw new InvalidRequestError(err.message, { cause: err })
-      throw err
-    }
+    // A bad cursor is the store's INVALID_REQUEST, which toPublicError answers 400.
+    const page = await store.listAllowEntries(req.apiKey!.tenant, limit, q.cursor ?? null)
+    return { entries: page.entries.map(publicEntry), next_cursor: page.nextCursor }
   })
 
   app.delete('/api/v2/mgmt/allowlist/:id', {

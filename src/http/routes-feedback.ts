@@ -14,7 +14,7 @@ import { answerSingle, type VerdictDeps } from '../bulk/verdicts.ts'
 import { normalize, INDICATOR_TYPES } from '../engine/index.ts'
 import { InvalidIndicatorError, InvalidRequestError, NotFoundError, PermissionDeniedError } from '../errors.ts'
 import { FEEDBACK_VERDICTS, kMaxFeedbackLimit } from '../store/feedback.ts'
-import { StoreError, type FeedbackEntry, type FeedbackFilters, type FeedbackVerdict, type Store } from '../store/index.ts'
+import type { FeedbackEntry, FeedbackFilters, FeedbackVerdict, Store } from '../store/index.ts'
 import { hasPermission, requireKey, type KeyVerifier } from './auth.ts'
 import { envelopeOf, sourceOf } from './request-fields.ts'
 import { errorsOf } from './response-schemas.ts'
@@ -148,16 +148,6 @@ function publicEntry (e: FeedbackEntry): object {
   }
 }
 
-/** The store's INVALID_REQUEST (bad cursor, date) is the client's mistake: the public 400. */
-async function clientErrors<T> (run: () => Promise<T>): Promise<T> {
-  try {
-    return await run()
-  } catch (err) {
-    if (err instanceof StoreError && err.code === 'INVALID_REQUEST') throw new InvalidRequestError(err.message, { cause: err })
-    throw err
-  }
-}
-
 /** Registers the feedback routes. */
 export function feedbackRoutes (app: FastifyInstance, deps: FeedbackRouteDeps): void {
   const { store } = deps
@@ -246,7 +236,7 @@ export function feedbackRoutes (app: FastifyInstance, deps: FeedbackRouteDeps): 
     if (q.created_by !== undefined) filters.createdBy = q.created_by
     if (q.since !== undefined) filters.since = q.since
     if (q.until !== undefined) filters.until = q.until
-    const page = await clientErrors(async () => await store.listFeedback(req.apiKey!.tenant, filters, limit, q.cursor ?? null))
+    const page = await store.listFeedback(req.apiKey!.tenant, filters, limit, q.cursor ?? null)
     return { entries: page.entries.map(publicEntry), next_cursor: page.nextCursor }
   })
 
@@ -263,7 +253,7 @@ export function feedbackRoutes (app: FastifyInstance, deps: FeedbackRouteDeps): 
   }, async (req) => {
     const q = req.query as { since?: string, until?: string }
     const filters = { ...(q.since === undefined ? {} : { since: q.since }), ...(q.until === undefined ? {} : { until: q.until }) }
-    const s = await clientErrors(async () => await store.feedbackSummary(req.apiKey!.tenant, filters))
+    const s = await store.feedbackSummary(req.apiKey!.tenant, filters)
     return {
       since: s.since,
       until: s.until,

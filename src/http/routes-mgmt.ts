@@ -7,7 +7,7 @@ import { InvalidRequestError } from '../errors.ts'
 import { buildSummary, type FeedRefresher } from '../intel/index.ts'
 import type { IntelService } from '../pool/intel-service.ts'
 import { INDICATOR_TYPES } from '../engine/types.ts'
-import { DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, StoreError, utcDayOf, type QuotaCounter, type SearchFilters, type Store } from '../store/index.ts'
+import { DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, utcDayOf, type QuotaCounter, type SearchFilters, type Store } from '../store/index.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
 import type { SessionAuth } from './session.ts'
 import { errorsOf, reloadSchema, searchPageSchema, sourcesSchema, usageSchema } from './response-schemas.ts'
@@ -67,14 +67,8 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
       if (v !== undefined) filters[k] = v
     }
     if (q.exclude_bulk_requests !== undefined) filters.exclude_bulk_requests = q.exclude_bulk_requests === 'true' || q.exclude_bulk_requests === '1'
-    try {
-      return await store.searchHistory(req.apiKey!.tenant, filters, limit, q.cursor ?? null)
-    } catch (err) {
-      // A bad date or cursor is the client's mistake: the store says so with its INVALID_REQUEST code, which
-      // carries no HTTP status of its own and would otherwise surface as a 500.
-      if (err instanceof StoreError && err.code === 'INVALID_REQUEST') throw new InvalidRequestError(err.message, { cause: err })
-      throw err
-    }
+    // A bad date or cursor is the store's INVALID_REQUEST, which toPublicError answers 400 with the store's message.
+    return await store.searchHistory(req.apiKey!.tenant, filters, limit, q.cursor ?? null)
   })
 
   app.get('/api/v2/mgmt/usage', {

@@ -12,7 +12,8 @@ import { createGunzip } from 'node:zlib'
 import { Agent, interceptors, request, type Dispatcher } from 'undici'
 import type { RemoteFeed } from '../engine/types.ts'
 import { kEnvReference } from './manifest.ts'
-import { isZip, readZipMember, ZipError } from './unzip.ts'
+import { FeedFetchError, MissingVariableError, ZipError } from '../errors.ts'
+import { isZip, readZipMember } from './unzip.ts'
 
 /** A URL as it may be shown: no userinfo, every query value replaced by ***. */
 export function redactUrl (url: string): string {
@@ -29,15 +30,6 @@ export function redactUrl (url: string): string {
   const keys = [...u.searchParams.keys()]
   if (keys.length > 0) u.search = keys.map((k) => `${encodeURIComponent(k)}=***`).join('&')
   return u.toString()
-}
-
-/** Raised when a header names an environment variable that is not set. */
-export class MissingVariableError extends Error {
-  readonly variable: string
-  constructor (variable: string) {
-    super(`environment variable ${variable} (named in the feed's headers) is not set`)
-    this.variable = variable
-  }
 }
 
 /** The secrets of one feed (resolved header values, URL credentials and query values) and their removal from text. */
@@ -90,15 +82,6 @@ type AttemptOutcome =
   | { kind: 'unchanged', status: 304 }
   | { kind: 'body', body: Buffer, etag: string | null, lastModified: string | null, contentType: string | null }
 export type FetchOutcome = AttemptOutcome & { attempts: number }
-
-/** A fetch that failed for good (after retries); `message` is short and already scrubbed. */
-export class FeedFetchError extends Error {
-  readonly reason: string
-  constructor (reason: string, message: string) {
-    super(message)
-    this.reason = reason
-  }
-}
 
 /** Retry policy: attempts in all, and the first backoff (doubled each time, with full jitter, capped). */
 export interface RetryPolicy {

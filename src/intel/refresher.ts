@@ -11,7 +11,8 @@ import { join } from 'node:path'
 import { Worker } from 'node:worker_threads'
 import type { FeedSpec } from '../engine/types.ts'
 import { kWorkerExecArgv, kWorkerShim, workerEntry } from '../worker-entry.ts'
-import { FeedFetchError, fetchFeed, MissingVariableError, redactUrl, type RetryPolicy } from './fetcher.ts'
+import { FeedFetchError, MissingVariableError } from '../errors.ts'
+import { fetchFeed, redactUrl, type RetryPolicy } from './fetcher.ts'
 import { headerVariables } from './manifest.ts'
 
 /** What is kept about one feed between runs (<name>.meta.json). */

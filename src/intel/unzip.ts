@@ -8,6 +8,7 @@
  * @see https://pkware.cachefly.net/webdocs/casestudies/APPNOTE.TXT
  */
 import { fromBufferPromise, type Entry, type ZipFile } from 'yauzl'
+import { ZipError } from '../errors.ts'
 
 /** Local file header signature `PK\3\4`; an empty archive starts with the end record `PK\5\6`. */
 const kZipMagic = [0x50, 0x4b]
@@ -16,15 +17,6 @@ const kZipMagic = [0x50, 0x4b]
 export function isZip (body: Uint8Array): boolean {
   return body.length >= 4 && body[0] === kZipMagic[0] && body[1] === kZipMagic[1] &&
     ((body[2] === 3 && body[3] === 4) || (body[2] === 5 && body[3] === 6))
-}
-
-/** Why a zip body was refused; `reason` is a short code, `message` names no secret (only member names and sizes). */
-export class ZipError extends Error {
-  readonly reason: 'bad_zip' | 'zip_member' | 'oversize'
-  constructor (reason: ZipError['reason'], message: string) {
-    super(message)
-    this.reason = reason
-  }
 }
 
 /** Member names are shown in errors: cut and stripped of control characters. */

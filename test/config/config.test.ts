@@ -7,7 +7,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { test } from 'node:test'
-import { ConfigError, configTable, defaults, kProjectRoot, loadConfig, storeOptions, type Config } from '../../src/config.ts'
+import { configTable, defaults, kProjectRoot, loadConfig, storeOptions, type Config } from '../../src/config.ts'
+import { ConfigError } from '../../src/errors.ts'
 
 function configError (env: Record<string, string | undefined>, pattern: RegExp): void {
   assert.throws(() => loadConfig(env), (err: unknown) => {

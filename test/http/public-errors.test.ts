@@ -46,3 +46,36 @@ for (const [what, err, expected] of cases) {
     if (expected.status === 500) assert.equal(pub.message, 'internal error', 'a 500 never shows its cause')
   })
 }
+
+/** One instance of every internal error class, each with the code it carries. */
+const kInternalErrors: errors.IocVerdictError[] = [
+  new errors.StoreError('STORE_ERROR', 'm'), new errors.ConfigError('m'), new errors.DataDirInUseError('m'), new errors.PoolClosedError(),
+  new errors.HistoryClosedError(), new errors.HistoryCommitError('m'), new errors.JournalRefusedError('m'), new errors.FeedFetchError('timeout', 'm'),
+  new errors.MissingVariableError('FEED_KEY'), new errors.ZipError('bad_zip', 'm')
+]
+
+test('every internal code is answered as its row of the code table says, and a fault as 500 without its message', () => {
+  const codes = Object.keys(errors.kInternalCodes) as errors.InternalCode[]
+  assert.ok(codes.length >= 18)
+  for (const code of codes) {
+    const { answer } = errors.kInternalCodes[code]
+    const pub = errors.toPublicError(new errors.IocVerdictError(code, `detail of ${code}`))
+    if (answer === null) {
+      assert.deepEqual(pub, { status: 500, code: 'INTERNAL_ERROR', message: 'internal error' }, code)
+    } else {
+      assert.deepEqual(pub, { status: answer.status, code: answer.code, message: answer.message ?? `detail of ${code}` }, code)
+    }
+  }
+})
+
+test('every internal error class carries its code, a message, its name and the cause it wraps', () => {
+  for (const err of kInternalErrors) {
+    assert.ok(err instanceof errors.IocVerdictError)
+    assert.ok(Object.hasOwn(errors.kInternalCodes, err.code), `${err.name}: ${err.code} is in the table`)
+    assert.equal(err.name, err.constructor.name)
+    assert.ok(err.message.length > 0)
+  }
+  const cause = new Error('disk full')
+  assert.equal(new errors.JournalRefusedError('cannot write', { cause }).cause, cause)
+  assert.equal(new errors.StoreError('STORE_UNAVAILABLE', 'down', { cause }).cause, cause)
+})
