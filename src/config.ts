@@ -91,6 +91,11 @@ export interface Config {
   feedAttempts: number
   /** First retry wait in ms (doubled per retry, full jitter, at most 30 s). */
   feedRetryBaseMs: number
+  /**
+   * The environment variables a feed's headers may name (`${NAME}` in the manifest), read once at start: every
+   * variable of the environment but the IOC_* settings, which hold the service's own secrets (a database URL).
+   */
+  feedVariables: Readonly<Record<string, string>>
 }
 
 type Kind = 'string' | 'port' | 'int' | 'bool' | 'path' | 'nullable-path' | 'url' | 'addresses'
@@ -191,9 +196,20 @@ export function storeOptions (config: Readonly<Config>): StoreOptions {
 
 /** Defaults (kFields). */
 export function defaults (): Config {
-  const out: Record<string, unknown> = {}
+  const out: Record<string, unknown> = { feedVariables: Object.freeze({}) }
   for (const f of Object.values(kFields)) out[f.key] = f.default
   return out as unknown as Config
+}
+
+/** The setting of each Config key (the first name listed for it: IOC_JOURNAL_LIMIT before its old name). */
+const kNameOf = new Map<string, string>()
+for (const [name, f] of Object.entries(kFields)) if (!kNameOf.has(f.key)) kNameOf.set(f.key, name)
+
+/** The environment's variables but the IOC_* settings, for feed headers (Config.feedVariables). */
+function feedVariablesOf (env: Record<string, string | undefined>): Readonly<Record<string, string>> {
+  const out: Record<string, string> = {}
+  for (const [name, value] of Object.entries(env)) if (!name.startsWith('IOC_') && value !== undefined) out[name] = value
+  return Object.freeze(out)
 }
 
 function coerce (name: string, field: Field, raw: unknown, base: string): unknown {
@@ -246,15 +262,14 @@ function coerce (name: string, field: Field, raw: unknown, base: string): unknow
 }
 
 /**
- * Builds the configuration from an environment (default: process.env) and optional overrides (CLI flags, tests).
- * Unknown IOC_* names are an error, so a typo never silently falls back to a default.
+ * Builds the configuration from an environment (default: process.env) and optional overrides (CLI flags, tests),
+ * each validated as its setting is. Unknown IOC_* names are an error, so a typo never silently falls back to a default.
  */
 export function loadConfig (env: Record<string, string | undefined> = process.env, overrides: Partial<Config> = {}): Readonly<Config> {
-  const config: Record<string, unknown> = { ...defaults() }
+  const config: Record<string, unknown> = { ...defaults(), feedVariables: feedVariablesOf(env) }
   const apply = (source: Record<string, unknown>, base: string, origin: string): void => {
     for (const [name, raw] of Object.entries(source)) {
       if (!name.startsWith('IOC_') || name === 'IOC_CONFIG' || raw === undefined) continue
-      if (name.startsWith('IOC_TEST_')) continue
       const field = kFields[name]
       if (field === undefined) throw new ConfigError(`${origin}: unknown setting ${name}`)
       config[field.key] = coerce(name, field, raw, base)
@@ -275,7 +290,12 @@ export function loadConfig (env: Record<string, string | undefined> = process.en
     apply(parsed as Record<string, unknown>, dirname(resolve(file)), 'config file')
   }
   apply(env, process.cwd(), 'environment')
-  for (const [k, v] of Object.entries(overrides)) if (v !== undefined) config[k] = v
+  for (const [key, value] of Object.entries(overrides)) {
+    if (value === undefined) continue
+    const name = kNameOf.get(key)
+    if (name === undefined) throw new ConfigError(`override: unknown setting ${key}`)
+    config[key] = coerce(name, kFields[name] as Field, value, process.cwd())
+  }
   if (config.store === 'postgres' && config.databaseUrl === null) throw new ConfigError('IOC_STORE=postgres needs IOC_DATABASE_URL')
   if ((config.headersTimeoutMs as number) > (config.requestTimeoutMs as number)) {
     throw new ConfigError('IOC_HEADERS_TIMEOUT_MS must not exceed IOC_REQUEST_TIMEOUT_MS (headers are part of the request)')

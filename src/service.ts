@@ -106,6 +106,7 @@ export async function startService (config: Readonly<Config>, options: { logger?
       specs,
       dir: source.feedsDir,
       logger: logger.child({ component: 'feeds' }),
+      variables: config.feedVariables,
       retry: { attempts: config.feedAttempts, baseMs: config.feedRetryBaseMs, maxMs: Math.max(config.feedRetryBaseMs, 30_000) },
       validation: { maxRejectedRatio: config.feedMaxRejectedPercent / 100, minShrinkRatio: config.feedMinShrinkPercent / 100 },
       onChange: async () => {

@@ -33,6 +33,16 @@ export interface Built extends Service {
   makeKey: (permissions: string[], options?: { tenant?: string, quota?: number | null }) => Promise<string>
 }
 
+/**
+ * The environment for a child process running the service or the CLI: this process's, without any IOC_* name (the
+ * suite's own IOC_TEST_* switches are unknown settings to the service, and a developer's settings stay out), plus `env`.
+ */
+export function serviceEnv (env: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const out: NodeJS.ProcessEnv = {}
+  for (const [name, value] of Object.entries(process.env)) if (!name.startsWith('IOC_')) out[name] = value
+  return { ...out, ...env }
+}
+
 /** Starts a service for one test and closes it (and removes its data dir) after the test. */
 export async function build (t: TestContext, env: Record<string, string> = {}): Promise<Built> {
   const dataDir = mkdtempSync(join(tmpdir(), 'ioc-verdict-test-'))

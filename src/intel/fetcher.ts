@@ -58,12 +58,15 @@ export class FeedSecrets {
   }
 }
 
-/** Header templates with `${NAME}` replaced from `env`; throws MissingVariableError naming the first unset variable. */
-export function resolveHeaders (templates: Record<string, string>, env: NodeJS.ProcessEnv = process.env): Record<string, string> {
+/**
+ * Header templates with `${NAME}` replaced from `variables` (Config.feedVariables); throws MissingVariableError naming
+ * the first unset variable.
+ */
+export function resolveHeaders (templates: Record<string, string>, variables: Readonly<Record<string, string | undefined>>): Record<string, string> {
   const out: Record<string, string> = {}
   for (const [name, template] of Object.entries(templates)) {
     out[name] = template.replace(kEnvReference, (_m, variable: string) => {
-      const value = env[variable]
+      const value = variables[variable]
       if (value === undefined || value === '') throw new MissingVariableError(variable)
       return value
     })
@@ -264,17 +267,18 @@ function transportError (err: unknown, signal: AbortSignal): AttemptError {
 
 /** Fetch options beyond the feed's own settings. */
 export interface FetchOptions {
+  /** What the headers' `${NAME}` references resolve against (Config.feedVariables). */
+  variables: Readonly<Record<string, string | undefined>>
   retry?: RetryPolicy
   dispatcher?: Dispatcher
-  env?: NodeJS.ProcessEnv
   /** Stops retry waits early (close()). */
   signal?: AbortSignal
 }
 
 /** Fetches a feed with retries. Throws FeedFetchError (scrubbed) or MissingVariableError. */
-export async function fetchFeed (feed: RemoteFeed, validators: Validators, options: FetchOptions = {}): Promise<FetchOutcome> {
+export async function fetchFeed (feed: RemoteFeed, validators: Validators, options: FetchOptions): Promise<FetchOutcome> {
   const policy = options.retry ?? kDefaultRetry
-  const headers = resolveHeaders(feed.headers, options.env)
+  const headers = resolveHeaders(feed.headers, options.variables)
   const secrets = new FeedSecrets(feed.url, headers)
   let last: AttemptError | null = null
   for (let n = 1; n <= policy.attempts; n++) {

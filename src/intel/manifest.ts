@@ -147,6 +147,8 @@ function checkRemote (feed: Json, problems: string[]): RemoteFeed {
         if (kForbiddenKeys.has(k)) problems.push(`"headers": forbidden key "${k}"`)
         else if (!kHeaderName.test(k)) problems.push(`"headers": "${k.slice(0, 64)}" is not a header name`)
         else if (typeof v !== 'string' || /[\r\n\0]/.test(v)) problems.push(`"headers.${k}" must be a string without line breaks`)
+        // IOC_* settings hold the service's own secrets (a database URL): never sent to a feed host.
+        else if (/\$\{IOC_/.test(v)) problems.push(`"headers.${k}" names an IOC_* setting; feed headers may name any other environment variable`)
         else headerMap[k.toLowerCase()] = v
       }
     }

@@ -77,9 +77,10 @@ export interface RefresherOptions {
   logger: FeedLogger
   /** Called (not concurrently) after one or more last good copies changed. */
   onChange: () => Promise<unknown>
+  /** What the feeds' header templates (`${NAME}`) resolve against (Config.feedVariables). */
+  variables: Readonly<Record<string, string | undefined>>
   validation?: ValidationPolicy
   retry?: RetryPolicy
-  env?: NodeJS.ProcessEnv
   /** Snapshot facts written into status.json beside the sources. */
   snapshot?: () => Record<string, unknown>
 }
@@ -154,7 +155,7 @@ export class FeedRefresher {
     this.remote = options.specs.filter((s) => s.remote !== undefined)
     for (const spec of this.remote) {
       const remote = spec.remote!
-      const missing = headerVariables(remote).filter((v) => (options.env ?? process.env)[v] === undefined || (options.env ?? process.env)[v] === '')
+      const missing = headerVariables(remote).filter((v) => options.variables[v] === undefined || options.variables[v] === '')
       this.states.set(spec.name, {
         name: spec.name,
         url: redactUrl(remote.url),
@@ -244,8 +245,8 @@ export class FeedRefresher {
     try {
       outcome = await fetchFeed(remote, { etag: state.meta.etag, lastModified: state.meta.lastModified }, {
         signal: this.abort.signal,
-        ...(this.options.retry === undefined ? {} : { retry: this.options.retry }),
-        ...(this.options.env === undefined ? {} : { env: this.options.env })
+        variables: this.options.variables,
+        ...(this.options.retry === undefined ? {} : { retry: this.options.retry })
       })
     } catch (err) {
       if (err instanceof FeedFetchError || err instanceof MissingVariableError) return await refuse(err.message)

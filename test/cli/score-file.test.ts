@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
-import { kTestIntelCache } from '../helper.ts'
+import { kTestIntelCache, serviceEnv } from '../helper.ts'
 
 type Json = Record<string, any>
 
@@ -21,7 +21,7 @@ interface Run { code: number | null, stdout: string, stderr: string }
 /** Runs the CLI with `args`; `stdin` is written and closed (or left to the test through `feed`). */
 async function cli (args: string[], stdin = '', feed?: (child: ReturnType<typeof spawn>) => Promise<void>): Promise<Run> {
   const child = spawn(process.execPath, [kMain, ...args], {
-    env: { ...process.env, IOC_DATA_DIR: join(dir, 'data'), IOC_INTEL_CACHE_DIR: kTestIntelCache, IOC_LOG_LEVEL: 'silent' },
+    env: serviceEnv({ IOC_DATA_DIR: join(dir, 'data'), IOC_INTEL_CACHE_DIR: kTestIntelCache, IOC_LOG_LEVEL: 'silent' }),
     stdio: ['pipe', 'pipe', 'pipe']
   })
   let stdout = ''

@@ -63,9 +63,10 @@ test('with no IOC_* names the configuration is the documented defaults, frozen',
     feedMaxRejectedPercent: 50,
     feedMinShrinkPercent: 50,
     feedAttempts: 3,
-    feedRetryBaseMs: 1000
+    feedRetryBaseMs: 1000,
+    feedVariables: { PATH: '/usr/bin', HOME: '/root' }
   } satisfies Config)
-  assert.deepEqual({ ...c }, { ...defaults() })
+  assert.deepEqual({ ...c, feedVariables: {} }, { ...defaults() })
   assert.ok(Object.isFrozen(c))
 })
 
@@ -118,7 +119,8 @@ const kEvery: Array<[string, string, keyof Config, unknown]> = [
 
 test('every IOC_* setting is read from the environment into its key, and only that key changes', () => {
   const base = defaults()
-  assert.deepEqual(new Set(kEvery.map(([, , key]) => key)), new Set(Object.keys(base)), 'a case for every configuration key')
+  const settings = Object.keys(base).filter((k) => k !== 'feedVariables')
+  assert.deepEqual(new Set(kEvery.map(([, , key]) => key)), new Set(settings), 'a case for every configuration key')
   for (const [name, raw, key, expected] of kEvery) {
     const env: Record<string, string> = { [name]: raw }
     if (name === 'IOC_STORE') env.IOC_DATABASE_URL = 'postgres://127.0.0.1/test'
@@ -184,8 +186,21 @@ test('a malformed URL is refused without echoing it (it may hold a password)', (
 test('an unknown IOC_* name is refused, so a typo never falls back to a default; other names are ignored', () => {
   configError({ IOC_PORTT: '8080' }, /environment: unknown setting IOC_PORTT/)
   configError({ IOC_: '1' }, /unknown setting IOC_/)
-  const c = loadConfig({ IOC_TEST_DATABASE_URL: 'postgres://127.0.0.1/x', ioc_port: '1', PORT: '1', IOC_PORT: undefined })
+  const c = loadConfig({ ioc_port: '1', PORT: '1', IOC_PORT: undefined })
   assert.equal(c.port, 8080)
+})
+
+test('the test suite\'s IOC_TEST_* switches are unknown settings to the service, like any other IOC_* typo', () => {
+  configError({ IOC_TEST_DATABASE_URL: 'postgres://127.0.0.1/x' }, /environment: unknown setting IOC_TEST_DATABASE_URL/)
+})
+
+test('feed headers see every environment variable but the IOC_* settings, as the environment was at start', () => {
+  const env: Record<string, string> = { ABUSECH_AUTH_KEY: 'k-1', PATH: '/bin', IOC_DATABASE_URL: 'postgres://u:secret@127.0.0.1/db' }
+  const c = loadConfig(env)
+  assert.deepEqual(c.feedVariables, { ABUSECH_AUTH_KEY: 'k-1', PATH: '/bin' })
+  assert.ok(Object.isFrozen(c.feedVariables))
+  env.ABUSECH_AUTH_KEY = 'changed'
+  assert.equal(c.feedVariables.ABUSECH_AUTH_KEY, 'k-1')
 })
 
 test('IOC_STORE=postgres needs IOC_DATABASE_URL, and storeOptions follows the store', () => {
@@ -200,6 +215,28 @@ test('overrides win over the environment, and an undefined override changes noth
   const c = loadConfig({ IOC_PORT: '9000', IOC_HOST: '0.0.0.0' }, { port: 1234, host: undefined } as unknown as Partial<Config>)
   assert.equal(c.port, 1234)
   assert.equal(c.host, '0.0.0.0')
+  assert.equal(loadConfig({}, { dataDir: 'rel/data', journalLimit: 4096 }).dataDir, resolve(process.cwd(), 'rel/data'))
+})
+
+test('an override is validated as its setting is: out of bounds, of the wrong kind or unknown, it is CONFIG_INVALID', () => {
+  const cases: Array<[Partial<Config>, RegExp]> = [
+    [{ port: 70_000 }, /IOC_PORT: must be an integer from 0 to 65535/],
+    [{ poolSize: -1 }, /IOC_POOL_SIZE/],
+    [{ cacheSize: 1.5 }, /IOC_CACHE_SIZE/],
+    [{ journalLimit: 10 }, /IOC_JOURNAL_LIMIT/],
+    [{ store: 'mysql' as never }, /IOC_STORE: must be one of sqlite, postgres/],
+    [{ logLevel: '' as never }, /IOC_LOG_LEVEL/],
+    [{ redisUrl: 'not a url' }, /IOC_REDIS_URL: is not a valid URL/],
+    [{ headersTimeoutMs: 60_000, requestTimeoutMs: 30_000 }, /must not exceed IOC_REQUEST_TIMEOUT_MS/],
+    [{ nope: 1 } as never, /override: unknown setting nope/]
+  ]
+  for (const [overrides, pattern] of cases) {
+    assert.throws(() => loadConfig({}, overrides), (err: unknown) => {
+      assert.ok(err instanceof ConfigError, String(err))
+      assert.match(err.message, pattern)
+      return true
+    }, JSON.stringify(overrides))
+  }
 })
 
 test('a JSON file named by IOC_CONFIG sets the same names, its paths resolve against its folder, and the environment wins', (t) => {

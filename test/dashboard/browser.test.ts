@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { test } from 'node:test'
 import { chromium } from 'playwright-core'
 import { request } from 'undici'
-import { build, kTestIntelCache } from '../helper.ts'
+import { build, kTestIntelCache, serviceEnv } from '../helper.ts'
 
 export const kChromium = process.env.IOC_TEST_CHROMIUM ?? '/usr/bin/chromium'
 const kMain = join(import.meta.dirname, '..', '..', 'bin', 'ioc-verdict.js')
@@ -24,7 +24,7 @@ test('an analyst signs in, looks up an indicator, finds it in History, and signs
   // The user is made as an operator would, with the CLI, the password on standard input.
   execFileSync(process.execPath, [kMain, 'users', 'create', '--tenant', 't1', '--username', 'ana', '--role', 'analyst', '--password-stdin'], {
     input: 'correct horse battery staple\n',
-    env: { ...process.env, IOC_DATA_DIR: svc.config.dataDir, IOC_INTEL_CACHE_DIR: kTestIntelCache, IOC_LOG_LEVEL: 'silent' }
+    env: serviceEnv({ IOC_DATA_DIR: svc.config.dataDir, IOC_INTEL_CACHE_DIR: kTestIntelCache, IOC_LOG_LEVEL: 'silent' })
   })
   // Another tenant's query, which the analyst must never see.
   const other = await svc.makeKey(['verdict'], { tenant: 'other-tenant' })

@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { test } from 'node:test'
 import { request } from 'undici'
 import { openStore } from '../../src/store/index.ts'
-import { kTestIntelCache } from '../helper.ts'
+import { kTestIntelCache, serviceEnv } from '../helper.ts'
 
 const kRoot = join(import.meta.dirname, '..', '..')
 const kFixture = join(import.meta.dirname, '..', 'fixtures', 'fault-on-sigusr2.mjs')
@@ -23,7 +23,7 @@ for (const fault of ['exception', 'rejection']) {
     const { key } = await store.createKey({ tenant: 't1', permissions: ['verdict_bulk'] })
     await store.close()
     const child = spawn(process.execPath, ['--import', kFixture, join(kRoot, 'bin', 'ioc-verdict.js'), 'serve'], {
-      env: { ...process.env, FAULT: fault, IOC_DATA_DIR: dataDir, IOC_PORT: '0', IOC_POOL_SIZE: '1', IOC_BOOTSTRAP_KEY: '0', IOC_INTEL_CACHE_DIR: kTestIntelCache, IOC_HISTORY_FLUSH_MS: '2000' },
+      env: serviceEnv({ FAULT: fault, IOC_DATA_DIR: dataDir, IOC_PORT: '0', IOC_POOL_SIZE: '1', IOC_BOOTSTRAP_KEY: '0', IOC_INTEL_CACHE_DIR: kTestIntelCache, IOC_HISTORY_FLUSH_MS: '2000' }),
       stdio: ['ignore', 'pipe', 'pipe']
     })
     let stdout = ''

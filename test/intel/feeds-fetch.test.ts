@@ -12,7 +12,7 @@ import pino from 'pino'
 import { request } from 'undici'
 import { loadConfig } from '../../src/config.ts'
 import { startService, type Service } from '../../src/service.ts'
-import { smallRegistries } from '../helper.ts'
+import { serviceEnv, smallRegistries } from '../helper.ts'
 import { zipArchive } from '../fixtures/zip-archive.ts'
 
 const kRoot = join(import.meta.dirname, '..', '..')
@@ -349,18 +349,16 @@ test('a feed never fetched is pending, and its auth header comes from the enviro
     res.end(netset(10, 9))
   })
   const dir = tempDir(t)
-  const manifest = writeManifest(dir, { url: `http://user:pw-secret-1@127.0.0.1:${new URL(host.url).port}/feed?key=${querySecret}`, headers: { 'Auth-Key': '$' + '{IOC_TEST_FEED_KEY}' } })
-  process.env.IOC_TEST_FEED_KEY = secret
-  t.after(() => { delete process.env.IOC_TEST_FEED_KEY })
-  const svc = await start(t, dir, manifest)
+  const manifest = writeManifest(dir, { url: `http://user:pw-secret-1@127.0.0.1:${new URL(host.url).port}/feed?key=${querySecret}`, headers: { 'Auth-Key': '$' + '{TEST_FEED_KEY}' } })
+  const svc = await start(t, dir, manifest, { TEST_FEED_KEY: secret })
   const before = await sources(svc)
   assert.ok(['pending', 'ok'].includes(before.sources[0]?.status ?? ''))
   const r = await refresh(svc)
   assert.equal(r.sources[0]?.status, 'ok')
   assert.equal(r.sources[0]?.url, `http://***@127.0.0.1:${new URL(host.url).port}/feed?key=***`)
   assert.equal(host.requests.at(-1)?.headers['auth-key'], secret)
-  // A wrong key now: the failure is reported without the value.
-  process.env.IOC_TEST_FEED_KEY = 'another-secret-value-42'
+  // The host refuses the key now, quoting it: the failure is reported without the value.
+  host.set((req, res) => { res.statusCode = 401; res.end(`bad key ${String(req.headers['auth-key'])}; try another-secret-value-42`) })
   const failed = await refresh(svc)
   assert.equal(failed.sources[0]?.status, 'failed')
   const everything = svc.logs.join('') + JSON.stringify(failed) + JSON.stringify(await health(svc))
@@ -372,10 +370,10 @@ test('a header naming an unset variable makes the feed failed, naming the variab
   const host = await feedHost(t)
   host.set((_req, res) => { res.end(netset(5)) })
   const dir = tempDir(t)
-  const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/f`, headers: { 'Auth-Key': '$' + '{IOC_TEST_UNSET_VARIABLE}' } }))
+  const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/f`, headers: { 'Auth-Key': '$' + '{TEST_UNSET_VARIABLE}' } }))
   const r = await sources(svc)
   assert.equal(r.sources[0]?.status, 'failed')
-  assert.match(r.sources[0]?.error ?? '', /IOC_TEST_UNSET_VARIABLE/)
+  assert.match(r.sources[0]?.error ?? '', /TEST_UNSET_VARIABLE/)
   assert.equal((await health(svc)).status, 'degraded')
 })
 
@@ -469,7 +467,7 @@ test('intel status prints the table from the status file the service writes', as
   await refresh(svc)
   const run = (args: string[]): { status: number | null, stdout: string, stderr: string } => {
     const r = spawnSync(process.execPath, [join(kRoot, 'bin', 'ioc-verdict.js'), 'intel', 'status', ...args], {
-      env: { ...process.env, IOC_DATA_DIR: dir, IOC_LOG_LEVEL: 'silent' }, encoding: 'utf8'
+      env: serviceEnv({ IOC_DATA_DIR: dir, IOC_LOG_LEVEL: 'silent' }), encoding: 'utf8'
     })
     return { status: r.status, stdout: r.stdout, stderr: r.stderr }
   }
@@ -482,7 +480,7 @@ test('intel status prints the table from the status file the service writes', as
   assert.equal(json.sources[0]?.status, 'failed')
   assert.ok(!JSON.stringify(json).includes('abcdefsecret'))
   const empty = spawnSync(process.execPath, [join(kRoot, 'bin', 'ioc-verdict.js'), 'intel', 'status'], {
-    env: { ...process.env, IOC_DATA_DIR: tempDir(t), IOC_LOG_LEVEL: 'silent' }, encoding: 'utf8'
+    env: serviceEnv({ IOC_DATA_DIR: tempDir(t), IOC_LOG_LEVEL: 'silent' }), encoding: 'utf8'
   })
   assert.equal(empty.status, 1)
   assert.match(empty.stderr, /no feed status/)
@@ -497,6 +495,7 @@ test('a manifest entry with both path and url, or bad refresh settings, is a sta
     [{ url: 'http://127.0.0.1:1/x', refresh_seconds: 1.5 }, /"refresh_seconds"/],
     [{ url: 'http://127.0.0.1:1/x', max_bytes: -1 }, /"max_bytes"/],
     [{ url: 'http://127.0.0.1:1/x', headers: { 'Bad Header': 'x' } }, /not a header name/],
+    [{ url: 'http://127.0.0.1:1/x', headers: { Authorization: 'Bearer $' + '{IOC_DATABASE_URL}' } }, /names an IOC_\* setting/],
     [{ url: 'http://127.0.0.1:1/x', zip_member: '' }, /"zip_member"/],
     [{ path: 'x.txt', zip_member: 'a.csv' }, /"zip_member" applies only to a feed with a "url"/],
     [{ url: 'http://127.0.0.1:1/x?key=hidden-value', timeout_seconds: 'x' }, /"timeout_seconds"/]
