@@ -8,6 +8,7 @@
  * Nothing this module returns or throws carries a secret: header values, URL credentials and query values are
  * replaced by `***` (redactUrl, FeedSecrets.scrub).
  */
+import { setTimeout as sleep } from 'node:timers/promises'
 import { createGunzip } from 'node:zlib'
 import { Agent, interceptors, request, type Dispatcher } from 'undici'
 import type { RemoteFeed } from '../engine/types.ts'
@@ -195,13 +196,16 @@ async function unzipBody (zip: Buffer, feed: RemoteFeed): Promise<Buffer> {
   }
 }
 
-/** One attempt. */
-async function attempt (feed: RemoteFeed, headers: Record<string, string>, validators: Validators, dispatcher: Dispatcher | undefined): Promise<AttemptOutcome> {
+/**
+ * One attempt. Its one signal ends it at its timeout or when `stop` aborts (the refresher destroyed), whichever comes
+ * first, in whatever it is doing: connecting, waiting for headers, reading or inflating the body.
+ */
+async function attempt (feed: RemoteFeed, headers: Record<string, string>, validators: Validators, dispatcher: Dispatcher | undefined, stop: AbortSignal | undefined): Promise<AttemptOutcome> {
   const h: Record<string, string> = { 'accept-encoding': 'gzip', 'user-agent': 'ioc-verdict', ...headers }
   if (validators.etag !== null) h['if-none-match'] = validators.etag
   if (validators.lastModified !== null) h['if-modified-since'] = validators.lastModified
   const timeout = feed.timeoutSeconds * 1000
-  const signal = AbortSignal.timeout(timeout)
+  const signal = stop === undefined ? AbortSignal.timeout(timeout) : AbortSignal.any([stop, AbortSignal.timeout(timeout)])
   let res: Dispatcher.ResponseData
   try {
     res = await request(feed.url, {
@@ -213,7 +217,7 @@ async function attempt (feed: RemoteFeed, headers: Record<string, string>, valid
       dispatcher: dispatcher ?? defaultDispatcher()
     })
   } catch (err) {
-    throw transportError(err, signal)
+    throw transportError(err, signal, stop)
   }
   try {
     if (res.statusCode === 304) {
@@ -248,13 +252,14 @@ async function attempt (feed: RemoteFeed, headers: Record<string, string>, valid
     return { kind: 'body', body, etag: header('etag'), lastModified: header('last-modified'), contentType: header('content-type') }
   } catch (err) {
     if (err instanceof AttemptError) throw err
-    throw transportError(err, signal)
+    throw transportError(err, signal, stop)
   }
 }
 
 /** A transport failure as an AttemptError without any text of the original (which may quote the URL). */
-function transportError (err: unknown, signal: AbortSignal): AttemptError {
+function transportError (err: unknown, signal: AbortSignal, stop: AbortSignal | undefined): AttemptError {
   const code = (err as { code?: string }).code ?? ''
+  if (stop?.aborted === true) return new AttemptError('aborted', 'stopped', false)
   if (signal.aborted || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') {
     return new AttemptError('timeout', 'timed out', true)
   }
@@ -271,7 +276,7 @@ export interface FetchOptions {
   variables: Readonly<Record<string, string | undefined>>
   retry?: RetryPolicy
   dispatcher?: Dispatcher
-  /** Stops retry waits early (close()). */
+  /** Stops the fetch now: the attempt in flight and any retry wait (the refresher destroyed). */
   signal?: AbortSignal
 }
 
@@ -282,16 +287,11 @@ export async function fetchFeed (feed: RemoteFeed, validators: Validators, optio
   const secrets = new FeedSecrets(feed.url, headers)
   let last: AttemptError | null = null
   for (let n = 1; n <= policy.attempts; n++) {
-    if (n > 1) {
-      const wait = backoffMs(n - 1, policy)
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, wait)
-        options.signal?.addEventListener('abort', () => { clearTimeout(timer); resolve() }, { once: true })
-      })
-      if (options.signal?.aborted === true) break
-    }
+    // An aborted wait rejects (and removes its listener from the long-lived signal); the check below ends the loop.
+    if (n > 1) await sleep(backoffMs(n - 1, policy), undefined, options.signal === undefined ? {} : { signal: options.signal }).catch(() => {})
+    if (options.signal?.aborted === true) break
     try {
-      const out = await attempt(feed, headers, validators, options.dispatcher)
+      const out = await attempt(feed, headers, validators, options.dispatcher, options.signal)
       return { ...out, attempts: n }
     } catch (err) {
       last = err instanceof AttemptError ? err : new AttemptError('network', 'network error', true)

@@ -120,10 +120,13 @@ async function writeAtomic (path: string, data: string | Uint8Array): Promise<vo
   }
 }
 
-/** Parses a body on a worker thread; counts only. */
-async function validateOnWorker (spec: FeedSpec, path: string): Promise<{ lines: number, entries: number, rejected: number, firstReason: string | null }> {
+/** Parses a body on a worker thread; counts only. `stop` terminates the thread (the refresher destroyed). */
+async function validateOnWorker (spec: FeedSpec, path: string, stop: AbortSignal): Promise<{ lines: number, entries: number, rejected: number, firstReason: string | null }> {
   return await new Promise((resolve, reject) => {
     const worker = new Worker(kWorkerShim, { execArgv: [...kWorkerExecArgv], workerData: { entry: workerEntry('feed-validate'), format: spec.format, path } })
+    const terminate = (): void => { void worker.terminate() }
+    stop.addEventListener('abort', terminate, { once: true })
+    worker.once('exit', () => { stop.removeEventListener('abort', terminate) })
     let settled = false
     worker.once('message', (msg: { ok: true, lines: number, entries: number, rejected: number, firstReason: string | null } | { ok: false, message: string }) => {
       settled = true
@@ -230,8 +233,12 @@ export class FeedRefresher {
     await p
   }
 
-  /** One refresh of one feed. */
+  /**
+   * One refresh of one feed. Once the refresher is destroyed it ends where it stands (its download or validation is
+   * stopped) and records nothing: the feed's state stays what the last finished refresh made it.
+   */
   private async refresh (spec: FeedSpec): Promise<void> {
+    const stop = this.abort.signal
     const state = this.states.get(spec.name)!
     const remote = spec.remote!
     state.lastAttemptAt = new Date().toISOString()
@@ -244,11 +251,12 @@ export class FeedRefresher {
     let outcome
     try {
       outcome = await fetchFeed(remote, { etag: state.meta.etag, lastModified: state.meta.lastModified }, {
-        signal: this.abort.signal,
+        signal: stop,
         variables: this.options.variables,
         ...(this.options.retry === undefined ? {} : { retry: this.options.retry })
       })
     } catch (err) {
+      if (stop.aborted) return
       if (err instanceof FeedFetchError || err instanceof MissingVariableError) return await refuse(err.message)
       throw err
     }
@@ -269,9 +277,10 @@ export class FeedRefresher {
     await writeFile(candidate, body)
     let counts
     try {
-      counts = await validateOnWorker(spec, candidate)
+      counts = await validateOnWorker(spec, candidate, stop)
     } catch {
       await rm(candidate, { force: true })
+      if (stop.aborted) return
       return await refuse('body could not be parsed')
     }
     const policy = this.options.validation ?? kDefaultValidation
@@ -304,7 +313,7 @@ export class FeedRefresher {
     await writeAtomic(this.metaPath(spec), JSON.stringify(state.meta))
     this.options.logger.info({ feed: spec.name, url: state.url, records: counts.entries, rejected: counts.rejected, changed }, 'feed fetched')
     await this.writeStatus()
-    if (changed) await this.changed()
+    if (changed && !stop.aborted) await this.changed()
   }
 
   /** Runs onChange once for any number of changes that arrive while one rebuild is running. */
@@ -344,12 +353,17 @@ export class FeedRefresher {
     await this.closing
   }
 
-  /** Now: stops timers and cuts retry waits; a download in flight ends on its own timeout. */
+  /**
+   * Now: stops the timers, aborts a download or retry wait and terminates a validation in flight, and resolves once
+   * those refreshes have ended (at once: they record nothing more). A snapshot rebuild already running is not waited
+   * for (IntelService's destroy stops what it would start).
+   */
   async destroy (): Promise<void> {
     this.abort.abort()
     for (const t of this.timers.values()) clearTimeout(t)
     this.timers.clear()
     this.closing ??= Promise.resolve()
+    await Promise.all([...this.inflight.values()])
   }
 }
 

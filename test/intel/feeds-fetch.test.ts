@@ -11,6 +11,8 @@ import { gzipSync } from 'node:zlib'
 import pino from 'pino'
 import { request } from 'undici'
 import { loadConfig } from '../../src/config.ts'
+import { FeedFetchError } from '../../src/errors.ts'
+import { fetchFeed } from '../../src/intel/fetcher.ts'
 import { startService, type Service } from '../../src/service.ts'
 import { serviceEnv, smallRegistries } from '../helper.ts'
 import { zipArchive } from '../fixtures/zip-archive.ts'
@@ -505,4 +507,21 @@ test('a manifest entry with both path and url, or bad refresh settings, is a sta
     assert.match(err.message, pattern)
     assert.ok(!err.message.includes('hidden-value'))
   }
+})
+
+test('a fetch whose signal aborts mid-download stops at once, with reason aborted, and is not retried', { timeout: 60_000 }, async (t) => {
+  const host = await feedHost(t)
+  let sent: () => void = () => {}
+  const started = new Promise<void>((resolve) => { sent = resolve })
+  // Headers and a first chunk, then nothing more: only the abort can end this download before its hour-long timeout.
+  host.set((_req, res) => { res.writeHead(200); res.write('10.1.0.1\n', () => { sent() }) })
+  const feed = { url: `${host.url}/slow`, refreshSeconds: 3600, headers: {}, maxBytes: 1 << 20, timeoutSeconds: 3600, zipMember: null }
+  const stop = new AbortController()
+  const fetching = fetchFeed(feed, { etag: null, lastModified: null }, { variables: {}, signal: stop.signal, retry: { attempts: 3, baseMs: 1, maxMs: 1 } })
+  await started
+  const cut = new Promise<void>((resolve) => { host.requests[0]?.socket.once('close', () => resolve()) })
+  stop.abort()
+  await assert.rejects(fetching, (err: unknown) => err instanceof FeedFetchError && err.reason === 'aborted')
+  await cut
+  assert.equal(host.requests.length, 1, 'no retry after an abort')
 })
