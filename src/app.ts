@@ -2,7 +2,7 @@
  * buildApp: plugins, parsers, error shape and routes. It never listens (main.ts does).
  */
 import { randomUUID } from 'node:crypto'
-import { STATUS_CODES, type ServerResponse } from 'node:http'
+import { STATUS_CODES } from 'node:http'
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import type { Socket } from 'node:net'
@@ -11,6 +11,7 @@ import cookie from '@fastify/cookie'
 import { kProjectRoot, type Config } from './config.ts'
 import { Admission } from './bulk/admission.ts'
 import { kExpectedRefusals, kRetryAfterCodes, NotFoundError, OverloadedError, toPublicError } from './errors.ts'
+import { ConnectionDrain } from './http/connection-drain.ts'
 import { clientErrorHandler, guardUrl, lingerIfUnread } from './http/edges.ts'
 import { KeyVerifier } from './http/auth.ts'
 import { registerParsers } from './http/content.ts'
@@ -49,13 +50,8 @@ const kOverloadRetryAfter = 1 // seconds
 const kAnswerWhileClosing = new Set(['/api/v2/ioc/health', '/livez', '/readyz'])
 /** How often Node checks connections against the header and request timeouts, in ms. */
 const kConnectionsCheckMs = 1_000
-/** How long open connections are answered `Connection: close` before the server stops, on shutdown, in ms. */
-const kShutdownDrainMs = 1_000
-/**
- * At shutdown, once every answer is written out (handed to the socket), how long a connection may still take to
- * deliver it before it is cut, ms: a client that stopped reading its answer must not hold the server's close.
- */
-const kUnreadAnswerGraceMs = 2_000
+/** Shutdown of the connections (connection-drain.ts): notice to clients with open connections, grace for readers. */
+const kDrain = { noticeMs: 1_000, unreadGraceMs: 2_000 }
 
 /** URLs of the API and the dashboard's calls, whose answers may carry keys, session tokens or tenant data. */
 function isApiUrl (url: string): boolean {
@@ -89,51 +85,23 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     frameworkErrors: (err, _req, reply) => { reply.send(err as never) },
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } }
   })
-  let closing = false
-  // preClose runs before the server stops listening: from then on, responses ask clients to close their
-  // keep-alive connections (new verdict requests get 503 OVERLOADED with `Connection: close`). Clients with open
-  // keep-alive connections get a short while to send on them and be told so, instead of having an idle connection
-  // closed under a request they are sending (a reset); then the server stops and closes what is still idle.
-  app.addHook('preClose', async () => {
-    closing = true
-    if (!app.server.listening) return
-    const open = await new Promise<number>((resolve) => { app.server.getConnections((_err, n) => { resolve(n ?? 0) }) })
-    if (open > 0) await new Promise((resolve) => setTimeout(resolve, kShutdownDrainMs))
-    // The server's close waits for every connection to end. Requests still running finish and are answered; after
-    // that, connections whose client does not read the answer are cut. A request still sending its body after the
-    // drain was never admitted (nothing scored or recorded): its connection is cut rather than waited for, so a
-    // client trickling an upload cannot hold the shutdown until its timeout.
-    const watch = setInterval(() => {
-      for (const res of answering) {
-        if (res.writableEnded) continue
-        if (!res.req.complete) {
-          res.req.socket.destroy()
-          continue
-        }
-        return
-      }
-      clearInterval(watch)
-      setTimeout(() => { app.server.closeAllConnections() }, kUnreadAnswerGraceMs).unref()
-    }, 100)
-    watch.unref()
-  })
-  /** Responses not yet delivered (or their connection closed). */
-  const answering = new Set<ServerResponse>()
+  // preClose runs before the server stops listening: connection-drain.ts says what happens to connections from then on.
+  const drain = new ConnectionDrain(app.server, kDrain)
+  app.addHook('preClose', async () => { await drain.drain() })
+  const closing = (): boolean => drain.draining
   app.decorateRequest('apiKey', null)
   app.decorateRequest('session', null)
   await app.register(cookie)
   // One callback-style hook for the checks every request passes (an async hook per check cost a promise and a
   // microtask turn each, on every call).
   app.addHook('onRequest', (req, reply, done) => {
-    const res = reply.raw
-    answering.add(res)
-    res.once('close', () => { answering.delete(res) })
+    drain.track(reply.raw)
     reply.header('x-request-id', req.id)
     try {
       // The retired history route answers 404 to any call (spec 4.4), a key in its query string included.
       if (req.routeOptions.url !== kRetiredHistoryRoute) guardUrl(req)
       // Health keeps answering (unavailable) so load balancers see the shutdown; everything else is refused.
-      if (closing && !kAnswerWhileClosing.has(req.routeOptions.url ?? '')) throw new OverloadedError('service is shutting down; retry on another instance')
+      if (closing() && !kAnswerWhileClosing.has(req.routeOptions.url ?? '')) throw new OverloadedError('service is shutting down; retry on another instance')
     } catch (err) {
       done(err as Error)
       return
@@ -148,7 +116,7 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     // an answer is finished).
     const socket = req.raw.socket as Socket | null
     if (typeof socket?.setTimeout === 'function') socket.setTimeout(config.sendTimeoutMs)
-    if (closing) reply.header('connection', 'close')
+    if (closing()) reply.header('connection', 'close')
     // No answer is to be sniffed into another type; API answers (keys, session tokens, verdicts) are never cached.
     reply.header('x-content-type-options', 'nosniff')
     if (isApiUrl(req.url)) reply.header('cache-control', 'no-store')
@@ -182,7 +150,7 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   })
 
   const verifier = new KeyVerifier(deps.store, (err) => { deps.logger.warn({ err }, 'could not record a key\'s last use') })
-  const admission = new Admission(config.maxInflight, deps.quota, () => closing ? 'service is shutting down' : deps.history.refusal())
+  const admission = new Admission(config.maxInflight, deps.quota, () => closing() ? 'service is shutting down' : deps.history.refusal())
   const metrics = new Metrics({ admission, intel: deps.intel, history: deps.history, feeds: deps.feeds })
   metricsRoutes(app, metrics)
   const allowlists = new TenantAllowlists(deps.store)
@@ -191,7 +159,7 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   verdictRoutes(app, { verdicts, verifier, bodyLimit: config.bodyLimit })
   allowlistRoutes(app, { store: deps.store, allowlists, verifier, sessions })
   feedbackRoutes(app, { store: deps.store, verdicts, verifier, sessions, observer: metrics })
-  serviceRoutes(app, { store: deps.store, quota: deps.quota, history: deps.history, intel: deps.intel, feeds: deps.feeds, closing: () => closing })
+  serviceRoutes(app, { store: deps.store, quota: deps.quota, history: deps.history, intel: deps.intel, feeds: deps.feeds, closing })
   mgmtRoutes(app, { store: deps.store, quota: deps.quota, intel: deps.intel, feeds: deps.feeds, verifier, sessions })
   await dashboardRoutes(app, { verdicts, sessions, verifier, capacityReport: join(kProjectRoot, 'bench', 'results', 'capacity.html') })
   keyRoutes(app, { store: deps.store, verifier, defaultRateLimit: config.rateLimit > 0 ? config.rateLimit : null })

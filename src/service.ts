@@ -1,13 +1,14 @@
 /**
- * Wires the running service from a Config: store, quota counter, intel snapshot and scoring pool, history
- * writer, and the app. Closing the app shuts everything down in order: stop accepting -> drain the pool ->
- * flush and close history -> close the quota counter and the store. Service.destroy(err) stops it all now instead.
+ * Wires the running service from a Config: its long-lived parts (kServiceParts) are started in order through one
+ * Lifecycle (src/lifecycle.ts), which closes them in reverse when the app closes (the app's onClose hook), destroys
+ * them in reverse on Service.destroy(err), and unwinds those started when a start fails.
  */
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import pino, { type Logger } from 'pino'
 import { buildApp } from './app.ts'
+import { Lifecycle, type PartSpec } from './lifecycle.ts'
 import { lockDataDir } from './data-dir-lock.ts'
 import { redactUrl } from './http/edges.ts'
 import { storeOptions, type Config } from './config.ts'
@@ -35,11 +36,11 @@ export interface Service {
   logger: Logger
   /** Key printed on a first start, or null. */
   bootstrapKey: string | null
+  /** Names of the started parts, in start order (kServiceParts). */
+  parts: readonly string[]
   /**
-   * Stops everything now, whether or not a graceful app.close() is running (its shutdown timeout): open connections
-   * are cut, fetches aborted, scoring tasks failed, the history writer stopped at its next transaction boundary
-   * (records not yet in the store stay in the journal for the next start), then the quota counter and the store close.
-   * Idempotent.
+   * Stops everything now, whether or not a graceful app.close() is running (its shutdown timeout): every part is
+   * destroyed in reverse start order (kServiceParts says what that does to each). Idempotent.
    */
   destroy: (err?: Error) => Promise<void>
 }
@@ -64,44 +65,131 @@ export function createLogger (config: Readonly<Config>, destination?: pino.Desti
 }
 
 /**
- * Starts every component and builds the app. On failure, whatever was started is closed again.
+ * The service's long-lived parts in start order; they close and are destroyed in the reverse order. A failed start
+ * stops those started, in reverse. docs/ARCHITECTURE.md shows this table (test/e2e/lifecycle.test.ts checks it).
+ * Why this order: scoring drains (intel) before history is flushed, and history is flushed before the stores close.
+ */
+export const kServiceParts: readonly PartSpec[] = [
+  {
+    name: 'data-dir',
+    start: 'takes the data directory\'s lock (`src/data-dir-lock.ts`): a second instance on it is refused',
+    close: 'releases the lock',
+    destroy: '-'
+  },
+  {
+    name: 'store',
+    start: 'opens and migrates SQLite or PostgreSQL (`src/store/`); creates the bootstrap key on a first start',
+    close: 'closes the connections',
+    destroy: '-'
+  },
+  {
+    name: 'quota',
+    start: 'opens the quota counter: in memory, or Redis (pinged)',
+    close: 'closes the connection',
+    destroy: '-'
+  },
+  {
+    name: 'history',
+    start: '`startHistory` (`src/history/client.ts`): opens the journal, starts the writer thread (which writes what the store lacks)',
+    close: 'syncs the journal, waits for the writer to copy it into the store, stops the thread',
+    destroy: 'refuses writes (`HISTORY_CLOSED`), syncs the journal; the writer ends its store transaction and stops, then the thread is terminated (after 8 s at most); what the store lacks stays in the journal'
+  },
+  {
+    name: 'intel',
+    start: 'loads or builds the snapshot, starts `IntelService` (`src/pool/intel-service.ts`) and its scoring threads',
+    close: 'refuses new leases, waits for held ones, drains and stops every pool',
+    destroy: 'fails queued and running scoring tasks, stops every pool'
+  },
+  {
+    name: 'feeds',
+    start: '`FeedRefresher` (`src/intel/refresher.ts`): one timer per fetched feed; the first fetch in the background',
+    close: 'stops the timers, waits for a fetch and a rebuild in flight',
+    destroy: 'aborts a download and a validation in flight, stops the timers'
+  },
+  {
+    name: 'http',
+    start: '`buildApp` (`src/app.ts`): routes and hooks, ready; `main.ts` listens',
+    close: 'nothing more: `app.close()` stops listening, drains connections (`src/http/connection-drain.ts`), finishes running requests, then runs this close (its `onClose` hook)',
+    destroy: 'cuts every open connection'
+  }
+]
+
+/**
+ * Starts every part and builds the app; if a part fails to start, those started are closed again in reverse.
  * `scoringEntry` (a file URL) replaces the scoring worker module, for tests.
  */
 export async function startService (config: Readonly<Config>, options: { logger?: Logger, scoringEntry?: string } = {}): Promise<Service> {
   const logger = options.logger ?? createLogger(config)
-  mkdirSync(config.dataDir, { recursive: true })
-  const lock = lockDataDir(config.dataDir)
-  if (lock.warning !== null) logger.warn(lock.warning)
-  const closers: Array<() => Promise<void>> = [async () => { lock.release() }]
-  try {
-    const sopts = storeOptions(config)
+  const source = intelSource(config)
+  // The manifest is validated first: a bad one is a startup error on the main thread, before any part starts.
+  const specs = await loadManifest(source.manifest, { feedsDir: source.feedsDir })
+  const life = new Lifecycle(kServiceParts, { budgetMs: config.shutdownTimeoutMs, logger: logger.child({ component: 'lifecycle' }) })
+  await life.start('data-dir', () => {
+    mkdirSync(config.dataDir, { recursive: true })
+    const lock = lockDataDir(config.dataDir)
+    if (lock.warning !== null) logger.warn(lock.warning)
+    return lock
+  }, (lock) => ({ close: () => { lock.release() } }))
+
+  const sopts = storeOptions(config)
+  let bootstrapKey: string | null = null
+  const store = await life.start('store', async () => {
     const store = await openStore(sopts)
-    closers.push(async () => await store.close())
-    const quota = await openQuota(config.redisUrl === null ? { kind: 'memory', store } : { kind: 'redis', url: config.redisUrl, store, prefix: config.redisPrefix })
-    closers.push(async () => await quota.close())
-
-    let bootstrapKey: string | null = null
-    if (config.bootstrapKey && await store.countKeys() === 0) {
-      const created = await store.createKey({ tenant: 'default', permissions: ['verdict', 'verdict_bulk', 'mgmt', 'admin'], quota: null })
-      bootstrapKey = created.key
+    try {
+      if (config.bootstrapKey && await store.countKeys() === 0) {
+        bootstrapKey = (await store.createKey({ tenant: 'default', permissions: ['verdict', 'verdict_bulk', 'mgmt', 'admin'], quota: null })).key
+      }
+    } catch (err) {
+      await store.close().catch(() => {})
+      throw err
     }
+    return store
+  }, (store) => ({ close: async () => { await store.close() } }))
 
-    const source = intelSource(config)
-    // The manifest is validated here first, so a bad one is a startup error on the main thread.
-    const specs = await loadManifest(source.manifest, { feedsDir: source.feedsDir })
+  const quota = await life.start('quota', async () => await openQuota(config.redisUrl === null
+    ? { kind: 'memory', store }
+    : { kind: 'redis', url: config.redisUrl, store, prefix: config.redisPrefix }),
+  (quota) => ({ close: async () => { await quota.close() } }))
+
+  // Part buffers the history writer has stored come back through here to the scoring threads (byte-sink.ts).
+  const historySpares = new SpareBuffers(kHistorySpares)
+  const history = await life.start('history', async () => await startHistory({
+    store: sopts,
+    spoolDir: join(config.dataDir, 'spool'),
+    journalDir: join(config.dataDir, 'journal'),
+    journalLimit: config.journalLimit,
+    journalSegmentBytes: config.journalSegmentBytes,
+    durability: config.historyDurability,
+    asyncWindowMs: config.historyAsyncWindowMs,
+    asyncWindowBytes: config.historyAsyncWindowBytes,
+    commitTimeoutMs: config.historyCommitTimeoutMs,
+    batch: config.historyBatch,
+    flushMs: config.historyFlushMs,
+    retentionDays: config.retentionDays,
+    maxBacklog: config.historyMaxBacklog,
+    logger,
+    spares: historySpares
+  }), (history) => ({ close: async () => { await history.close() }, destroy: async (err) => { await history.destroy(err) } }))
+
+  const intel = await life.start('intel', async () => {
     const built = await buildSnapshot(source)
     const startBuild = buildSummary(built)
     logger.info({ intel: { version: built.data.header.version, warm: built.warm, ms: Math.round(built.ms), bytes: built.data.buffer.byteLength, parsed: startBuild.parsed, reused: startBuild.reused } }, 'intel snapshot loaded')
     // scoringEntry swaps the scoring worker module (tests start fixtures that crash); it is not configuration.
-    // Part buffers the history writer has stored come back through here to the scoring threads (byte-sink.ts).
-    const historySpares = new SpareBuffers(kHistorySpares)
     const poolOptions = { size: config.poolSize, cacheSize: config.cacheSize, historySpares, ...(options.scoringEntry === undefined ? {} : { entry: options.scoringEntry }) }
     const intel = new IntelService(built.data, poolOptions, source, { warm: built.warm, ms: built.ms, report: built.report })
-    closers.push(async () => await intel.close())
-    await intel.ready()
+    try {
+      await intel.ready()
+    } catch (err) {
+      await intel.destroy()
+      throw err
+    }
+    return intel
+  }, (intel) => ({ close: async () => { await intel.close() }, destroy: async () => { await intel.destroy() } }))
 
-    // Fetched feeds: a changed last good copy rebuilds the snapshot on a worker and swaps it in (leases keep
-    // requests in flight on the snapshot they started with).
+  // Fetched feeds: a changed last good copy rebuilds the snapshot on a worker and swaps it in (leases keep
+  // requests in flight on the snapshot they started with).
+  const feeds = await life.start('feeds', async () => {
     const feeds = new FeedRefresher({
       specs,
       dir: source.feedsDir,
@@ -123,55 +211,22 @@ export async function startService (config: Readonly<Config>, options: { logger?
         }
       }
     })
-    closers.push(async () => await feeds.close())
     await feeds.start()
+    return feeds
+  }, (feeds) => ({ close: async () => { await feeds.close() }, destroy: async () => { await feeds.destroy() } }))
 
-    const history = await startHistory({
-      store: sopts,
-      spoolDir: join(config.dataDir, 'spool'),
-      journalDir: join(config.dataDir, 'journal'),
-      journalLimit: config.journalLimit,
-      journalSegmentBytes: config.journalSegmentBytes,
-      durability: config.historyDurability,
-      asyncWindowMs: config.historyAsyncWindowMs,
-      asyncWindowBytes: config.historyAsyncWindowBytes,
-      commitTimeoutMs: config.historyCommitTimeoutMs,
-      batch: config.historyBatch,
-      flushMs: config.historyFlushMs,
-      retentionDays: config.retentionDays,
-      maxBacklog: config.historyMaxBacklog,
-      logger,
-      spares: historySpares
-    })
-    closers.push(async () => await history.close())
-
+  const app = await life.start('http', async () => {
     const app = await buildApp(config, { store, quota, intel, history, feeds, logger })
-    app.addHook('onClose', async () => {
-      // Order matters: stop fetching (a rebuild in flight finishes), requests are done, so drain scoring, then
-      // flush history, then close the stores.
-      await feeds.close()
-      await intel.close()
-      await history.close()
-      await quota.close()
-      await store.close()
-      lock.release()
-    })
-    await app.ready()
-    let destroying: Promise<void> | null = null
-    const destroy = async (err?: Error): Promise<void> => {
-      destroying ??= (async () => {
-        app.server.closeAllConnections()
-        await Promise.allSettled([feeds.destroy(), intel.destroy()])
-        await history.destroy(err)
-        await quota.close().catch(() => {})
-        await store.close().catch(() => {})
-        lock.release()
-      })()
-      await destroying
+    // Requests are done when this runs (app.close() stops listening and waits for them first).
+    app.addHook('onClose', async () => { await life.close() })
+    try {
+      await app.ready()
+    } catch (err) {
+      await app.close().catch(() => {})
+      throw err
     }
-    return { app, store, quota, intel, history, feeds, logger, bootstrapKey, destroy }
-  } catch (err) {
-    for (const close of closers.reverse()) await close().catch(() => {})
-    throw err
-  }
+    return app
+  }, (app) => ({ destroy: () => { app.server.closeAllConnections() } }))
+
+  return { app, store, quota, intel, history, feeds, logger, bootstrapKey, parts: life.parts, destroy: async (err) => { await life.destroy(err) } }
 }

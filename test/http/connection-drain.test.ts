@@ -1,0 +1,106 @@
+/**
+ * The connection drain (src/http/connection-drain.ts) on a plain HTTP server at 127.0.0.1: notice to open connections,
+ * uploads still arriving after it cut, running requests answered, and unread answers cut after the grace, so the
+ * server's close always completes.
+ */
+import assert from 'node:assert/strict'
+import { once } from 'node:events'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { connect, type AddressInfo, type Socket } from 'node:net'
+import { test, type TestContext } from 'node:test'
+import { ConnectionDrain, type DrainOptions } from '../../src/http/connection-drain.ts'
+
+type Handler = (req: IncomingMessage, res: ServerResponse) => void
+
+/** A server whose every response the drain tracks; `handler` answers. */
+async function serve (t: TestContext, options: DrainOptions, handler: Handler): Promise<{ server: Server, drain: ConnectionDrain, port: number }> {
+  const server = createServer((req, res) => {
+    drain.track(res)
+    handler(req, res)
+  })
+  const drain = new ConnectionDrain(server, options)
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.after(() => { server.closeAllConnections(); server.close() })
+  return { server, drain, port: (server.address() as AddressInfo).port }
+}
+
+/** A raw connection; `text` collects what the server sends. */
+async function client (port: number): Promise<{ socket: Socket, text: () => string, closed: Promise<void> }> {
+  const socket = connect(port, '127.0.0.1')
+  await once(socket, 'connect')
+  let received = ''
+  socket.on('data', (b: Buffer) => { received += b.toString('latin1') })
+  socket.on('error', () => {})
+  return { socket, text: () => received, closed: once(socket, 'close').then(() => {}) }
+}
+
+/** Stops the server as Fastify's close does: the drain (preClose), then close, which resolves once connections end. */
+async function shutDown (server: Server, drain: ConnectionDrain): Promise<void> {
+  await drain.drain()
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+}
+
+test('with no connection open the drain does not wait for the notice, and the server closes', async (t) => {
+  const { server, drain } = await serve(t, { noticeMs: 10 * 60_000, unreadGraceMs: 10 * 60_000 }, (_req, res) => { res.end('ok') })
+  await shutDown(server, drain)
+  assert.equal(drain.draining, true)
+})
+
+test('during the notice a request on an open connection is answered, and knows the server is draining', async (t) => {
+  let sawDraining: boolean | null = null
+  const { server, drain, port } = await serve(t, { noticeMs: 300, unreadGraceMs: 50 }, (_req, res) => {
+    sawDraining = drain.draining
+    res.setHeader('connection', 'close')
+    res.end('ok')
+  })
+  const c = await client(port)
+  const stopping = shutDown(server, drain)
+  c.socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n')
+  await c.closed
+  await stopping
+  assert.match(c.text(), /^HTTP\/1.1 200 OK/)
+  assert.equal(sawDraining, true)
+})
+
+test('after the notice an upload still arriving is cut, a running request is answered, and the server closes', async (t) => {
+  let finish: () => void = () => {}
+  const running = new Promise<void>((resolve) => { finish = resolve })
+  let arrived = 0
+  let bothArrived: () => void = () => {}
+  const both = new Promise<void>((resolve) => { bothArrived = resolve })
+  const { server, drain, port } = await serve(t, { noticeMs: 20, unreadGraceMs: 50 }, (req, res) => {
+    if (req.url === '/slow') void running.then(() => res.end('done'))
+    else req.resume().on('end', () => res.end('uploaded'))
+    if (++arrived === 2) bothArrived()
+  })
+  const upload = await client(port)
+  upload.socket.write('POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n' + 'x'.repeat(10))
+  const slow = await client(port)
+  slow.socket.write('GET /slow HTTP/1.1\r\nHost: x\r\n\r\n')
+  await both
+  const stopping = shutDown(server, drain)
+  await upload.closed
+  assert.equal(upload.text(), '', 'the upload was cut, unanswered')
+  assert.equal(slow.socket.destroyed, false, 'the running request is still being served')
+  finish()
+  await slow.closed
+  await stopping
+  assert.match(slow.text(), /\r\n\r\n(4\r\n)?done/)
+})
+
+test('a client that does not read its answer is cut after the grace, so the server\'s close completes', async (t) => {
+  const { server, drain, port } = await serve(t, { noticeMs: 20, unreadGraceMs: 50 }, (_req, res) => { res.end(Buffer.alloc(32 * 1024 * 1024)) })
+  const c = await client(port)
+  c.socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n')
+  c.socket.pause()
+  while (c.text() === '') {
+    c.socket.resume()
+    await once(c.socket, 'data')
+    c.socket.pause()
+  }
+  // The server's close resolves only once every connection has ended: the unread one was cut.
+  await shutDown(server, drain)
+  assert.ok(c.text().length < 32 * 1024 * 1024, 'the answer was not all delivered')
+  c.socket.destroy()
+})
