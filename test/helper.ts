@@ -10,7 +10,7 @@ import { createRequire } from 'node:module'
 import pg from 'pg'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
-import { after, before, type TestContext } from 'node:test'
+import { after, before } from 'node:test'
 import { loadConfig, type Config } from '../src/config.ts'
 import { Snapshot, type SnapshotData, type ThreatSignal, type Verdict } from '../src/engine/index.ts'
 import { loadManifest, loadSnapshot } from '../src/intel/index.ts'
@@ -33,6 +33,24 @@ export interface Built extends Service {
   makeKey: (permissions: string[], options?: { tenant?: string, quota?: number | null }) => Promise<string>
 }
 
+/** Where a started service registers its cleanup: a test's context (`t`), or a CleanupList. */
+export interface Cleanups {
+  after: (fn: () => unknown) => void
+}
+
+/** Cleanups of services shared by several tests, run in reverse order by run() (in a file's after hook). */
+export class CleanupList implements Cleanups {
+  private readonly fns: Array<() => unknown> = []
+
+  after (fn: () => unknown): void {
+    this.fns.push(fn)
+  }
+
+  async run (): Promise<void> {
+    for (const fn of this.fns.splice(0).reverse()) await fn()
+  }
+}
+
 /**
  * The environment for a child process running the service or the CLI: this process's, without any IOC_* name (the
  * suite's own IOC_TEST_* switches are unknown settings to the service, and a developer's settings stay out), plus `env`.
@@ -43,8 +61,8 @@ export function serviceEnv (env: Record<string, string> = {}): NodeJS.ProcessEnv
   return { ...out, ...env }
 }
 
-/** Starts a service for one test and closes it (and removes its data dir) after the test. */
-export async function build (t: TestContext, env: Record<string, string> = {}): Promise<Built> {
+/** Starts a service for one test and closes it (and removes its data dir) after the test (or with `t`'s cleanups). */
+export async function build (t: Cleanups, env: Record<string, string> = {}): Promise<Built> {
   const dataDir = mkdtempSync(join(tmpdir(), 'ioc-verdict-test-'))
   const config = loadConfig({
     IOC_DATA_DIR: dataDir,
@@ -70,7 +88,7 @@ export async function build (t: TestContext, env: Record<string, string> = {}): 
  * Services of one test sharing a fresh PostgreSQL schema: `build()` builds one more on it. After the test they are
  * closed first, then the schema is dropped (DROP SCHEMA would wait on a connection still open in it).
  */
-export function pgServices (t: TestContext, databaseUrl: string, schema: string, env: Record<string, string> = {}): { build: () => Promise<Built> } {
+export function pgServices (t: Cleanups, databaseUrl: string, schema: string, env: Record<string, string> = {}): { build: () => Promise<Built> } {
   const apps: Built[] = []
   t.after(async () => {
     for (const s of apps) {
@@ -82,11 +100,12 @@ export function pgServices (t: TestContext, databaseUrl: string, schema: string,
     await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
     await client.end()
   })
-  const noop = { after: () => {} } as unknown as TestContext
+  // The services are closed above, before the schema is dropped.
+  const closedAbove: Cleanups = { after: () => {} }
   const full = { IOC_STORE: 'postgres', IOC_DATABASE_URL: databaseUrl, IOC_DATABASE_SCHEMA: schema, ...env }
   return {
     build: async () => {
-      const b = await build(noop, full)
+      const b = await build(closedAbove, full)
       apps.push(b)
       return b
     }
@@ -99,13 +118,11 @@ export function pgServices (t: TestContext, databaseUrl: string, schema: string,
  */
 export function buildForFile (env: Record<string, string> = {}): Built {
   const svc = {} as Built
-  const cleanups: Array<() => unknown> = []
+  const cleanups = new CleanupList()
   before(async () => {
-    Object.assign(svc, await build({ after: (fn: () => unknown) => { cleanups.push(fn) } } as unknown as TestContext, env))
+    Object.assign(svc, await build(cleanups, env))
   })
-  after(async () => {
-    for (const fn of cleanups.reverse()) await fn()
-  })
+  after(async () => { await cleanups.run() })
   return svc
 }
 

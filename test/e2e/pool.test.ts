@@ -3,9 +3,9 @@
  * repeats from its per-shard caches, and carries x-request-id through.
  */
 import assert from 'node:assert/strict'
-import { after, before, test, type TestContext } from 'node:test'
+import { after, before, test } from 'node:test'
 import { request } from 'undici'
-import { build, type Built } from '../helper.ts'
+import { build, CleanupList, type Built } from '../helper.ts'
 
 type Json = Record<string, any>
 type Item = Record<string, unknown>
@@ -14,8 +14,7 @@ let inline: Built
 let pooled: Built
 let inlineUrl: string
 let poolUrl: string
-const cleanups: Array<() => unknown> = []
-const ctx = { after: (fn: () => unknown) => { cleanups.push(fn) } } as unknown as TestContext
+const ctx = new CleanupList()
 
 before(async () => {
   inline = await build(ctx, { IOC_POOL_SIZE: '0' })
@@ -23,9 +22,7 @@ before(async () => {
   inlineUrl = await inline.app.listen({ port: 0, host: '127.0.0.1' })
   poolUrl = await pooled.app.listen({ port: 0, host: '127.0.0.1' })
 })
-after(async () => {
-  for (const fn of cleanups.reverse()) await fn()
-})
+after(async () => { await ctx.run() })
 
 async function post (base: string, path: string, key: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number, body: Json, headers: Record<string, unknown> }> {
   const res = await request(`${base}${path}`, {
