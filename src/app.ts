@@ -98,7 +98,7 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     drain.track(reply.raw)
     reply.header('x-request-id', req.id)
     try {
-      // The retired history route answers 404 to any call (spec 4.4), a key in its query string included.
+      // The retired history route answers 404 to any call, a key in its query string included.
       if (req.routeOptions.url !== kRetiredHistoryRoute) guardUrl(req)
       // Health keeps answering (unavailable) so load balancers see the shutdown; everything else is refused.
       if (closing() && !kAnswerWhileClosing.has(req.routeOptions.url ?? '')) throw new OverloadedError('service is shutting down; retry on another instance')

@@ -18,11 +18,11 @@ function publicError<C extends string, SC extends number> (code: C, message: str
 // --- request shape ---------------------------------------------------------------------------
 /** Body failed schema validation, or is not parseable. */
 export const InvalidRequestError = publicError('INVALID_REQUEST', '%s', 400)
-/** action_source longer than 64 characters after trimming and lowercasing (spec 7). */
+/** action_source longer than 64 characters after trimming and lowercasing. */
 export const InvalidActionSourceError = publicError('INVALID_ACTION_SOURCE', '%s', 400)
 /** The single endpoint's indicator value is not a valid indicator. */
 export const InvalidIndicatorError = publicError('INVALID_INDICATOR', '%s', 400)
-/** More than 10,000 indicators in one bulk request (spec 8). */
+/** More than 10,000 indicators in one bulk request. */
 export const TooManyIndicatorsError = publicError('TOO_MANY_INDICATORS', '%s', 400)
 /** Body larger than the configured limit. */
 export const PayloadTooLargeError = publicError('PAYLOAD_TOO_LARGE', '%s', 413)

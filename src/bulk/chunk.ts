@@ -7,7 +7,7 @@ import { normalizeActionSource, normalizeActionTaken } from './log-fields.ts'
 import { shardOf } from '../pool/shards.ts'
 import type { ChunkItem } from '../pool/score-chunk.ts'
 
-/** One indicator of a bulk request as the route's schema lets it through (spec 4.2): type and value are checked per item by the scoring workers. */
+/** One indicator of a bulk request as the route's schema lets it through: type and value are checked per item by the scoring workers. */
 export interface BulkIndicator {
   type?: unknown
   value?: unknown
@@ -37,8 +37,8 @@ function checkValueLength (value: unknown, i: number): void {
 }
 
 /**
- * Validates log-only fields (a bad action_source rejects the whole batch: spec 4.2 rule 3) and value lengths, and
- * groups by shard. The loop touches each item once and allocates only the forwarded tuple.
+ * Validates log-only fields (a bad action_source rejects the whole batch with INVALID_ACTION_SOURCE, as the interface
+ * says) and value lengths, and groups by shard. The loop touches each item once and allocates only the forwarded tuple.
  */
 export function chunkIndicators (indicators: readonly BulkIndicator[], shards: number): Chunks {
   const items: ChunkItem[][] = Array.from({ length: shards }, () => [])

@@ -1,10 +1,10 @@
 /**
- * Log-only fields of an indicator (spec 2.1): `action_taken` and `action_source`. They never change a verdict or a
+ * Log-only fields of an indicator (docs/API.md "Request bodies"): `action_taken` and `action_source`. They never change a verdict or a
  * cache key; they are validated at the edge and recorded in history.
  */
 import { InvalidActionSourceError } from '../errors.ts'
 
-/** Longest action_source after trimming and lowercasing (spec 8). */
+/** Longest action_source after trimming and lowercasing: 64 characters, as the interface's limits say. */
 export const kMaxActionSource = 64
 
 /**

@@ -3,12 +3,12 @@
  * Plain data only, so every value here crosses thread boundaries and encodes with msgpack.
  */
 
-/** The indicator types of the contract (spec 2.1), in inference order for display. */
+/** The indicator types of the interface (docs/API.md "Indicators and normalization"), in inference order for display. */
 export const INDICATOR_TYPES = ['ip', 'domain', 'ip_block', 'file_hash_sha256', 'asn'] as const
 /** One of the contract's indicator types. */
 export type IndicatorType = typeof INDICATOR_TYPES[number]
 
-/** Signal directions (spec 2.4). */
+/** Signal directions (docs/API.md "Verdicts"). */
 export type Direction = 'safe' | 'malicious'
 
 /**
@@ -115,17 +115,17 @@ export interface RemoteFeed {
   zipMember: string | null
 }
 
-/** Signal detail levels (spec 2.2). */
+/** Signal detail levels (`signal_details`, docs/API.md "Request bodies"). */
 export type SignalDetails = 'none' | 'top' | 'all'
-/** Evidence detail levels (spec 2.2). */
+/** Evidence detail levels (`evidence_details`, docs/API.md "Request bodies"). */
 export type EvidenceDetails = 'none' | 'summary' | 'full'
-/** Evidence saturation bands (spec 2.3), ordered. */
+/** Evidence saturation bands (docs/API.md "Verdicts"), ordered. */
 export const SATURATION_BANDS = ['none', 'sparse', 'limited', 'moderate', 'strong', 'full'] as const
 export type EvidenceSaturation = typeof SATURATION_BANDS[number]
-/** Risk strength bands (spec 2.3). */
+/** Risk strength bands (docs/API.md "Verdicts"). */
 export type Strength = 'weak' | 'medium' | 'strong' | 'very_strong'
 
-/** A signal in a verdict (spec 2.4). */
+/** A signal in a verdict (docs/API.md "Verdicts"). */
 export interface ThreatSignal {
   signal_id: string
   direction: Direction
@@ -145,7 +145,7 @@ export interface ScoreEntry {
   safe: number
 }
 
-/** The verdict of spec 2.3 without `meta` (the service adds meta). */
+/** A single call's verdict (docs/API.md "Verdicts") without `meta` (the service adds meta). */
 export interface Verdict {
   indicator: { type: IndicatorType, value: string, normalized: string }
   risk: {

@@ -1,5 +1,5 @@
 /**
- * The history record's JSON layout (API.md "History and its replacement"): the one module that spells out which
+ * The history record's JSON layout (docs/API.md "Auth, quotas, history"): the one module that spells out which
  * members a record has, which half each belongs to, and how the halves are written and joined again.
  *
  * Glossary

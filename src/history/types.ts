@@ -54,7 +54,7 @@ export interface HistoryIndicator {
   normalized: string | null
 }
 
-/** Caller identification for audit logging (spec 2.2 `source`). */
+/** Caller identification for audit logging: the request's `source` (docs/API.md "Request bodies"). */
 export interface HistorySource {
   channel?: string
   product?: string
@@ -63,7 +63,10 @@ export interface HistorySource {
   severity_hint?: string
 }
 
-/** One history record (spec 2.6 plus API.md "History and its replacement"); plain data, msgpack-friendly. */
+/**
+ * One history record: the retired history endpoint's record fields plus the project's own (docs/API.md "Auth, quotas,
+ * history"); plain data, msgpack-friendly.
+ */
 export interface HistoryRecord {
   /** ISO 8601 with millisecond precision; stored and returned as `YYYY-MM-DDTHH:mm:ss.sssZ`. */
   date: string

@@ -77,7 +77,7 @@ const kScores = {
   properties: { signal_groups: kGroupScore, signal_subgroups: kGroupScore }
 } as const
 
-/** POST /api/v2/ioc/verdict 200 (spec 2.3). */
+/** POST /api/v2/ioc/verdict 200 (docs/API.md "Verdicts"). */
 export const verdictResultSchema = {
   type: 'object',
   required: ['indicator', 'risk', 'signals', 'signal_count', 'scores', 'threat_context', 'flags', 'recommended_actions', 'meta'],
@@ -110,7 +110,7 @@ export const verdictResultSchema = {
   }
 } as const
 
-/** POST /api/v2/ioc/verdict/bulk 200 (spec 2.5): results[i] answers indicators[i]. */
+/** POST /api/v2/ioc/verdict/bulk 200 (docs/API.md "Bulk"): results[i] answers indicators[i]. */
 export const bulkResultSchema = {
   type: 'object',
   required: ['meta', 'results'],

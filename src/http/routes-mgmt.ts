@@ -1,5 +1,5 @@
 /**
- * Management routes: search-history (the retired history query's replacement, spec 4.4), usage, intel reload.
+ * Management routes: search-history (the replacement of the retired POST /api/v2/ioc/history), usage, intel reload.
  * Every route is tenant-scoped by the caller's key.
  */
 import type { FastifyInstance } from 'fastify'

@@ -1,6 +1,6 @@
 /**
- * GET /api/v2/ioc/health (spec 4.3), the probes GET /livez and GET /readyz, and the retired POST /api/v2/ioc/history
- * (spec 4.4).
+ * GET /api/v2/ioc/health (docs/API.md "Health"), the probes GET /livez and GET /readyz, and the retired
+ * POST /api/v2/ioc/history, which answers 404 to any call with no plan to return.
  */
 import type { FastifyInstance } from 'fastify'
 import { NotFoundError } from '../errors.ts'
@@ -10,7 +10,7 @@ import type { FeedRefresher } from '../intel/index.ts'
 import type { IntelService } from '../pool/intel-service.ts'
 import type { QuotaCounter, Store } from '../store/index.ts'
 
-/** The retired history query (spec 4.4): 404 to any call. */
+/** The retired history query: 404 to any call (docs/API.md "Endpoints"). */
 export const kRetiredHistoryRoute = '/api/v2/ioc/history'
 /** The route that replaced the retired history query. */
 export const kHistoryReplacement = 'GET /api/v2/mgmt/enrich-logs/search-history'
@@ -131,7 +131,7 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
     return reasons.length === 0 ? { status: 'ok' } : { status: 'unavailable', reasons }
   })
 
-  // Retired (spec 4.4): always 404, whatever the key or body, with a pointer to the replacement. It answers in
+  // Retired: always 404, whatever the key or body, with a pointer to the replacement. It answers in
   // onRequest, before the body is read, so no content type, malformed or oversized body can turn it into 4xx else.
   const retired = async (): Promise<never> => {
     throw new NotFoundError(`POST /api/v2/ioc/history is retired; use ${kHistoryReplacement}`)

@@ -1,5 +1,5 @@
 /**
- * POST /api/v2/ioc/verdict (spec 4.1) and POST /api/v2/ioc/verdict/bulk (spec 4.2).
+ * POST /api/v2/ioc/verdict and POST /api/v2/ioc/verdict/bulk (docs/API.md "Verdicts", "Bulk").
  */
 import { Readable } from 'node:stream'
 import type { FastifyInstance, FastifyReply } from 'fastify'
@@ -14,7 +14,7 @@ import { engineVersion, envelopeOf, sourceOf } from './request-fields.ts'
 import { bulkResultSchema, errorsOf, verdictResultSchema } from './response-schemas.ts'
 import { bulkBodySchema, singleBodySchema, type BulkBody, type SingleBody } from './schemas.ts'
 
-/** Most indicators one bulk request may carry (spec 8). */
+/** Most indicators one bulk request may carry: 10,000, as the interface's limits say. */
 export const kMaxBulk = 10_000
 
 /** What the verdict routes need. */

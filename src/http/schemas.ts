@@ -1,5 +1,5 @@
 /**
- * JSON schemas of the request bodies (spec 2.1, 2.2, 4.1, 4.2). Structure errors are 400 INVALID_REQUEST;
+ * JSON schemas of the request bodies (docs/API.md "Request bodies"). Structure errors are 400 INVALID_REQUEST;
  * an indicator whose value is wrong is the single endpoint's INVALID_INDICATOR or a bulk item's `errors`,
  * so `type` and `value` are checked by the normalizer, not here.
  */

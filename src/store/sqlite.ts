@@ -137,7 +137,7 @@ const kMigrations: ReadonlyArray<string | ((db: Database.Database) => void)> = [
   INSERT INTO history_segments (seg, min_ts, max_ts) SELECT id >> ${kSegmentShift}, min(ts), max(ts) FROM history GROUP BY 1;
   `,
   // 3: items are kept as the scoring workers' encoded parts, grouped per tenant into blocks that searches skip by filter
-  // (sqlite-history.ts): the history table and its two indexes cost the writer a row and two index entries per
+  // (src/history/sqlite-search.ts): the history table and its two indexes cost the writer a row and two index entries per
   // indicator, which capped sustained bulk throughput. Existing rows move into parts and blocks, ids unchanged.
   migrateRowsToBlocks,
   // 4: key lifecycle (API key management): a short-window rate limit, an expiry, the networks a key may be used from
@@ -288,7 +288,7 @@ function wrap (err: unknown): StoreError {
 /**
  * Store on one SQLite file. Searches name their index (INDEXED BY) instead of trusting the planner: without ANALYZE
  * statistics SQLite may prefer the tenant-date range over a far more selective key filter, and a deterministic plan
- * is what the EXPLAIN tests check (see sqlite-history.ts: scanBlocks, walkRequests).
+ * is what the EXPLAIN tests check (see src/history/sqlite-search.ts: scanBlocks, walkRequests).
  */
 export class SqliteStore implements Store {
   readonly #db: Database.Database

@@ -209,7 +209,7 @@ export interface Store {
   /**
    * One page of a tenant's history, newest first by (date, id); throws INVALID_REQUEST for a bad cursor, date or
    * limit. Only rows of `tenant` are read, whatever the filters or cursor. `indicator_value` matches the value
-   * exactly as sent, not the normalized form: spec 4.4 withdrew the `indicator_normalized` filter from this
+   * exactly as sent, not the normalized form: the interface withdrew the `indicator_normalized` filter from this
    * endpoint, and matching normalized forms through `indicator_value` would bring it back under another name.
    */
   searchHistory (tenant: string, filters: SearchFilters, limit: number, cursor: string | null): Promise<SearchPage>

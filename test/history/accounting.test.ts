@@ -1,5 +1,5 @@
 /**
- * What is logged and counted (API.md "Auth, tenants, quotas" and "History and its replacement"): every indicator
+ * What is logged and counted (docs/API.md "Auth, quotas, history"): every indicator
  * answered, invalid bulk items and a single INVALID_INDICATOR included, is one history row and one usage
  * increment; a request rejected as a whole leaves neither. And what a history record holds.
  */

@@ -1,5 +1,5 @@
 /**
- * Daily quota boundaries (API.md "Auth, tenants, quotas"): one increment per indicator, single and bulk alike;
+ * Daily quota boundaries (docs/API.md "Auth, quotas, history"): one increment per indicator, single and bulk alike;
  * a bulk is admitted only when all of it fits; a refusal is 429 QUOTA_EXCEEDED with Retry-After (seconds to the
  * next UTC midnight) and counts nothing.
  */

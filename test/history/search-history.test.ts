@@ -1,5 +1,5 @@
 /**
- * GET /api/v2/mgmt/enrich-logs/search-history over HTTP (API.md "History and its replacement"): tenant isolation
+ * GET /api/v2/mgmt/enrich-logs/search-history over HTTP (docs/API.md "Auth, quotas, history"): tenant isolation
  * whatever the filters or cursor, every filter, cursor pagination, and 400/401 for what it refuses.
  */
 import assert from 'node:assert/strict'

@@ -1,5 +1,5 @@
 /**
- * X-API-Key authentication and permissions (spec 5; API.md "Auth, tenants, quotas"), through app.inject.
+ * X-API-Key authentication and permissions (docs/API.md "Auth, quotas, history"), through app.inject.
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'

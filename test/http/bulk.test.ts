@@ -1,5 +1,5 @@
 /**
- * POST /api/v2/ioc/verdict/bulk (spec 2.5, 4.2; API.md "Bulk endpoint"), through app.inject on one shared service.
+ * POST /api/v2/ioc/verdict/bulk (docs/API.md "Bulk"), through app.inject on one shared service.
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'

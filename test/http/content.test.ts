@@ -1,5 +1,5 @@
 /**
- * Content negotiation (API.md "Bulk endpoint"): JSON and standard MessagePack request bodies, and
+ * Content negotiation (docs/API.md "Request bodies"): JSON and standard MessagePack request bodies, and
  * `Accept: application/msgpack` responses any msgpack library decodes, with the same content as JSON.
  */
 import assert from 'node:assert/strict'

@@ -1,6 +1,6 @@
 /**
- * GET /api/v2/ioc/health (spec 4.3; API.md "Health") and the replacement of the retired POST /api/v2/ioc/history
- * (spec 4.4; its 404 is in errors.test.ts), through app.inject.
+ * GET /api/v2/ioc/health (docs/API.md "Health") and the replacement of the retired POST /api/v2/ioc/history (its 404
+ * is in errors.test.ts), through app.inject.
  */
 import assert from 'node:assert/strict'
 import { tmpdir } from 'node:os'

@@ -1,5 +1,5 @@
 /**
- * POST /api/v2/ioc/verdict (spec 2.3, 4.1; API.md "Single endpoint"), through app.inject on one shared service.
+ * POST /api/v2/ioc/verdict (docs/API.md "Verdicts"), through app.inject on one shared service.
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
@@ -47,7 +47,7 @@ async function historyOf (value: string): Promise<Json[]> {
   return (await svc.store.searchHistory('t1', { indicator_value: value }, 100, null)).results as unknown as Json[]
 }
 
-test('a single verdict carries every field of spec 2.3 with its documented type', async () => {
+test('a single verdict carries every field of the interface\'s verdict with its documented type', async () => {
   const res = await verdict({ indicator: { type: 'ip', value: kFourSignals } })
   assert.equal(res.status, 200)
   const b = res.body
