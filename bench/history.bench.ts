@@ -213,7 +213,7 @@ async function phase1 (kind: Kind) {
   try {
     const history = await startHistory({
       store: bs.options,
-      spoolDir: join(bs.dir, 'spool'),
+      legacySpoolDir: join(bs.dir, 'spool'),
       journalDir: join(bs.dir, 'journal'),
       journalLimit: cfgDefaults.journalLimit,
       journalSegmentBytes: cfgDefaults.journalSegmentBytes,

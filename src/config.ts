@@ -17,7 +17,7 @@ export const kProjectRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..
 export interface Config {
   host: string
   port: number
-  /** SQLite file, snapshot cache and history spool live here. */
+  /** SQLite file, snapshot cache and history journal live here. */
   dataDir: string
   /** Scoring worker threads; 0 = score inline on the main thread. */
   poolSize: number
@@ -55,7 +55,7 @@ export interface Config {
   historyFlushMs: number
   /** History records waiting to be written at which new requests get 503 OVERLOADED. */
   historyMaxBacklog: number
-  /** History journal bytes not yet in the store at which new requests get 503 OVERLOADED (IOC_SPOOL_LIMIT too). */
+  /** History journal bytes not yet in the store at which new requests get 503 OVERLOADED. */
   journalLimit: number
   /** Size past which the journal begins a new file (files wholly in the store are deleted), in bytes. */
   journalSegmentBytes: number
@@ -96,6 +96,8 @@ export interface Config {
    * variable of the environment but the IOC_* settings, which hold the service's own secrets (a database URL).
    */
   feedVariables: Readonly<Record<string, string>>
+  /** What the service logs at start about the configuration (a deprecated setting in use). */
+  warnings: readonly string[]
 }
 
 type Kind = 'string' | 'port' | 'int' | 'bool' | 'path' | 'nullable-path' | 'url' | 'addresses'
@@ -109,6 +111,8 @@ interface Field {
   default: unknown
   /** The default as the docs show it, where the value itself depends on the machine or install path. */
   shown?: string
+  /** A former name: the setting that replaces it (a start that uses it logs a warning). */
+  replacedBy?: string
   /** What the setting does, for the docs table (configTable). */
   doc: string
 }
@@ -120,7 +124,7 @@ interface Field {
 const kFields: Record<string, Field> = {
   IOC_HOST: { key: 'host', kind: 'string', default: '127.0.0.1', doc: 'listen address' },
   IOC_PORT: { key: 'port', kind: 'port', default: 8080, doc: 'listen port (0 = any free port)' },
-  IOC_DATA_DIR: { key: 'dataDir', kind: 'path', default: join(kProjectRoot, 'data', 'run'), shown: './data/run', doc: 'SQLite file, snapshot cache, history spool' },
+  IOC_DATA_DIR: { key: 'dataDir', kind: 'path', default: join(kProjectRoot, 'data', 'run'), shown: './data/run', doc: 'SQLite file, snapshot cache, history journal' },
   IOC_POOL_SIZE: { key: 'poolSize', kind: 'int', min: 0, max: 256, default: availableParallelism(), shown: 'CPU count', doc: 'scoring worker threads; 0 scores inline on the main thread' },
   IOC_FEEDS: { key: 'feeds', kind: 'path', default: join(kProjectRoot, 'data', 'feeds', 'manifest.json'), shown: 'data/feeds/manifest.json', doc: 'feed manifest' },
   IOC_INTEL_CACHE_DIR: { key: 'intelCacheDir', kind: 'nullable-path', default: null, shown: '<data dir>/intel', doc: 'compiled snapshot cache' },
@@ -148,7 +152,7 @@ const kFields: Record<string, Field> = {
   IOC_HISTORY_MAX_BACKLOG: { key: 'historyMaxBacklog', kind: 'int', min: 1, max: 100_000_000, default: 500_000, doc: 'history records waiting to be written at which new requests get 503 OVERLOADED' },
   IOC_JOURNAL_LIMIT: { key: 'journalLimit', kind: 'int', min: 1024, max: Number.MAX_SAFE_INTEGER, default: 1024 * 1024 * 1024, doc: 'history journal bytes (records answered, not yet in the store) at which new requests get 503 OVERLOADED' },
   // The spool's limit before the journal replaced it: the same bound, under its old name.
-  IOC_SPOOL_LIMIT: { key: 'journalLimit', kind: 'int', min: 1024, max: Number.MAX_SAFE_INTEGER, default: 1024 * 1024 * 1024, doc: 'former name of `IOC_JOURNAL_LIMIT`' },
+  IOC_SPOOL_LIMIT: { key: 'journalLimit', kind: 'int', min: 1024, max: Number.MAX_SAFE_INTEGER, default: 1024 * 1024 * 1024, replacedBy: 'IOC_JOURNAL_LIMIT', doc: 'deprecated: the former name of `IOC_JOURNAL_LIMIT` (a start with it logs a warning)' },
   IOC_JOURNAL_SEGMENT_BYTES: { key: 'journalSegmentBytes', kind: 'int', min: 4096, max: 1024 * 1024 * 1024, default: 64 * 1024 * 1024, doc: 'bytes per journal file before the next one starts' },
   IOC_HISTORY_DURABILITY: { key: 'historyDurability', kind: 'string', choices: ['sync', 'async'], default: 'sync', doc: '`sync`: history is fsynced before the answer; `async`: within the window below' },
   IOC_HISTORY_ASYNC_WINDOW_MS: { key: 'historyAsyncWindowMs', kind: 'int', min: 1, max: 10_000, default: 50, doc: 'async durability: longest an answered record waits for its fsync, ms' },
@@ -196,7 +200,7 @@ export function storeOptions (config: Readonly<Config>): StoreOptions {
 
 /** Defaults (kFields). */
 export function defaults (): Config {
-  const out: Record<string, unknown> = { feedVariables: Object.freeze({}) }
+  const out: Record<string, unknown> = { feedVariables: Object.freeze({}), warnings: Object.freeze([]) }
   for (const f of Object.values(kFields)) out[f.key] = f.default
   return out as unknown as Config
 }
@@ -267,12 +271,14 @@ function coerce (name: string, field: Field, raw: unknown, base: string): unknow
  */
 export function loadConfig (env: Record<string, string | undefined> = process.env, overrides: Partial<Config> = {}): Readonly<Config> {
   const config: Record<string, unknown> = { ...defaults(), feedVariables: feedVariablesOf(env) }
+  const warnings: string[] = []
   const apply = (source: Record<string, unknown>, base: string, origin: string): void => {
     for (const [name, raw] of Object.entries(source)) {
       if (!name.startsWith('IOC_') || name === 'IOC_CONFIG' || raw === undefined) continue
       const field = kFields[name]
       if (field === undefined) throw new ConfigError(`${origin}: unknown setting ${name}`)
       config[field.key] = coerce(name, field, raw, base)
+      if (field.replacedBy !== undefined) warnings.push(`${name} is deprecated: set ${field.replacedBy} instead (${origin})`)
     }
   }
   const file = env.IOC_CONFIG
@@ -300,5 +306,6 @@ export function loadConfig (env: Record<string, string | undefined> = process.en
   if ((config.headersTimeoutMs as number) > (config.requestTimeoutMs as number)) {
     throw new ConfigError('IOC_HEADERS_TIMEOUT_MS must not exceed IOC_REQUEST_TIMEOUT_MS (headers are part of the request)')
   }
+  config.warnings = Object.freeze(warnings)
   return Object.freeze(config as unknown as Config)
 }

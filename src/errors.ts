@@ -62,7 +62,7 @@ export const RateLimitedError = publicError('RATE_LIMITED', '%s', 429)
 export const QuotaExceededError = publicError('QUOTA_EXCEEDED', '%s', 429)
 
 // --- capacity and failures -------------------------------------------------------------------
-/** In-flight bound reached, history spool full, or the service is shutting down. */
+/** In-flight bound reached, history journal full, or the service is shutting down. */
 export const OverloadedError = publicError('OVERLOADED', '%s', 503)
 /** A scoring worker failed while handling this request. */
 export const ScoringFailedError = publicError('SCORING_FAILED', 'scoring failed for this request; it was not recorded and may be retried', 503)

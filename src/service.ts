@@ -120,6 +120,7 @@ export const kServiceParts: readonly PartSpec[] = [
  */
 export async function startService (config: Readonly<Config>, options: { logger?: Logger, scoringEntry?: string } = {}): Promise<Service> {
   const logger = options.logger ?? createLogger(config)
+  for (const warning of config.warnings) logger.warn(warning)
   const source = intelSource(config)
   // The manifest is validated first: a bad one is a startup error on the main thread, before any part starts.
   const specs = await loadManifest(source.manifest, { feedsDir: source.feedsDir })
@@ -155,7 +156,7 @@ export async function startService (config: Readonly<Config>, options: { logger?
   const historySpares = new SpareBuffers(kHistorySpares)
   const history = await life.start('history', async () => await startHistory({
     store: sopts,
-    spoolDir: join(config.dataDir, 'spool'),
+    legacySpoolDir: join(config.dataDir, 'spool'),
     journalDir: join(config.dataDir, 'journal'),
     journalLimit: config.journalLimit,
     journalSegmentBytes: config.journalSegmentBytes,

@@ -3,7 +3,7 @@
  * this thread reads it from the journal files, in batches of whole requests, and writes each batch in one store
  * transaction (parts + usage counters + the journal position after the batch), so a restart resumes exactly after
  * what the store has. When the store fails, it retries with backoff: the records wait on disk, not in memory.
- * A spool left by an earlier version (history.spool) is replayed first.
+ * A spool left by a version before the journal (legacy-spool.ts) is replayed first.
  *
  * Stopping: 'close' writes what the journal holds (graceful); 'stop' (the client's destroy) ends at the next
  * transaction boundary: the transaction running commits or fails as it would, no other starts, the store is closed and
@@ -16,12 +16,13 @@ import { parentPort, workerData } from 'node:worker_threads'
 import { openStore, partRows, SqliteStore, type HistoryPart, type HistoryRow, type Store, type StoreOptions } from '../src/store/index.ts'
 import { historyParts } from '../src/history/codec.ts'
 import { JournalReader } from '../src/history/journal-reader.ts'
-import { Spool } from '../src/history/spool.ts'
+import { LegacySpool } from '../src/history/legacy-spool.ts'
 
 /** Settings from the main thread. */
 export interface HistoryWorkerData {
   store: StoreOptions
-  spoolDir: string
+  /** Folder of a spool left by a version before the journal, and of history.rejected. */
+  legacySpoolDir: string
   journalDir: string
   journalId: string
   /** The journal's durable end when the thread starts. */
@@ -41,7 +42,7 @@ export type HistoryMessage =
 const cfg = workerData as HistoryWorkerData
 const port = parentPort
 if (port === null) throw new Error('history worker must run in a worker thread')
-const spool = new Spool(cfg.spoolDir)
+const legacySpool = new LegacySpool(cfg.legacySpoolDir)
 const reader = new JournalReader(cfg.journalDir)
 const kRetryMinMs = 100
 const kRetryMaxMs = 5_000
@@ -78,7 +79,7 @@ function status (): void {
     writeSeconds,
     committed: committed ?? 0,
     rejected,
-    spoolBytes: spool.backlog,
+    legacySpoolBytes: legacySpool.backlog,
     reason: lastError === null ? null : `history store unavailable, records wait in the journal: ${lastError}`
   })
 }
@@ -90,7 +91,7 @@ function isPoison (err: unknown): boolean {
 
 function setAside (batch: ReadonlyArray<HistoryRow | HistoryPart>): void {
   rejected += batch.length
-  spool.reject(batch)
+  legacySpool.reject(batch)
 }
 
 function countOf (batch: readonly HistoryPart[]): number {
@@ -99,11 +100,11 @@ function countOf (batch: readonly HistoryPart[]): number {
   return n
 }
 
-/** Replays a spool an earlier version left; throws when the store fails (the caller retries later). */
-async function replaySpool (s: Store): Promise<void> {
-  while (spool.backlog > 0) {
+/** Replays a spool a version before the journal left; throws when the store fails (the caller retries later). */
+async function replayLegacySpool (s: Store): Promise<void> {
+  while (legacySpool.backlog > 0) {
     if (stopping) return
-    const frame = spool.peek()
+    const frame = legacySpool.peek()
     if (frame === null) break
     try {
       await s.writeHistoryRows(frame.records)
@@ -112,8 +113,8 @@ async function replaySpool (s: Store): Promise<void> {
       setAside(frame.records)
     }
     written += frame.records.length
-    spool.commit(frame.next)
-    status() // spool_bytes in health follows the replay
+    legacySpool.commit(frame.next)
+    status() // legacy_spool_bytes in health follows the replay
   }
 }
 
@@ -123,7 +124,7 @@ async function pumpOnce (): Promise<void> {
   try {
     store ??= await openStore(cfg.store)
     committed ??= await store.journalPosition(cfg.journalId)
-    await replaySpool(store)
+    await replayLegacySpool(store)
     while (committed < durable) {
       if (stopping) break
       const got = reader.read(committed, durable, cfg.batch, kMaxBatchBytes)
@@ -162,7 +163,7 @@ async function pump (): Promise<void> {
   // One pass at a time: two would both write the same journal range.
   for (let running = pumping; running !== null; running = pumping) {
     await running
-    if (committed !== null && committed >= durable && spool.backlog === 0) return
+    if (committed !== null && committed >= durable && legacySpool.backlog === 0) return
   }
   pumping = pumpOnce().finally(() => {
     pumping = null
@@ -200,7 +201,7 @@ async function finish (): Promise<void> {
     await store?.close()
     reader.close()
     status()
-    spool.close()
+    legacySpool.close()
   })()
   await finished
 }

@@ -1,6 +1,6 @@
 /**
  * Admission: a request is scored only if the service has room for its indicators (bounded in-flight count,
- * history not over its spool limit) and the key's daily quota fits the whole request. Either refusal counts nothing.
+ * history not over its journal limit) and the key's daily quota fits the whole request. Either refusal counts nothing.
  */
 import { OverloadedError, QuotaExceededError } from '../errors.ts'
 import { utcDayOf, type ApiKeyRecord, type QuotaCounter } from '../store/index.ts'

@@ -368,7 +368,7 @@ export interface HistoryPart extends HistoryRequestFields {
   part: Uint8Array
 }
 
-/** The rows of parts, in order (for stores that keep a row per item, and for the spool). */
+/** The rows of parts, in order (for stores that keep a row per item, and for history.rejected). */
 export function partRows (parts: readonly HistoryPart[], out: HistoryRow[] = []): HistoryRow[] {
   for (const p of parts) {
     const flat = partStrings(p.part)

@@ -28,7 +28,8 @@ const kSpareMinBytes = 64 * 1024
 /** Settings of the history writer. */
 export interface HistoryClientOptions {
   store: StoreOptions
-  spoolDir: string
+  /** Folder of a spool left by a version before the journal (replayed once at start), and of history.rejected. */
+  legacySpoolDir: string
   journalDir: string
   /** Journal bytes not yet in the store at which new requests are refused (503). */
   journalLimit: number
@@ -50,7 +51,7 @@ export interface HistoryClientOptions {
   stopTimeoutMs?: number
 }
 
-interface StatusMessage { written: number, writes: number, writeSeconds: number, committed: number, spoolBytes: number, reason: string | null }
+interface StatusMessage { written: number, writes: number, writeSeconds: number, committed: number, legacySpoolBytes: number, reason: string | null }
 /** What the writer sends: its status, readiness, and replies to flush and close. */
 type WriterMessage = { type: string, id?: number } & StatusMessage
 
@@ -80,7 +81,7 @@ export class HistoryClient implements HistorySink {
   private worker!: Worker
   private readonly options: HistoryClientOptions
   private readonly journal: Journal
-  private status: StatusMessage = { written: 0, writes: 0, writeSeconds: 0, committed: 0, spoolBytes: 0, reason: null }
+  private status: StatusMessage = { written: 0, writes: 0, writeSeconds: 0, committed: 0, legacySpoolBytes: 0, reason: null }
   private alive = false
   private closing: Promise<void> | null = null
   private destroying: Promise<void> | null = null
@@ -101,13 +102,13 @@ export class HistoryClient implements HistorySink {
   }
 
   private async spawn (): Promise<void> {
-    const { store, spoolDir, batch, flushMs, retentionDays } = this.options
+    const { store, legacySpoolDir, batch, flushMs, retentionDays } = this.options
     const worker = new Worker(kWorkerShim, {
       execArgv: [...kWorkerExecArgv],
       workerData: {
         entry: workerEntry('history'),
         store,
-        spoolDir,
+        legacySpoolDir,
         journalDir: this.journal.dir,
         journalId: this.journal.id,
         durable: this.journal.durable,
@@ -190,13 +191,13 @@ export class HistoryClient implements HistorySink {
 
   state (): HistoryState {
     const journalBytes = this.journal.bytes
-    const status = !this.alive ? 'down' : this.status.reason !== null ? 'spooling' : 'ok'
+    const status = !this.alive ? 'down' : this.status.reason !== null ? 'store_failing' : 'ok'
     return {
       status,
       reason: status === 'down' ? 'history writer is not running (records wait in the journal)' : this.status.reason,
       pending: this.journal.pendingRecords,
       written: this.status.written,
-      spoolBytes: this.status.spoolBytes,
+      legacySpoolBytes: this.status.legacySpoolBytes,
       journalError: this.journal.writeFailure(),
       journalBytes,
       journalLimit: this.options.journalLimit,

@@ -4,7 +4,7 @@
  * A scoring worker knows each indicator's verdict, so it writes each record's per-indicator half as JSON text once,
  * with the indicator's type, value and normalized form, into an encoded part (block.ts; the record's members: record.ts). The writer
  * pairs each request's parts with its envelope and hands them to the store, which keeps them as they are (SQLite) or
- * expands them into rows (PostgreSQL, the spool). No thread parses and re-serializes records on the way.
+ * expands them into rows (PostgreSQL, history.rejected). No thread parses and re-serializes records on the way.
  */
 import { randomUUID } from 'node:crypto'
 import { column, optionalColumn } from './rows.ts'

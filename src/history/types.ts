@@ -12,15 +12,15 @@ export type HistoryEnvelope = Omit<HistoryRecord, ItemKey> & {
 
 /** History's state for the health check. */
 export interface HistoryState {
-  /** spooling: the store fails and records wait on disk (the journal); down: the writer thread is restarting. */
-  status: 'ok' | 'spooling' | 'down'
+  /** store_failing: the store fails and records wait in the journal; down: the writer thread is restarting. */
+  status: 'ok' | 'store_failing' | 'down'
   reason: string | null
   /** Records journalled and not yet in the store. */
   pending: number
   /** Records written to the store since start. */
   written: number
-  /** Bytes of a spool left by an earlier version, not yet replayed. */
-  spoolBytes: number
+  /** Bytes of a spool left by a version before the journal, not yet replayed. */
+  legacySpoolBytes: number
   /** The error code of a journal write that failed in the last seconds (a full disk: `ENOSPC`), else null. */
   journalError: string | null
   /** Journal bytes not yet in the store (live), and the limit at which requests are refused. */

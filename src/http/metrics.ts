@@ -1,7 +1,7 @@
 /**
  * Prometheus metrics at GET /metrics (prom-client), one registry per app. Request counts and latencies by route and
  * status come from an onResponse hook; indicators and cache hits from the verdict orchestration (VerdictObserver);
- * gauges (in-flight indicators, pool queue, history backlog and spool, snapshot age) are read when scraped, from the
+ * gauges (in-flight indicators, pool queue, history backlog and journal, snapshot age) are read when scraped, from the
  * parts that own them, so a figure that lives in a worker thread is reported by the main thread that sees it.
  */
 import type { FastifyInstance } from 'fastify'
@@ -76,7 +76,8 @@ export class Metrics implements VerdictObserver, FeedbackObserver {
     gauge('iocv_history_backlog_records', 'History records accepted and not yet committed to the store', () => sources.history.state().pending)
     gauge('iocv_history_written_records', 'History records committed since start', () => sources.history.state().written)
     gauge('iocv_history_journal_bytes', 'History journal bytes not yet in the store (at IOC_JOURNAL_LIMIT, 503 OVERLOADED)', () => sources.history.state().journalBytes)
-    gauge('iocv_history_spool_bytes', 'Bytes of a history spool left by an earlier version, replayed at start', () => sources.history.state().spoolBytes)
+    gauge('iocv_history_legacy_spool_bytes', 'Bytes of a history spool left by a version before the journal, replayed at start', () => sources.history.state().legacySpoolBytes)
+    gauge('iocv_history_spool_bytes', 'Deprecated: the former name of iocv_history_legacy_spool_bytes', () => sources.history.state().legacySpoolBytes)
     gauge('iocv_history_up', '1 while the history writer accepts records, 0 when it is down', () => sources.history.state().status === 'down' ? 0 : 1)
     gauge('iocv_pool_utilization', 'Mean share of time the scoring threads spend running tasks since they started (0-1)', () => sources.intel.utilization)
     // eslint-disable-next-line no-new

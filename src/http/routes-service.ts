@@ -58,7 +58,7 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
       reasons.push('shutting down')
     }
     if (store === 'error') {
-      // History spools to disk while the store is down; verdicts still work, but keys cannot be checked.
+      // History waits in the journal while the store is down; verdicts still work, but keys cannot be checked.
       status = 'unavailable'
       reasons.push('store unreachable')
     }
@@ -70,7 +70,7 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
       // Requests are still answered (their history is journalled); a new writer thread is starting.
       if (status === 'ok') status = 'degraded'
       reasons.push(h.reason ?? 'history writer down')
-    } else if (h.status === 'spooling' && status === 'ok') {
+    } else if (h.status === 'store_failing' && status === 'ok') {
       status = 'degraded'
       reasons.push(h.reason ?? 'history store unavailable; records wait in the journal')
     }
@@ -98,7 +98,9 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
           status: h.status,
           pending: h.pending,
           written: h.written,
-          spool_bytes: h.spoolBytes,
+          legacy_spool_bytes: h.legacySpoolBytes,
+          // Deprecated name of legacy_spool_bytes (docs/API.md "Health").
+          spool_bytes: h.legacySpoolBytes,
           journal_bytes: h.journalBytes,
           journal_error: h.journalError,
           journal_limit: h.journalLimit,

@@ -328,7 +328,7 @@ export class SqliteStore implements Store {
       this.#db.pragma(`busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? kDefaultBusyTimeoutMs)}`)
       this.#db.pragma('foreign_keys = ON')
       // WAL + NORMAL: a commit is atomic and never corrupts the file; only a power loss may roll back the last
-      // commits (the history spool is fsynced separately). 32 MiB of page cache keeps the indexes' hot pages in memory.
+      // commits (the history journal is fsynced separately). 32 MiB of page cache keeps the indexes' hot pages in memory.
       this.#db.pragma('synchronous = NORMAL')
       this.#db.pragma('cache_size = -32768')
       // A history batch writes several MiB: with the default 1000-page threshold every batch commit ran a

@@ -64,7 +64,8 @@ test('with no IOC_* names the configuration is the documented defaults, frozen',
     feedMinShrinkPercent: 50,
     feedAttempts: 3,
     feedRetryBaseMs: 1000,
-    feedVariables: { PATH: '/usr/bin', HOME: '/root' }
+    feedVariables: { PATH: '/usr/bin', HOME: '/root' },
+    warnings: []
   } satisfies Config)
   assert.deepEqual({ ...c, feedVariables: {} }, { ...defaults() })
   assert.ok(Object.isFrozen(c))
@@ -119,7 +120,7 @@ const kEvery: Array<[string, string, keyof Config, unknown]> = [
 
 test('every IOC_* setting is read from the environment into its key, and only that key changes', () => {
   const base = defaults()
-  const settings = Object.keys(base).filter((k) => k !== 'feedVariables')
+  const settings = Object.keys(base).filter((k) => k !== 'feedVariables' && k !== 'warnings')
   assert.deepEqual(new Set(kEvery.map(([, , key]) => key)), new Set(settings), 'a case for every configuration key')
   for (const [name, raw, key, expected] of kEvery) {
     const env: Record<string, string> = { [name]: raw }
@@ -127,7 +128,7 @@ test('every IOC_* setting is read from the environment into its key, and only th
     const c = loadConfig(env)
     assert.deepEqual(c[key], expected, name)
     for (const other of Object.keys(base) as Array<keyof Config>) {
-      if (other !== key && !(name === 'IOC_STORE' && other === 'databaseUrl')) assert.deepEqual(c[other], base[other], `${name} left ${other} alone`)
+      if (other !== key && other !== 'warnings' && !(name === 'IOC_STORE' && other === 'databaseUrl')) assert.deepEqual(c[other], base[other], `${name} left ${other} alone`)
     }
   }
 })
@@ -188,6 +189,14 @@ test('an unknown IOC_* name is refused, so a typo never falls back to a default;
   configError({ IOC_: '1' }, /unknown setting IOC_/)
   const c = loadConfig({ ioc_port: '1', PORT: '1', IOC_PORT: undefined })
   assert.equal(c.port, 8080)
+})
+
+test('IOC_SPOOL_LIMIT, the former name of IOC_JOURNAL_LIMIT, still sets it and warns that it is deprecated', () => {
+  const c = loadConfig({ IOC_SPOOL_LIMIT: '4096' })
+  assert.equal(c.journalLimit, 4096)
+  assert.deepEqual(c.warnings, ['IOC_SPOOL_LIMIT is deprecated: set IOC_JOURNAL_LIMIT instead (environment)'])
+  assert.deepEqual(loadConfig({ IOC_JOURNAL_LIMIT: '4096' }).warnings, [])
+  assert.ok(configTable().includes('| `IOC_SPOOL_LIMIT` | 1073741824 | deprecated: the former name of `IOC_JOURNAL_LIMIT`'))
 })
 
 test('the test suite\'s IOC_TEST_* switches are unknown settings to the service, like any other IOC_* typo', () => {

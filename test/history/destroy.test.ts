@@ -39,7 +39,7 @@ function request (id: string): [ReturnType<typeof historyEnvelope>, Uint8Array[]
 async function open (t: TestContext, dir: string, durability: Durability, batch: number, store?: StoreOptions, stopTimeoutMs?: number): Promise<HistoryClient> {
   const client = await startHistory({
     store: store ?? { kind: 'sqlite', path: dbPathOf(dir) },
-    spoolDir: join(dir, 'spool'),
+    legacySpoolDir: join(dir, 'spool'),
     journalDir: join(dir, 'journal'),
     journalLimit: 64 * 1024 * 1024,
     journalSegmentBytes: 64 * 1024,

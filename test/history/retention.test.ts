@@ -41,7 +41,7 @@ async function seed (dir: string): Promise<{ oldDay: string }> {
 async function startWriter (dir: string, retentionDays: number, store: StoreOptions = { kind: 'sqlite', path: dbPathOf(dir) }): Promise<Awaited<ReturnType<typeof startHistory>>> {
   return await startHistory({
     store,
-    spoolDir: join(dir, 'spool'),
+    legacySpoolDir: join(dir, 'spool'),
     journalDir: join(dir, 'journal'),
     journalLimit: 64 * 1024 * 1024,
     journalSegmentBytes: 1024 * 1024,

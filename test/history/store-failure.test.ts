@@ -16,7 +16,7 @@ import { dbPathOf, readHistory, today, waitFor } from '../fixtures/read-history.
 interface Health {
   status: string
   reasons: string[]
-  checks: { history: { status: string, pending: number, written: number, spool_bytes: number, journal_bytes: number, journal_limit: number } }
+  checks: { history: { status: string, pending: number, written: number, legacy_spool_bytes: number, spool_bytes: number, journal_bytes: number, journal_limit: number } }
 }
 
 async function health (b: Built): Promise<Health> {
@@ -75,13 +75,14 @@ test('while the store refuses writes, verdicts are answered, health is degraded,
   }
   for (let k = 0; k < 9; k++) await sendOk()
 
-  const degraded = await waitFor('health to report the spooling', async () => {
+  const degraded = await waitFor('health to report the failing store', async () => {
     const h = await health(b)
     return h.status === 'degraded' ? h : undefined
   })
-  assert.equal(degraded.checks.history.status, 'spooling')
+  assert.equal(degraded.checks.history.status, 'store_failing')
   assert.ok(degraded.checks.history.journal_bytes > 0)
-  assert.equal(degraded.checks.history.spool_bytes, 0, 'nothing goes to the old spool')
+  assert.equal(degraded.checks.history.legacy_spool_bytes, 0, 'nothing goes to the old spool')
+  assert.equal(degraded.checks.history.spool_bytes, 0, 'the deprecated name says the same')
   assert.ok(degraded.reasons.length > 0 && degraded.reasons.every((r) => r.length > 0), 'degraded names its reason')
   assert.equal((await b.app.inject({ method: 'GET', url: '/api/v2/ioc/health' })).statusCode, 200, 'degraded is still 200')
 

@@ -14,7 +14,7 @@ import { startHistory, type HistoryClient } from '../../src/history/client.ts'
 import { HistoryItems } from '../../src/history/codec.ts'
 import { kInvalidVerdictMembers } from '../../src/history/record.ts'
 import type { HistoryRow } from '../../src/history/rows.ts'
-import { Spool } from '../../src/history/spool.ts'
+import { LegacySpool } from '../../src/history/legacy-spool.ts'
 import { historyRows } from '../fixtures/history-rows.ts'
 import type { HistoryEnvelope } from '../../src/history/types.ts'
 import { dbPathOf, readHistory } from '../fixtures/read-history.ts'
@@ -44,7 +44,7 @@ async function startWriter (t: TestContext, batch: number, spares?: SpareBuffers
   })
   const writer = open.writer = await startHistory({
     store: { kind: 'sqlite', path: dbPathOf(dir) },
-    spoolDir: join(dir, 'spool'),
+    legacySpoolDir: join(dir, 'spool'),
     journalDir: join(dir, 'journal'),
     journalLimit: 64 * 1024 * 1024,
     journalSegmentBytes: 1024 * 1024,
@@ -107,14 +107,14 @@ test('a spool left by a version before the journal is replayed once at start, be
   const rows: HistoryRow[] = []
   historyRows(envelope('spooled-1'), [part('one.legacy.example')], rows)
   historyRows(envelope('spooled-2'), [part('two.legacy.example')], rows)
-  const spool = new Spool(join(dir, 'spool'))
+  const spool = new LegacySpool(join(dir, 'spool'))
   spool.append(rows)
   spool.close()
   const { writer } = await startWriter(t, 100, undefined, dir)
   await writer.submit(envelope('journalled'), [part('three.legacy.example')])
   await writer.flush()
   assert.deepEqual(readHistory(dir).map((r) => r.record.request_id), ['spooled-1', 'spooled-2', 'journalled'])
-  assert.equal(writer.state().spoolBytes, 0)
+  assert.equal(writer.state().legacySpoolBytes, 0)
   await writer.close()
   assert.ok(!existsSync(join(dir, 'spool', 'history.spool')) || statSync(join(dir, 'spool', 'history.spool')).size === 0)
 })

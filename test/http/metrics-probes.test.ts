@@ -51,7 +51,7 @@ test('metrics count requests by route pattern and status, and indicators with ca
   assert.equal(sample(text, 'iocv_http_requests_total', 'route="/api/v2/ioc/verdict",status="401"'), 1)
   assert.ok(sample(text, 'iocv_http_request_duration_seconds_count', 'route="/api/v2/ioc/verdict/bulk"') !== undefined)
   assert.doesNotMatch(text, /secret-in-query/, 'label values are route patterns, never URLs')
-  for (const gauge of ['iocv_indicators_in_flight', 'iocv_pool_queue_depth', 'iocv_history_backlog_records', 'iocv_history_spool_bytes', 'iocv_history_journal_bytes', 'iocv_pool_utilization', 'iocv_intel_snapshot_age_seconds', 'iocv_process_cpu_seconds_total']) {
+  for (const gauge of ['iocv_indicators_in_flight', 'iocv_pool_queue_depth', 'iocv_history_backlog_records', 'iocv_history_legacy_spool_bytes', 'iocv_history_spool_bytes', 'iocv_history_journal_bytes', 'iocv_pool_utilization', 'iocv_intel_snapshot_age_seconds', 'iocv_process_cpu_seconds_total']) {
     assert.match(text, new RegExp(`^${gauge} [0-9.e+-]+$`, 'm'), `${gauge} is exported`)
   }
 })

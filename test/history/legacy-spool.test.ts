@@ -1,5 +1,5 @@
 /**
- * The on-disk history spool (src/pool/spool.ts): frames replay in order, a restart resumes at the committed
+ * The history spool of versions before the journal (src/history/legacy-spool.ts), as the writer replays it: frames replay in order, a restart resumes at the committed
  * offset, and a torn final frame (a crash mid-append) is neither replayed nor allowed to corrupt later frames.
  */
 import assert from 'node:assert/strict'
@@ -7,7 +7,7 @@ import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test, type TestContext } from 'node:test'
-import { Spool } from '../../src/history/spool.ts'
+import { LegacySpool } from '../../src/history/legacy-spool.ts'
 import type { HistoryRow } from '../../src/store/index.ts'
 
 function spoolDir (t: TestContext): string {
@@ -42,7 +42,7 @@ function records (from: number, n: number): HistoryRow[] {
 }
 
 /** Replays everything left in the spool, committing each frame, and returns the request ids in replay order. */
-function drain (spool: Spool): string[] {
+function drain (spool: LegacySpool): string[] {
   const ids: string[] = []
   for (let frame = spool.peek(); frame !== null; frame = spool.peek()) {
     ids.push(...frame.records.map((r) => r.requestId))
@@ -52,14 +52,14 @@ function drain (spool: Spool): string[] {
 }
 
 test('an empty spool has no backlog and nothing to peek', (t) => {
-  const spool = new Spool(spoolDir(t))
+  const spool = new LegacySpool(spoolDir(t))
   t.after(() => spool.close())
   assert.equal(spool.backlog, 0)
   assert.equal(spool.peek(), null)
 })
 
 test('appended batches are peeked oldest first, whole, and only advance when committed', (t) => {
-  const spool = new Spool(spoolDir(t))
+  const spool = new LegacySpool(spoolDir(t))
   t.after(() => spool.close())
   spool.append(records(0, 3))
   spool.append(records(3, 2))
@@ -76,7 +76,7 @@ test('appended batches are peeked oldest first, whole, and only advance when com
 
 test('committing the last frame empties the spool and removes its offset file', (t) => {
   const dir = spoolDir(t)
-  const spool = new Spool(dir)
+  const spool = new LegacySpool(dir)
   t.after(() => spool.close())
   spool.append(records(0, 2))
   spool.append(records(2, 2))
@@ -91,7 +91,7 @@ test('committing the last frame empties the spool and removes its offset file', 
 
 test('a restarted spool resumes at the committed offset and never replays a committed frame', (t) => {
   const dir = spoolDir(t)
-  const a = new Spool(dir)
+  const a = new LegacySpool(dir)
   a.append(records(0, 2))
   a.append(records(2, 2))
   a.append(records(4, 2))
@@ -101,14 +101,14 @@ test('a restarted spool resumes at the committed offset and never replays a comm
   assert.equal(Number(readFileSync(join(dir, 'history.spool.offset'), 'utf8')), f.next)
   a.close()
 
-  const b = new Spool(dir)
+  const b = new LegacySpool(dir)
   t.after(() => b.close())
   assert.deepEqual(drain(b), ['r-2', 'r-3', 'r-4', 'r-5'])
 })
 
 test('a torn final frame is ignored on restart, and batches appended after it replay intact', (t) => {
   const dir = spoolDir(t)
-  const a = new Spool(dir)
+  const a = new LegacySpool(dir)
   a.append(records(0, 2))
   a.close()
   const whole = statSync(join(dir, 'history.spool')).size
@@ -117,7 +117,7 @@ test('a torn final frame is ignored on restart, and batches appended after it re
   head.writeUInt32LE(500)
   appendFileSync(join(dir, 'history.spool'), Buffer.concat([head, Buffer.alloc(10, 0xc1)]))
 
-  const b = new Spool(dir)
+  const b = new LegacySpool(dir)
   t.after(() => b.close())
   assert.equal(b.size, whole, 'the torn bytes are cut off at open')
   b.append(records(2, 2))
@@ -127,11 +127,11 @@ test('a torn final frame is ignored on restart, and batches appended after it re
 
 test('a torn header shorter than four bytes is ignored too', (t) => {
   const dir = spoolDir(t)
-  const a = new Spool(dir)
+  const a = new LegacySpool(dir)
   a.append(records(0, 1))
   a.close()
   appendFileSync(join(dir, 'history.spool'), Buffer.from([7, 0]))
-  const b = new Spool(dir)
+  const b = new LegacySpool(dir)
   t.after(() => b.close())
   b.append(records(1, 1))
   assert.deepEqual(drain(b), ['r-0', 'r-1'])
@@ -139,11 +139,11 @@ test('a torn header shorter than four bytes is ignored too', (t) => {
 
 test('an offset file pointing past the end of the spool starts over instead of skipping records', (t) => {
   const dir = spoolDir(t)
-  const a = new Spool(dir)
+  const a = new LegacySpool(dir)
   a.append(records(0, 2))
   a.close()
   appendFileSync(join(dir, 'history.spool.offset'), '999999')
-  const b = new Spool(dir)
+  const b = new LegacySpool(dir)
   t.after(() => b.close())
   assert.deepEqual(drain(b), ['r-0', 'r-1'])
 })

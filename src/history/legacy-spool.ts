@@ -1,5 +1,7 @@
 /**
- * Append-only on-disk spool of history batches that could not be written to the store yet.
+ * The history spool of versions before the journal (<data dir>/spool/history.spool): batches they could not write to
+ * the store yet. The writer thread replays such a spool once at start, before the journal, and from then on it stays
+ * empty; the same folder holds history.rejected, where the writer sets aside parts the store refuses.
  * Frames are [uint32 LE length][msgpack HistoryRow[]]; a sidecar file holds the offset already replayed,
  * so a restart resumes where the last replay stopped. Used only by the history worker thread (synchronous I/O
  * there blocks nothing but that thread).
@@ -12,8 +14,8 @@ import type { HistoryRow } from './rows.ts'
 
 const kPackr = new Packr()
 
-/** The spool of one data directory. */
-export class Spool {
+/** The legacy spool of one data directory, and its file of rejected parts. */
+export class LegacySpool {
   private readonly file: string
   private readonly offsetFile: string
   private readonly rejectFile: string
@@ -61,7 +63,7 @@ export class Spool {
     return this.size - this.offset
   }
 
-  /** Appends one batch and syncs it to disk before returning: once spooled, a record survives a crash. */
+  /** Appends one batch and syncs it to disk before returning, as versions before the journal did (tests make spools with it). */
   append (records: readonly HistoryRow[]): void {
     const body = kPackr.pack(records)
     const head = Buffer.alloc(4)
