@@ -95,6 +95,8 @@ export const kInternalCodes = {
   // configuration and start
   CONFIG_INVALID: { meaning: 'a setting is unknown, malformed or out of its bounds (at start)', answer: null },
   DATA_DIR_IN_USE: { meaning: 'another running instance holds the data directory (at start)', answer: null },
+  PART_NOT_CLOSED: { meaning: 'a part of the service failed to close, or was destroyed when the close budget was spent', answer: null },
+  SERVICE_STOPPING: { meaning: 'a part was to start after the service began stopping', answer: null },
   // scoring
   POOL_CLOSED: { meaning: 'a request needed the scoring pool after it began closing', answer: kShuttingDown },
   // history
@@ -151,6 +153,9 @@ export class DataDirInUseError extends IocVerdictError<'DATA_DIR_IN_USE'> {
     super('DATA_DIR_IN_USE', message)
   }
 }
+
+/** The lifecycle (src/lifecycle.ts): a part that did not close as it should, or a start while stopping. */
+export class LifecycleError extends IocVerdictError<'PART_NOT_CLOSED' | 'SERVICE_STOPPING'> {}
 
 /** A request needed the scoring pool after it began closing (shutdown). */
 export class PoolClosedError extends IocVerdictError<'POOL_CLOSED'> {

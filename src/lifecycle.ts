@@ -14,6 +14,8 @@
  * docs/ARCHITECTURE.md) and one start() call at its place.
  */
 
+import { LifecycleError } from './errors.ts'
+
 /** A part as the registry describes it; lifecycleTable() renders these rows for docs/ARCHITECTURE.md. */
 export interface PartSpec {
   /** Short name, used in logs. */
@@ -48,9 +50,6 @@ interface Started {
   closed: boolean
   destroying: Promise<void> | null
 }
-
-/** Thrown by close() when a part's close failed (the other parts are still closed) or the budget was spent. */
-export class CloseError extends Error {}
 
 /** Parts started in registry order, stopped in reverse. */
 export class Lifecycle {
@@ -89,7 +88,7 @@ export class Lifecycle {
     const last = this.started.length === 0 ? -1 : this.registry.indexOf((this.started.at(-1) as Started).spec)
     if (at === -1) throw new TypeError(`part ${name} is not in the registry`)
     if (at <= last) throw new TypeError(`part ${name} starts after ${(this.started.at(-1) as Started).spec.name}, against the registry's order`)
-    if (this.closing !== null || this.destroying !== null) throw new CloseError(`part ${name} not started: the service is stopping`)
+    if (this.closing !== null || this.destroying !== null) throw new LifecycleError('SERVICE_STOPPING', `part ${name} not started: the service is stopping`)
     let part: T
     try {
       part = await start()
@@ -106,7 +105,7 @@ export class Lifecycle {
   /**
    * Graceful: closes every started part in reverse order. A part whose close fails is logged and the next one closed
    * all the same; a part still closing when the budget is spent is destroyed, and so is every part after it. Rejects
-   * (after all of that) when a close failed or the budget was spent.
+   * (after all of that) with PART_NOT_CLOSED when a close failed or the budget was spent.
    */
   async close (): Promise<void> {
     this.closing ??= this.closeAll()
@@ -125,21 +124,21 @@ export class Lifecycle {
   private async closeAll (): Promise<void> {
     let timer: NodeJS.Timeout | undefined
     const spent = new Promise<'spent'>((resolve) => { timer = setTimeout(() => resolve('spent'), this.budgetMs) })
-    let failed: unknown = null
+    let failed: LifecycleError | null = null
     try {
       for (const part of [...this.started].reverse()) {
         if (this.destroying !== null) break
-        const outcome = await Promise.race([this.closePart(part).then(() => 'closed' as const, (err: unknown) => err), spent, this.overtaken])
+        const outcome = await Promise.race([this.closePart(part).then(() => 'closed' as const, (err: unknown) => ({ err })), spent, this.overtaken])
         if (outcome === 'overtaken') break
         if (outcome === 'spent') {
           this.logger.error({ part: part.spec.name, budget_ms: this.budgetMs }, 'closing took longer than its budget; destroying the parts not yet closed')
-          failed ??= new CloseError(`part ${part.spec.name} did not close within ${this.budgetMs} ms`)
-          await this.destroy(failed as Error)
+          failed ??= new LifecycleError('PART_NOT_CLOSED', `part ${part.spec.name} did not close within ${this.budgetMs} ms`)
+          await this.destroy(failed)
           break
         }
         if (outcome !== 'closed') {
-          this.logger.error({ part: part.spec.name, err: outcome }, 'part failed to close; closing the next')
-          failed ??= new CloseError(`part ${part.spec.name} failed to close`, { cause: outcome })
+          this.logger.error({ part: part.spec.name, err: outcome.err }, 'part failed to close; closing the next')
+          failed ??= new LifecycleError('PART_NOT_CLOSED', `part ${part.spec.name} failed to close`, { cause: outcome.err })
         }
       }
     } finally {

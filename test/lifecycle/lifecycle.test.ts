@@ -4,7 +4,8 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { CloseError, Lifecycle, lifecycleTable, type PartSpec, type PartStops } from '../../src/lifecycle.ts'
+import { LifecycleError } from '../../src/errors.ts'
+import { Lifecycle, lifecycleTable, type PartSpec, type PartStops } from '../../src/lifecycle.ts'
 
 const kRegistry: PartSpec[] = ['a', 'b', 'c', 'd'].map((name) => ({ name, start: `starts ${name}`, close: `closes ${name}`, destroy: `destroys ${name}` }))
 const kQuiet = { debug: () => {}, error: () => {} }
@@ -52,7 +53,7 @@ test('a part that fails to start unwinds the parts started before it, in reverse
   const boom = new Error('c cannot start')
   await assert.rejects(life.start('c', () => { throw boom }, () => ({})), (err) => err === boom)
   assert.deepEqual(events, ['start a', 'start b', 'close b', 'close a'])
-  await assert.rejects(part('d'), CloseError, 'nothing starts once the lifecycle is stopping')
+  await assert.rejects(part('d'), { code: 'SERVICE_STOPPING' }, 'nothing starts once the lifecycle is stopping')
 })
 
 test('a close that overruns the budget destroys that part and every part after it, and close rejects', async () => {
@@ -60,7 +61,7 @@ test('a close that overruns the budget destroys that part and every part after i
   await part('a')
   await part('b', { close: never })
   await part('c')
-  await assert.rejects(life.close(), CloseError)
+  await assert.rejects(life.close(), { code: 'PART_NOT_CLOSED' })
   assert.deepEqual(events.slice(3), ['close c', 'close b', 'destroy b', 'destroy a'])
 })
 
@@ -69,7 +70,7 @@ test('a part whose close fails is reported and the parts before it are closed al
   await part('a')
   await part('b', { close: () => { throw new Error('b failed') } })
   await part('c')
-  await assert.rejects(life.close(), (err: unknown) => err instanceof CloseError && (err.cause as Error).message === 'b failed')
+  await assert.rejects(life.close(), (err: unknown) => err instanceof LifecycleError && err.code === 'PART_NOT_CLOSED' && (err.cause as Error).message === 'b failed')
   assert.deepEqual(events.slice(3), ['close c', 'close b', 'close a'])
 })
 
