@@ -7,8 +7,10 @@
  *   node --import tsx test/run.ts [unit|e2e|all] [options]
  *
  * Options: --concurrency=N (files at a time; default: see kConcurrency), --durations (seconds per file at the end,
- * on stderr), --test-name-pattern=RE, and --test-reporter=NAME|PATH with --test-reporter-destination=stdout|stderr|PATH
- * as node's (default: spec on a terminal, tap otherwise).
+ * on stderr), --test-name-pattern=RE, --test-reporter=NAME|PATH with --test-reporter-destination=stdout|stderr|PATH
+ * as node's (default: spec on a terminal, tap otherwise), and --coverage=N: measure the coverage of src/ and workers/
+ * (node's own, every test process and thread, mapped back to the TypeScript sources) and fail the run when lines
+ * covered fall under N percent (`npm run test:coverage` sets N: what was measured, never lowered).
  */
 import { createWriteStream, readdirSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
@@ -37,6 +39,7 @@ const mode = args[0] !== undefined && !args[0].startsWith('-') ? args.shift() as
 if (mode !== 'unit' && mode !== 'e2e' && mode !== 'all') usage(`unknown mode ${mode}`)
 let concurrency = kConcurrency
 let durations = false
+let coverage: number | null = null
 const patterns: string[] = []
 const reporterNames: string[] = []
 const destinations: string[] = []
@@ -50,6 +53,7 @@ for (let i = 0; i < args.length; i++) {
     return v
   }
   if (name === '--durations') durations = true
+  else if (name === '--coverage') coverage = Number(value())
   else if (name === '--concurrency') concurrency = Number(value())
   else if (name === '--test-name-pattern') patterns.push(value())
   else if (name === '--test-reporter') reporterNames.push(value())
@@ -57,6 +61,7 @@ for (let i = 0; i < args.length; i++) {
   else usage(`unknown option ${arg}`)
 }
 if (!Number.isInteger(concurrency) || concurrency < 1) usage('--concurrency must be a positive integer')
+if (coverage !== null && !(coverage >= 0 && coverage <= 100)) usage('--coverage must be a percentage of lines')
 if (reporterNames.length === 0) reporterNames.push(process.stdout.isTTY === true ? 'spec' : 'tap')
 if (destinations.length === 0) destinations.push('stdout')
 if (reporterNames.length !== destinations.length) usage('give one --test-reporter-destination per --test-reporter')
@@ -94,7 +99,12 @@ const workers = readdirSync(join(kTestRoot, '..', 'workers')).filter((f) => f.en
 bundleFiles(['main', ...workers.map((f) => f.slice(0, -'.ts'.length))])
 
 const files = runOrder(mode).map((f) => join(kTestRoot, f))
-const events = run({ files, concurrency, ...(patterns.length > 0 ? { testNamePatterns: patterns } : {}) })
+const events = run({
+  files,
+  concurrency,
+  ...(patterns.length > 0 ? { testNamePatterns: patterns } : {}),
+  ...(coverage === null ? {} : { coverage: true, coverageIncludeGlobs: ['src/**', 'workers/**'], lineCoverage: coverage })
+})
 for (const [i, name] of reporterNames.entries()) report(events, await reporterOf(name), destinationOf(destinations[i] as string))
 if (durations) report(events, (await import('./tools/file-durations.ts')).default as Reporter, process.stderr)
 events.on('test:fail', (data: { todo?: unknown }) => {
