@@ -313,7 +313,8 @@ export class FeedRefresher {
     await writeAtomic(this.metaPath(spec), JSON.stringify(state.meta))
     this.options.logger.info({ feed: spec.name, url: state.url, records: counts.entries, rejected: counts.rejected, changed }, 'feed fetched')
     await this.writeStatus()
-    if (changed && !stop.aborted) await this.changed()
+    // The rebuild runs on its own: a refresh (and destroy, which waits for refreshes) does not wait for it.
+    if (changed && !stop.aborted) void this.changed()
   }
 
   /** Runs onChange once for any number of changes that arrive while one rebuild is running. */
