@@ -56,12 +56,12 @@ export class ScoringShards {
   }
 
   /** Runs a task on one shard's thread (`name`: the worker's export, default its scoring function). */
-  async run (shard: number, task: unknown, options: { transferList?: ArrayBuffer[], name?: string } = {}): Promise<unknown> {
+  async run (shard: number, task: unknown, options: Parameters<Piscina['run']>[1] = {}): Promise<unknown> {
     const pool = this.pools[shard]
     if (pool === undefined) throw new RangeError(`no shard ${shard}`)
     this.inFlight++
     try {
-      return await pool.run(task, options as never)
+      return await pool.run(task, options)
     } finally {
       this.inFlight--
     }
