@@ -1,7 +1,7 @@
 /**
  * The docs state the permissions the routes apply. search-history and usage take any key of the tenant, not `mgmt`
- * (interface contract, spec 4.4 and 5: "the same API key or a dashboard session ... not gated on the history
- * permission"): a key with `verdict` alone reads them, and neither docs/API.md nor docs/OPERATIONS.md says otherwise.
+ * (the interface contract says of the replacement of the retired history route: "the same API key or a dashboard
+ * session ... not gated on the history permission"): a key with `verdict` alone reads them, and neither docs/API.md nor docs/OPERATIONS.md says otherwise.
  */
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'

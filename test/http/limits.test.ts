@@ -73,7 +73,7 @@ test('every string of every documented request body, query and path parameter ha
       for (const p of (op.parameters ?? []) as Json[]) unbounded(p.schema as Json, `${where} ${p.in} ${p.name as string}`, problems)
     }
   }
-  // action_source is bounded after trimming (64 characters, INVALID_ACTION_SOURCE, spec 8), not before; a single
+  // action_source is bounded after trimming (64 characters, INVALID_ACTION_SOURCE, as the interface's limits say), not before; a single
   // call's indicator.type is never stored as sent (only a known type is), and an unknown one is INVALID_INDICATOR.
   assert.deepEqual(problems.filter((p) => !/\.action_source$|^POST \/api\/v2\/ioc\/verdict body\.indicator\.type$/.test(p)), [])
 })
