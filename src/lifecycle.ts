@@ -81,9 +81,11 @@ export class Lifecycle {
   /**
    * Starts a part of the registry: after every part started so far in registry order (a part may be left out, never
    * moved). If `start` throws, the parts started before it are closed in reverse and the error is rethrown.
-   * `stops` says how the started part closes and is destroyed.
+   * `stops` says how the started part closes and is destroyed; without it, the part's own close() and destroy().
    */
-  async start<T> (name: string, start: () => Promise<T> | T, stops: (part: T) => PartStops): Promise<T> {
+  async start<T extends PartStops> (name: string, start: () => Promise<T> | T): Promise<T>
+  async start<T> (name: string, start: () => Promise<T> | T, stops: (part: T) => PartStops): Promise<T>
+  async start<T> (name: string, start: () => Promise<T> | T, stops: (part: T) => PartStops = (part) => part as PartStops): Promise<T> {
     const at = this.registry.findIndex((p) => p.name === name)
     const last = this.started.length === 0 ? -1 : this.registry.indexOf((this.started.at(-1) as Started).spec)
     if (at === -1) throw new TypeError(`part ${name} is not in the registry`)

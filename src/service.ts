@@ -145,12 +145,11 @@ export async function startService (config: Readonly<Config>, options: { logger?
       throw err
     }
     return store
-  }, (store) => ({ close: async () => { await store.close() } }))
+  })
 
   const quota = await life.start('quota', async () => await openQuota(config.redisUrl === null
     ? { kind: 'memory', store }
-    : { kind: 'redis', url: config.redisUrl, store, prefix: config.redisPrefix }),
-  (quota) => ({ close: async () => { await quota.close() } }))
+    : { kind: 'redis', url: config.redisUrl, store, prefix: config.redisPrefix }))
 
   // Part buffers the history writer has stored come back through here to the scoring threads (byte-sink.ts).
   const historySpares = new SpareBuffers(kHistorySpares)
@@ -170,7 +169,7 @@ export async function startService (config: Readonly<Config>, options: { logger?
     maxBacklog: config.historyMaxBacklog,
     logger,
     spares: historySpares
-  }), (history) => ({ close: async () => { await history.close() }, destroy: async (err) => { await history.destroy(err) } }))
+  }))
 
   const intel = await life.start('intel', async () => {
     const built = await buildSnapshot(source)
@@ -186,7 +185,7 @@ export async function startService (config: Readonly<Config>, options: { logger?
       throw err
     }
     return intel
-  }, (intel) => ({ close: async () => { await intel.close() }, destroy: async () => { await intel.destroy() } }))
+  })
 
   // Fetched feeds: a changed last good copy rebuilds the snapshot on a worker and swaps it in (leases keep
   // requests in flight on the snapshot they started with).
@@ -214,7 +213,7 @@ export async function startService (config: Readonly<Config>, options: { logger?
     })
     await feeds.start()
     return feeds
-  }, (feeds) => ({ close: async () => { await feeds.close() }, destroy: async () => { await feeds.destroy() } }))
+  })
 
   const app = await life.start('http', async () => {
     const app = await buildApp(config, { store, quota, intel, history, feeds, logger })
