@@ -3,6 +3,7 @@
  * and afterwards the verdicts, meta.data_timestamp and the snapshot version come from the new data.
  */
 import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
 import { appendFileSync, cpSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -15,19 +16,22 @@ type Json = Record<string, any>
 const kFeeds = join(import.meta.dirname, '..', '..', 'data', 'feeds')
 /** Not listed anywhere in the sample feeds (data/feeds/README.md); the test adds it to the FireHOL sample. */
 const kProbe = '192.0.2.201'
+/** This checkout, in the names of its fixed temporary folders. */
+const kCheckout = createHash('sha256').update(import.meta.dirname).digest('hex').slice(0, 12)
 
 test('an intel reload during a stream of requests fails none of them and switches data_timestamp and version', { timeout: 180_000 }, async (t) => {
-  // A private copy of the feeds (the test edits one) and a private compiled-snapshot cache. Both paths are fixed, so
-  // the next run finds the two snapshots it needs (before and after the edit) already compiled: compiled snapshots
-  // are keyed by feed paths and contents, and the copy is restored to the shipped contents every run.
-  const feeds = join(tmpdir(), 'ioc-verdict-test-reload-feeds')
+  // A private copy of the feeds (the test edits one) and a private compiled-snapshot cache. Both paths are fixed per
+  // checkout, so the next run finds the two snapshots it needs (before and after the edit) already compiled (compiled
+  // snapshots are keyed by feed paths and contents, and the copy is restored to the shipped contents every run), and
+  // a run in another checkout on the same machine never removes this one's copy under it.
+  const feeds = join(tmpdir(), `ioc-verdict-test-reload-feeds-${kCheckout}`)
   rmSync(feeds, { recursive: true, force: true })
   cpSync(kFeeds, feeds, { recursive: true })
   t.after(() => rmSync(feeds, { recursive: true, force: true }))
   const svc = await build(t, {
     IOC_POOL_SIZE: '2',
     IOC_FEEDS: join(feeds, 'manifest.json'),
-    IOC_INTEL_CACHE_DIR: join(tmpdir(), 'ioc-verdict-test-intel-reload')
+    IOC_INTEL_CACHE_DIR: join(tmpdir(), `ioc-verdict-test-intel-reload-${kCheckout}`)
   })
   const base = await svc.app.listen({ port: 0, host: '127.0.0.1' })
   const post = async (path: string, body?: unknown): Promise<{ status: number, body: Json }> => {
