@@ -10,7 +10,7 @@ import { test, type TestContext } from 'node:test'
 import { LegacySpool } from '../../src/history/legacy-spool.ts'
 import type { HistoryRow } from '../../src/store/index.ts'
 
-function spoolDir (t: TestContext): string {
+function tempSpoolDir (t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'iocv-spool-'))
   t.after(() => rmSync(dir, { recursive: true, force: true }))
   return dir
@@ -52,14 +52,14 @@ function drain (spool: LegacySpool): string[] {
 }
 
 test('an empty spool has no backlog and nothing to peek', (t) => {
-  const spool = new LegacySpool(spoolDir(t))
+  const spool = new LegacySpool(tempSpoolDir(t))
   t.after(() => spool.close())
   assert.equal(spool.backlog, 0)
   assert.equal(spool.peek(), null)
 })
 
 test('appended batches are peeked oldest first, whole, and only advance when committed', (t) => {
-  const spool = new LegacySpool(spoolDir(t))
+  const spool = new LegacySpool(tempSpoolDir(t))
   t.after(() => spool.close())
   spool.append(records(0, 3))
   spool.append(records(3, 2))
@@ -75,7 +75,7 @@ test('appended batches are peeked oldest first, whole, and only advance when com
 })
 
 test('committing the last frame empties the spool and removes its offset file', (t) => {
-  const dir = spoolDir(t)
+  const dir = tempSpoolDir(t)
   const spool = new LegacySpool(dir)
   t.after(() => spool.close())
   spool.append(records(0, 2))
@@ -90,7 +90,7 @@ test('committing the last frame empties the spool and removes its offset file', 
 })
 
 test('a restarted spool resumes at the committed offset and never replays a committed frame', (t) => {
-  const dir = spoolDir(t)
+  const dir = tempSpoolDir(t)
   const a = new LegacySpool(dir)
   a.append(records(0, 2))
   a.append(records(2, 2))
@@ -107,7 +107,7 @@ test('a restarted spool resumes at the committed offset and never replays a comm
 })
 
 test('a torn final frame is ignored on restart, and batches appended after it replay intact', (t) => {
-  const dir = spoolDir(t)
+  const dir = tempSpoolDir(t)
   const a = new LegacySpool(dir)
   a.append(records(0, 2))
   a.close()
@@ -126,7 +126,7 @@ test('a torn final frame is ignored on restart, and batches appended after it re
 })
 
 test('a torn header shorter than four bytes is ignored too', (t) => {
-  const dir = spoolDir(t)
+  const dir = tempSpoolDir(t)
   const a = new LegacySpool(dir)
   a.append(records(0, 1))
   a.close()
@@ -138,7 +138,7 @@ test('a torn header shorter than four bytes is ignored too', (t) => {
 })
 
 test('an offset file pointing past the end of the spool starts over instead of skipping records', (t) => {
-  const dir = spoolDir(t)
+  const dir = tempSpoolDir(t)
   const a = new LegacySpool(dir)
   a.append(records(0, 2))
   a.close()
