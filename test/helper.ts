@@ -85,29 +85,38 @@ export async function build (t: Cleanups, env: Record<string, string> = {}): Pro
 }
 
 /**
+ * A fresh PostgreSQL schema for one test. Whatever the test opens on it registers its cleanup on the returned list
+ * instead of on `t`: node:test runs a test's after hooks in the order they were added, and DROP SCHEMA run while a
+ * store or writer still works in the schema waits on it or deadlocks. The list runs in reverse order, then the drop.
+ */
+export function pgSchemaCleanups (t: Cleanups, databaseUrl: string, schema: string): CleanupList {
+  const list = new CleanupList()
+  t.after(async () => {
+    try {
+      await list.run()
+    } finally {
+      const client = new pg.Client({ connectionString: databaseUrl })
+      await client.connect()
+      try {
+        await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+      } finally {
+        await client.end()
+      }
+    }
+  })
+  return list
+}
+
+/**
  * Services of one test sharing a fresh PostgreSQL schema: `build()` builds one more on it. After the test they are
  * closed first, then the schema is dropped (DROP SCHEMA would wait on a connection still open in it).
  */
 export function pgServices (t: Cleanups, databaseUrl: string, schema: string, env: Record<string, string> = {}): { build: () => Promise<Built> } {
-  const apps: Built[] = []
-  t.after(async () => {
-    for (const s of apps) {
-      await s.app.close()
-      rmSync(s.config.dataDir, { recursive: true, force: true })
-    }
-    const client = new pg.Client({ connectionString: databaseUrl })
-    await client.connect()
-    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
-    await client.end()
-  })
-  // The services are closed above, before the schema is dropped.
-  const closedAbove: Cleanups = { after: () => {} }
+  const cleanups = pgSchemaCleanups(t, databaseUrl, schema)
   const full = { IOC_STORE: 'postgres', IOC_DATABASE_URL: databaseUrl, IOC_DATABASE_SCHEMA: schema, ...env }
   return {
     build: async () => {
-      const b = await build(closedAbove, full)
-      apps.push(b)
-      return b
+      return await build(cleanups, full)
     }
   }
 }

@@ -12,11 +12,11 @@ import { once } from 'node:events'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { test, type TestContext } from 'node:test'
+import { test } from 'node:test'
 import Database from 'better-sqlite3'
 import pg from 'pg'
 import { Agent, request } from 'undici'
-import { kTestIntelCache } from '../helper.ts'
+import { kTestIntelCache, pgSchemaCleanups, type Cleanups } from '../helper.ts'
 import { dbPathOf, readHistory, readPostgresHistory, waitFor } from '../fixtures/read-history.ts'
 
 const kRoot = join(import.meta.dirname, '..', '..')
@@ -35,7 +35,7 @@ interface Server {
 }
 
 /** Starts `ioc-verdict serve` on a data directory and waits for its URL (and the bootstrap key on a first start). */
-async function startServer (t: TestContext, dir: string, env: Record<string, string>, firstStart: boolean): Promise<Server> {
+async function startServer (t: Cleanups, dir: string, env: Record<string, string>, firstStart: boolean): Promise<Server> {
   const proc = spawn(process.execPath, [join(kRoot, 'bin', 'ioc-verdict.js'), 'serve'], {
     cwd: kRoot,
     env: {
@@ -87,7 +87,7 @@ interface Backend {
  * Streams bulks until `kAckedUnderLock` were acknowledged with the store locked, kills the process, releases the
  * lock, restarts, waits for the journal to drain and compares acknowledged with recorded indicators.
  */
-async function killUnderLock (t: TestContext, dir: string, backend: Backend): Promise<void> {
+async function killUnderLock (t: Cleanups, dir: string, backend: Backend): Promise<void> {
   const first = await startServer(t, dir, backend.env, true)
   const key = first.key as string
   const agent = new Agent({ connections: kStreams })
@@ -194,9 +194,9 @@ test('SIGKILL while the PostgreSQL history table is locked under bulk load loses
   await admin.connect()
   const locker = new pg.Client({ connectionString: kDatabaseUrl })
   await locker.connect()
-  t.after(async () => {
+  const cleanups = pgSchemaCleanups(t, kDatabaseUrl as string, schema)
+  cleanups.after(async () => {
     await locker.end().catch(() => {})
-    await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => {})
     await admin.end()
   })
   let inTx = false
@@ -218,6 +218,6 @@ test('SIGKILL while the PostgreSQL history table is locked under bulk load loses
     }
   }
   const dir = mkdtempSync(join(tmpdir(), 'iocv-durability-pg-'))
-  t.after(() => rmSync(dir, { recursive: true, force: true }))
-  await killUnderLock(t, dir, backend)
+  cleanups.after(() => rmSync(dir, { recursive: true, force: true }))
+  await killUnderLock(cleanups, dir, backend)
 })

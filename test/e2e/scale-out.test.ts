@@ -5,9 +5,8 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { test } from 'node:test'
-import pg from 'pg'
 import { Redis } from 'ioredis'
-import { build, type Built } from '../helper.ts'
+import { pgServices, type Built } from '../helper.ts'
 
 const kDb = process.env.IOC_TEST_DATABASE_URL
 const kRedis = process.env.IOC_TEST_REDIS_URL
@@ -21,18 +20,14 @@ test('two instances on one PostgreSQL and one Redis share keys, quota, history a
   const schema = `iocv_scale_${suffix}`
   const prefix = `iocv-test-${suffix}:`
   t.after(async () => {
-    const client = new pg.Client({ connectionString: kDb })
-    await client.connect()
-    await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
-    await client.end()
     const redis = new Redis(kRedis)
     const keys = await redis.keys(`${prefix}*`)
     if (keys.length > 0) await redis.del(...keys)
     redis.disconnect()
   })
-  const env = { IOC_STORE: 'postgres', IOC_DATABASE_URL: kDb, IOC_DATABASE_SCHEMA: schema, IOC_REDIS_URL: kRedis, IOC_REDIS_PREFIX: prefix }
-  const a: Built = await build(t, env)
-  const b: Built = await build(t, env)
+  const { build } = pgServices(t, kDb, schema, { IOC_REDIS_URL: kRedis, IOC_REDIS_PREFIX: prefix })
+  const a: Built = await build()
+  const b: Built = await build()
 
   // A key created through one instance works on the other; its quota is counted across both.
   const key = await a.makeKey(['verdict', 'verdict_bulk', 'mgmt'], { tenant: 'shared', quota: 5 })

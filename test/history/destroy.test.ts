@@ -11,12 +11,12 @@ import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { test, type TestContext } from 'node:test'
+import { test } from 'node:test'
 import pg from 'pg'
 import pino from 'pino'
 import { loadConfig, type StoreOptions } from '../../src/config.ts'
 import { startService } from '../../src/service.ts'
-import { kTestIntelCache } from '../helper.ts'
+import { kTestIntelCache, pgSchemaCleanups, type Cleanups } from '../helper.ts'
 import { startHistory, type HistoryClient } from '../../src/history/client.ts'
 import { HistoryItems } from '../../src/history/codec.ts'
 import type { Durability } from '../../src/history/journal.ts'
@@ -36,7 +36,7 @@ function request (id: string): [ReturnType<typeof historyEnvelope>, Uint8Array[]
  * A history client on a SQLite store in `dir`. The writer waits a minute before writing on its own (flushMs), so
  * what it writes, and when, is decided by the test (flush()); it writes `batch` records per transaction.
  */
-async function open (t: TestContext, dir: string, durability: Durability, batch: number, store?: StoreOptions, stopTimeoutMs?: number): Promise<HistoryClient> {
+async function open (t: Cleanups, dir: string, durability: Durability, batch: number, store?: StoreOptions, stopTimeoutMs?: number): Promise<HistoryClient> {
   const client = await startHistory({
     store: store ?? { kind: 'sqlite', path: dbPathOf(dir) },
     legacySpoolDir: join(dir, 'spool'),
@@ -132,15 +132,15 @@ test('destroy while the writer waits on a PostgreSQL lock terminates it after th
   await admin.connect()
   const locker = new pg.Client({ connectionString: kDatabaseUrl })
   await locker.connect()
-  t.after(async () => {
+  const cleanups = pgSchemaCleanups(t, kDatabaseUrl as string, schema)
+  cleanups.after(async () => {
     await locker.end().catch(() => {})
-    await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => {})
     await admin.end()
     rmSync(dir, { recursive: true, force: true })
   })
   const stored = async (): Promise<string[]> => (await readPostgresHistory(admin, schema)).map((r) => r.record.request_id)
 
-  const client = await open(t, dir, 'sync', 1000, store, 300)
+  const client = await open(cleanups, dir, 'sync', 1000, store, 300)
   const acknowledged = new Set<string>()
   for (let i = 0; i < 10; i++) {
     await client.submit(...request(`before-${i}`))
@@ -167,7 +167,7 @@ test('destroy while the writer waits on a PostgreSQL lock terminates it after th
   await locker.query('ROLLBACK')
   assert.equal((await stored()).length, 10, 'the terminated transaction wrote nothing')
 
-  const reopened = await open(t, dir, 'sync', 1000, store)
+  const reopened = await open(cleanups, dir, 'sync', 1000, store)
   await reopened.flush()
   const ids = await stored()
   assert.equal(ids.length, acknowledged.size, 'every acknowledged record once, nothing more')

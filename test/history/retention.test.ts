@@ -13,7 +13,7 @@ import pg from 'pg'
 import pino from 'pino'
 import { startHistory } from '../../src/history/client.ts'
 import { openStore, utcDayOf, type HistoryRecord, type StoreOptions } from '../../src/store/index.ts'
-import { build } from '../helper.ts'
+import { build, pgSchemaCleanups } from '../helper.ts'
 import { dbPathOf, readHistory, waitFor } from '../fixtures/read-history.ts'
 import { historyRecord } from '../fixtures/history-record.ts'
 
@@ -97,14 +97,12 @@ test('PostgreSQL: the history writer drops the partitions of days older than the
   const dir = tempDir(t)
   const schema = `iocv_retention_${randomBytes(4).toString('hex')}`
   const options: StoreOptions = { kind: 'postgres', url: kDatabaseUrl as string, schema }
+  const cleanups = pgSchemaCleanups(t, kDatabaseUrl as string, schema)
   const admin = new pg.Client({ connectionString: kDatabaseUrl })
   await admin.connect()
-  t.after(async () => {
-    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
-    await admin.end()
-  })
+  cleanups.after(async () => await admin.end())
   const store = await openStore(options)
-  t.after(async () => await store.close())
+  cleanups.after(async () => await store.close())
   const old = new Date(Date.now() - 3 * kDayMs)
   const oldDay = utcDayOf(old.getTime())
   await store.writeHistory([record('old', old), record('fresh', new Date())])
@@ -113,7 +111,7 @@ test('PostgreSQL: the history writer drops the partitions of days older than the
     [`^history_(requests|parts|blocks)_d${oldDay.replaceAll('-', '')}$`])).rows[0]?.n)
   assert.equal(await partitions(), 3)
   const writer = await startWriter(dir, 1, options)
-  t.after(async () => await writer.close())
+  cleanups.after(async () => await writer.close())
   const left = await waitFor('the purge at start', async () => {
     const ids = (await store.searchHistory('t1', {}, 10, null)).results.map((r) => r.request_id)
     return ids.includes('old') ? undefined : ids
