@@ -99,9 +99,19 @@ const workers = readdirSync(join(kTestRoot, '..', 'workers')).filter((f) => f.en
 bundleFiles(['main', ...workers.map((f) => f.slice(0, -'.ts'.length))])
 
 const files = runOrder(mode).map((f) => join(kTestRoot, f))
+/**
+ * A test still running after this long fails (the file's other tests go on), and a file's process exits once its tests
+ * have ended even if a handle would keep it alive: one hung test or leaked handle must fail the run, not hold it (and
+ * CI) open until an outside timeout kills everything. A leaked handle is still caught where it matters, by the tests
+ * that close services and check that their threads and stores stopped.
+ */
+const kTestTimeoutMs = 15 * 60_000
+
 const events = run({
   files,
   concurrency,
+  timeout: kTestTimeoutMs,
+  forceExit: true,
   ...(patterns.length > 0 ? { testNamePatterns: patterns } : {}),
   ...(coverage === null ? {} : { coverage: true, coverageIncludeGlobs: ['src/**', 'workers/**'], lineCoverage: coverage })
 })
