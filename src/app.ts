@@ -58,6 +58,9 @@ function isApiUrl (url: string): boolean {
   return url.startsWith('/api/') || url.startsWith('/dashboard/api/')
 }
 
+/** How long each plugin may take to load before the start fails (Fastify's default is 10 s). */
+const kPluginTimeoutMs = 120_000
+
 /** A client-supplied x-request-id is kept only if it is short and plain, so it cannot forge log lines. */
 function requestId (req: { headers: Record<string, string | string[] | undefined> }): string {
   const h = req.headers['x-request-id']
@@ -83,7 +86,11 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     clientErrorHandler,
     // Fastify's own URL errors (a bad encoding, an over-long path parameter) go through the error handler below.
     frameworkErrors: (err, _req, reply) => { reply.send(err as never) },
-    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } }
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } },
+    // Fastify's default gives each plugin 10 s to load; on a host whose CPUs are saturated (a busy shared machine,
+    // a deploy starting many instances at once) @fastify/swagger-ui alone took longer and the start failed. A start
+    // that is slow is better than one that fails; a plugin that truly hangs still fails after this.
+    pluginTimeout: kPluginTimeoutMs
   })
   // preClose runs before the server stops listening: connection-drain.ts says what happens to connections from then on.
   const drain = new ConnectionDrain(app.server, kDrain)
