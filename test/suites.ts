@@ -42,7 +42,8 @@ export const kSuites = {
     'pool/golden-answers.test.ts',
     'pool/verdict-cache.test.ts',
     'store/api-keys.test.ts',
-    'store/history-rows.test.ts'
+    'store/history-rows.test.ts',
+    'store/sortable-id.test.ts'
   ],
   http: [
     'dashboard/session.test.ts',

@@ -2,9 +2,9 @@
  * Shared by both stores: analysts' false-positive / true-positive feedback on verdicts (docs/API.md "Feedback"):
  * entry ids, listing cursors, filter validation and the per-signal summary's shape.
  */
-import { randomBytes } from 'node:crypto'
 import { StoreError } from '../errors.ts'
 import { parseTimestamp } from '../history/utc-day.ts'
+import { SortableIds } from './sortable-id.ts'
 import type { FeedbackEntry, FeedbackFilters, FeedbackSummaryFilters, FeedbackVerdict } from './types.ts'
 
 /** What an analyst says of a verdict. */
@@ -16,36 +16,8 @@ export const kMaxFeedbackLimit = 500
 /** Most signal rows one summary returns (signal ids are bounded by sources x match kinds, far below this). */
 export const kMaxSummarySignals = 1_000
 
-/** Ids sort by creation time: 9 base-36 digits of milliseconds, then 10 random hex digits. */
-const kIdPattern = /^fb_[0-9a-z]{9}[0-9a-f]{10}$/
-
-let last = 0
-
-/**
- * A new entry id. Within one process ids strictly increase (a second entry in the same millisecond takes the next
- * one), so newest-first listing is insertion order; across processes the order is by time, then random, total.
- */
-export function newFeedbackId (now: number): string {
-  last = Math.max(now, last + 1)
-  return `fb_${last.toString(36).padStart(9, '0')}${randomBytes(5).toString('hex')}`
-}
-
-/** Whether `id` has the form of a feedback id (anything else names no entry). */
-export function isFeedbackId (id: string): boolean {
-  return kIdPattern.test(id)
-}
-
-/** The cursor of a page ending at `id`. */
-export function feedbackCursorOf (id: string): string {
-  return Buffer.from(id, 'latin1').toString('base64url')
-}
-
-/** The id a cursor continues after; INVALID_REQUEST for anything the service did not hand out. */
-export function feedbackCursorId (cursor: string): string {
-  const id = /^[A-Za-z0-9_-]{1,64}$/.test(cursor) ? Buffer.from(cursor, 'base64url').toString('latin1') : ''
-  if (!kIdPattern.test(id)) throw new StoreError('INVALID_REQUEST', 'cursor is not valid')
-  return id
-}
+/** Feedback entry ids (`fb_...`) and listing cursors. */
+export const kFeedbackIds = new SortableIds('fb')
 
 /** Filters as the stores apply them: every member present or null, dates as canonical ISO 8601 UTC. */
 export interface ValidFeedbackFilters {

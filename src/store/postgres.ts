@@ -18,9 +18,9 @@ import { decodeCursor, MAX_INDEXED_CHARS, toRows, validateFilters, validateLimit
 import { safeCause, scrub, secretsOf } from './redact.ts'
 import { StoreError } from '../errors.ts'
 import { assertUtcDay } from '../history/utc-day.ts'
-import { allowCursorId, allowCursorOf, newAllowId } from './allowlist.ts'
+import { kAllowIds } from './allowlist.ts'
 import {
-  feedbackCursorId, feedbackCursorOf, feedbackEntryOf, type FeedbackRow as SharedFeedbackRow, isFeedbackId, kMaxSummarySignals, newFeedbackId, validateFeedbackFilters, validateFeedbackLimit,
+  feedbackEntryOf, type FeedbackRow as SharedFeedbackRow, kFeedbackIds, kMaxSummarySignals, validateFeedbackFilters, validateFeedbackLimit,
   validateSummaryFilters
 } from './feedback.ts'
 import type {
@@ -471,18 +471,18 @@ export class PostgresStore implements Store {
     const { rows } = await this.#query<AllowRow>(
       `INSERT INTO ${this.#s}.allowlist (id, tenant, kind, value, reason, created_by, created_at, expires_at) ` +
       'VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *',
-      [newAllowId(now), entry.tenant, entry.kind, entry.value, entry.reason, entry.createdBy, new Date(now), entry.expiresAt === null ? null : new Date(entry.expiresAt)]
+      [kAllowIds.next(now), entry.tenant, entry.kind, entry.value, entry.reason, entry.createdBy, new Date(now), entry.expiresAt === null ? null : new Date(entry.expiresAt)]
     )
     return toAllowEntry(rows[0]!)
   }
 
   async listAllowEntries (tenant: string, limit: number, cursor: string | null): Promise<AllowPage> {
-    const after = cursor === null ? '' : allowCursorId(cursor)
+    const after = cursor === null ? '' : kAllowIds.afterCursor(cursor)
     const { rows } = await this.#query<AllowRow>(
       `SELECT * FROM ${this.#s}.allowlist WHERE tenant = $1 AND id > $2 COLLATE "C" ORDER BY id COLLATE "C" LIMIT $3`, [tenant, after, limit + 1])
     const more = rows.length > limit
     const entries = rows.slice(0, limit).map(toAllowEntry)
-    return { entries, nextCursor: more ? allowCursorOf(entries[entries.length - 1]!.id) : null }
+    return { entries, nextCursor: more ? kAllowIds.cursorOf(entries[entries.length - 1]!.id) : null }
   }
 
   async deleteAllowEntry (tenant: string, id: string): Promise<boolean> {
@@ -492,7 +492,7 @@ export class PostgresStore implements Store {
 
   async addFeedback (entry: NewFeedback): Promise<FeedbackEntry> {
     const now = Date.now()
-    const stored: FeedbackEntry = { ...entry, signalIds: [...new Set(entry.signalIds)], id: newFeedbackId(now), createdAt: new Date(now).toISOString() }
+    const stored: FeedbackEntry = { ...entry, signalIds: [...new Set(entry.signalIds)], id: kFeedbackIds.next(now), createdAt: new Date(now).toISOString() }
     const s = this.#s
     await this.#transaction(async (c) => {
       await c.query(
@@ -520,7 +520,7 @@ export class PostgresStore implements Store {
       return `$${params.length}`
     }
     const where = [`f.tenant = ${p(tenant)}`]
-    if (cursor !== null) where.push(`f.id COLLATE "C" < ${p(feedbackCursorId(cursor))}`)
+    if (cursor !== null) where.push(`f.id COLLATE "C" < ${p(kFeedbackIds.afterCursor(cursor))}`)
     if (f.verdict !== null) where.push(`f.verdict = ${p(f.verdict)}`)
     if (f.indicator !== null) where.push(`f.indicator_normalized = ${p(f.indicator)}`)
     if (f.createdBy !== null) where.push(`f.created_by = ${p(f.createdBy)}`)
@@ -533,7 +533,7 @@ export class PostgresStore implements Store {
       `SELECT f.* FROM ${this.#s}.feedback f WHERE ${where.join(' AND ')} ORDER BY f.id COLLATE "C" DESC LIMIT ${p(n + 1)}`, params)
     const more = rows.length > n
     const entries = rows.slice(0, n).map(toFeedbackEntry)
-    return { entries, nextCursor: more ? feedbackCursorOf(entries[entries.length - 1]!.id) : null }
+    return { entries, nextCursor: more ? kFeedbackIds.cursorOf(entries[entries.length - 1]!.id) : null }
   }
 
   async feedbackSummary (tenant: string, filters: FeedbackSummaryFilters): Promise<FeedbackSummary> {
@@ -569,7 +569,7 @@ export class PostgresStore implements Store {
 
   async deleteFeedback (tenant: string, id: string, onlyBy: string | null): Promise<FeedbackDeletion> {
     this.#check()
-    if (!isFeedbackId(id)) return 'missing'
+    if (!kFeedbackIds.valid(id)) return 'missing'
     const s = this.#s
     return await this.#transaction(async (c): Promise<FeedbackDeletion> => {
       const { rows } = await c.query<{ created_by: string }>(`SELECT created_by FROM ${s}.feedback WHERE tenant = $1 AND id = $2 FOR UPDATE`, [tenant, id])

@@ -20,9 +20,9 @@ import {
 } from '../history/sqlite-search.ts'
 import { StoreError } from '../errors.ts'
 import { assertUtcDay } from '../history/utc-day.ts'
-import { allowCursorId, allowCursorOf, newAllowId } from './allowlist.ts'
+import { kAllowIds } from './allowlist.ts'
 import {
-  feedbackCursorId, feedbackCursorOf, feedbackEntryOf, type FeedbackRow as SharedFeedbackRow, isFeedbackId, kMaxSummarySignals, newFeedbackId, validateFeedbackFilters, validateFeedbackLimit,
+  feedbackEntryOf, type FeedbackRow as SharedFeedbackRow, kFeedbackIds, kMaxSummarySignals, validateFeedbackFilters, validateFeedbackLimit,
   validateSummaryFilters
 } from './feedback.ts'
 import type {
@@ -580,7 +580,7 @@ export class SqliteStore implements Store {
     const db = this.#open()
     const now = Date.now()
     const row: AllowRow = {
-      id: newAllowId(now),
+      id: kAllowIds.next(now),
       tenant: entry.tenant,
       kind: entry.kind,
       value: entry.value,
@@ -600,7 +600,7 @@ export class SqliteStore implements Store {
 
   async listAllowEntries (tenant: string, limit: number, cursor: string | null): Promise<AllowPage> {
     const db = this.#open()
-    const after = cursor === null ? '' : allowCursorId(cursor)
+    const after = cursor === null ? '' : kAllowIds.afterCursor(cursor)
     let rows: AllowRow[]
     try {
       rows = db.prepare('SELECT * FROM allowlist WHERE tenant = ? AND id > ? ORDER BY id LIMIT ?').all(tenant, after, limit + 1) as AllowRow[]
@@ -609,7 +609,7 @@ export class SqliteStore implements Store {
     }
     const more = rows.length > limit
     const entries = rows.slice(0, limit).map(toAllowEntry)
-    return { entries, nextCursor: more ? allowCursorOf(entries[entries.length - 1]!.id) : null }
+    return { entries, nextCursor: more ? kAllowIds.cursorOf(entries[entries.length - 1]!.id) : null }
   }
 
   async deleteAllowEntry (tenant: string, id: string): Promise<boolean> {
@@ -624,7 +624,7 @@ export class SqliteStore implements Store {
   async addFeedback (entry: NewFeedback): Promise<FeedbackEntry> {
     const db = this.#open()
     const now = Date.now()
-    const stored: FeedbackEntry = { ...entry, signalIds: [...new Set(entry.signalIds)], id: newFeedbackId(now), createdAt: new Date(now).toISOString() }
+    const stored: FeedbackEntry = { ...entry, signalIds: [...new Set(entry.signalIds)], id: kFeedbackIds.next(now), createdAt: new Date(now).toISOString() }
     try {
       db.transaction(() => {
         db.prepare('INSERT INTO feedback (id, tenant, verdict, indicator_type, indicator_value, indicator_normalized, note, score, category, ' +
@@ -648,7 +648,7 @@ export class SqliteStore implements Store {
     const params: unknown[] = [tenant]
     if (cursor !== null) {
       where.push('f.id < ?')
-      params.push(feedbackCursorId(cursor))
+      params.push(kFeedbackIds.afterCursor(cursor))
     }
     if (f.verdict !== null) { where.push('f.verdict = ?'); params.push(f.verdict) }
     if (f.indicator !== null) { where.push('f.indicator_normalized = ?'); params.push(f.indicator) }
@@ -667,7 +667,7 @@ export class SqliteStore implements Store {
     }
     const more = rows.length > n
     const entries = rows.slice(0, n).map(toFeedbackEntry)
-    return { entries, nextCursor: more ? feedbackCursorOf(entries[entries.length - 1]!.id) : null }
+    return { entries, nextCursor: more ? kFeedbackIds.cursorOf(entries[entries.length - 1]!.id) : null }
   }
 
   async feedbackSummary (tenant: string, filters: FeedbackSummaryFilters): Promise<FeedbackSummary> {
@@ -698,7 +698,7 @@ export class SqliteStore implements Store {
 
   async deleteFeedback (tenant: string, id: string, onlyBy: string | null): Promise<FeedbackDeletion> {
     const db = this.#open()
-    if (!isFeedbackId(id)) return 'missing'
+    if (!kFeedbackIds.valid(id)) return 'missing'
     try {
       return db.transaction((): FeedbackDeletion => {
         const row = db.prepare('SELECT created_by FROM feedback WHERE tenant = ? AND id = ?').get(tenant, id) as { created_by: string } | undefined
