@@ -77,6 +77,7 @@ export const kSuites = {
     'pool/intel-service.test.ts',
     'pool/recycle.test.ts',
     'store/index.test.ts',
+    'store/migrations.test.ts',
     'store/postgres.test.ts',
     'store/quota.test.ts',
     'store/sign-in.test.ts',

@@ -6,19 +6,19 @@
  * writer proceed without blocking each other; busy_timeout makes two writers wait instead of failing).
  */
 import Database from 'better-sqlite3'
-import { Accounts, accountsSchema } from './accounts.ts'
-import { signInFailuresSchema } from './sign-in-limits.ts'
+import { Accounts } from './accounts.ts'
 import { expired, generateKey, isKeyId, newKeyRecord, parseKey, secretMatches, validateKeyOptions } from './api-keys.ts'
 import type { HistoryPart } from '../history/block.ts'
 import { readsBlocks, rowParts, searchPage, type FoundItem } from '../history/blocks.ts'
 import {
-  continuationUid, decodeCursor, MAX_INDEXED_CHARS, toRows, usageDeltas, validateFilters, validateLimit, type HistoryRow
+  continuationUid, decodeCursor, toRows, usageDeltas, validateFilters, validateLimit, type HistoryRow
 } from '../history/rows.ts'
 import {
-  BlockWriter, blockScanSql, kBlockStatementSql, migrateRowsToBlocks, prepareBlockWriter, requestWalkSql, scanBlocks, walkRequests,
+  BlockWriter, blockScanSql, kBlockStatementSql, prepareBlockWriter, requestWalkSql, scanBlocks, walkRequests,
   type BlockStatements, type BlockWriterStatements
 } from '../history/sqlite-search.ts'
 import { StoreError } from '../errors.ts'
+import { kSqliteMigrations, type SqliteMigration } from './migrations/sqlite/index.ts'
 import { assertUtcDay } from '../history/utc-day.ts'
 import { kAllowIds } from './allowlist.ts'
 import {
@@ -40,172 +40,7 @@ export interface SqliteStoreOptions {
 
 const kDefaultBusyTimeoutMs = 5000 // 5 s: longer than any history batch transaction
 const kPurgeBatch = 1000 // requests (and blocks) per purge transaction, so the history writer can interleave during a long purge
-/**
- * Item ids per segment of the indicator_value index, as a shift: 65,536 items. Small enough that a batch's index
- * inserts share pages (the segment's part of the index stays in the page cache), large enough that a value search
- * reads few ranges: one per 65,536 records kept at most. Part of the schema (migration 2).
- */
-const kSegmentShift = 16
 const kMaxKeyIdAttempts = 3 // 60-bit ids collide with negligible probability; retrying is cheaper than reasoning
-
-// Each entry upgrades the schema by one version; never edit a released entry, append a new one.
-const kMigrations: ReadonlyArray<string | ((db: Database.Database) => void)> = [
-  `
-  CREATE TABLE api_keys (
-    id TEXT PRIMARY KEY,
-    tenant TEXT NOT NULL,
-    permissions TEXT NOT NULL,             -- JSON array, canonical order
-    quota INTEGER,                         -- indicators per UTC day, NULL = unlimited
-    secret_hash BLOB NOT NULL,             -- sha256(secret), 32 bytes
-    created_at TEXT NOT NULL,              -- ISO 8601 UTC
-    revoked_at TEXT
-  ) STRICT;
-
-  -- History is two tables: one row per request (its shared fields, stored once) and one row per indicator.
-  -- A request's items are inserted together, so their ids form one contiguous range [first_item, last_item]:
-  -- a request finds its items by primary-key range and an item its request by primary key, with no index on either
-  -- link. Filters on request fields are served by the request indexes, filters on the indicator by the item indexes.
-  CREATE TABLE history_requests (
-    id INTEGER PRIMARY KEY,                -- see history.id
-    uid TEXT NOT NULL,                     -- the writer's request identifier, unique per request
-    ts INTEGER NOT NULL,                   -- epoch ms UTC of the request's date
-    tenant TEXT NOT NULL,
-    request_id TEXT NOT NULL,
-    bulk_request_id TEXT,
-    http_status INTEGER NOT NULL,
-    auth_type TEXT NOT NULL,
-    apikey TEXT NOT NULL,
-    user_id TEXT,
-    envelope TEXT NOT NULL,                -- JSON object of the request-level members of each record
-    first_item INTEGER NOT NULL,           -- history.id range of the request's items (contiguous)
-    last_item INTEGER NOT NULL
-  ) STRICT;
-  CREATE UNIQUE INDEX history_requests_uid ON history_requests (uid);
-  -- Every search is tenant-scoped and ordered by (ts, id) descending: each index starts with tenant and ends with
-  -- (ts, id), so a filter is an index range read backwards with no sort, and LIMIT stops it early.
-  CREATE INDEX history_requests_tenant_date ON history_requests (tenant, ts, id);
-  CREATE INDEX history_requests_tenant_apikey ON history_requests (tenant, apikey, ts, id);
-  -- Partial: only requests with a user (dashboard sessions) enter it.
-  CREATE INDEX history_requests_tenant_user ON history_requests (tenant, user_id, ts, id) WHERE user_id IS NOT NULL;
-  -- Serves exclude_bulk_requests: a partial index of single calls only.
-  CREATE INDEX history_requests_tenant_bulk ON history_requests (tenant, ts, id) WHERE bulk_request_id IS NULL;
-  -- Serves purge, which is not tenant-scoped.
-  CREATE INDEX history_requests_date ON history_requests (ts);
-
-  CREATE TABLE history (
-    -- Not AUTOINCREMENT (it costs a sqlite_sequence update per insert): a new id is max(id) + 1, so it can only
-    -- reuse ids of rows purged from the top of the table, and is still above every row that exists. What ordering
-    -- and item ranges need holds: ids increase with insertion among existing rows.
-    id INTEGER PRIMARY KEY,
-    req INTEGER NOT NULL,                  -- history_requests.id (no foreign key: it would cost a lookup per row)
-    ts INTEGER NOT NULL,                   -- the request's, copied for the indexes below
-    tenant TEXT NOT NULL,                  -- the request's, copied for the indexes below
-    indicator_type TEXT,
-    indicator_value TEXT NOT NULL,         -- as sent
-    indicator_normalized TEXT,
-    item TEXT NOT NULL                     -- JSON members (no braces) of the indicator-level fields; see recordJson
-  ) STRICT;
-  CREATE INDEX history_tenant_itype ON history (tenant, indicator_type, ts, id);
-  -- A prefix expression: one over-long value must not bloat the index (and PostgreSQL refuses entries over ~2.7 kB).
-  CREATE INDEX history_tenant_ivalue ON history (tenant, substr(indicator_value, 1, ${MAX_INDEXED_CHARS}), ts, id);
-
-  -- Billing counters: one row per (tenant, key, UTC day), kept when history is purged.
-  CREATE TABLE usage (
-    tenant TEXT NOT NULL,
-    day TEXT NOT NULL,                     -- YYYY-MM-DD UTC
-    key_id TEXT NOT NULL,
-    count INTEGER NOT NULL,
-    PRIMARY KEY (tenant, day, key_id)
-  ) STRICT, WITHOUT ROWID;
-  CREATE INDEX usage_key_day ON usage (key_id, day);
-  `,
-  // 2: the indicator_value index is clustered by segment of item ids (docs/OPERATIONS.md, "Durability of history"). Keyed by
-  // value alone, every insert landed on a random leaf page: a batch dirtied about one page per row, and SQLite's WAL
-  // writes whole pages, so ingest slowed as the table grew. Keyed by (tenant, segment, value), a batch writes into
-  // the newest segment's small, hot part of the index. A value search reads one range per segment (newest first,
-  // see searchBySegment) with the segment's date bounds from history_segments.
-  `
-  DROP INDEX history_tenant_ivalue;
-  CREATE INDEX history_tenant_seg_ivalue ON history (tenant, id >> ${kSegmentShift}, substr(indicator_value, 1, ${MAX_INDEXED_CHARS}), ts, id);
-  -- Date bounds of each segment's items: ts of every item in the segment lies in [min_ts, max_ts]. Writers widen
-  -- them; purge only deletes the rows of segments left empty, so bounds may be wider than the items, never narrower.
-  CREATE TABLE history_segments (
-    seg INTEGER PRIMARY KEY,               -- history.id >> ${kSegmentShift}
-    min_ts INTEGER NOT NULL,
-    max_ts INTEGER NOT NULL
-  ) STRICT;
-  INSERT INTO history_segments (seg, min_ts, max_ts) SELECT id >> ${kSegmentShift}, min(ts), max(ts) FROM history GROUP BY 1;
-  `,
-  // 3: items are kept as the scoring workers' encoded parts, grouped per tenant into blocks that searches skip by filter
-  // (src/history/sqlite-search.ts): the history table and its two indexes cost the writer a row and two index entries per
-  // indicator, which capped sustained bulk throughput. Existing rows move into parts and blocks, ids unchanged.
-  migrateRowsToBlocks,
-  // 4: key lifecycle (API key management): a short-window rate limit, an expiry, the networks a key may be used from
-  // and when it was last used.
-  `
-  ALTER TABLE api_keys ADD COLUMN rate_limit INTEGER;      -- requests per minute, NULL = operator default
-  ALTER TABLE api_keys ADD COLUMN expires_at TEXT;         -- ISO 8601 UTC, NULL = never
-  ALTER TABLE api_keys ADD COLUMN allowed_cidrs TEXT;      -- JSON array of canonical CIDRs, NULL = anywhere
-  ALTER TABLE api_keys ADD COLUMN last_used_at TEXT;       -- ISO 8601 UTC
-  `,
-  // 5: dashboard users and sessions (accounts.ts).
-  accountsSchema('users', 'sessions'),
-  // 6: how far each history journal (one per data directory) is written, updated in the batch's transaction.
-  `
-  CREATE TABLE history_journal (
-    journal TEXT PRIMARY KEY,
-    position INTEGER NOT NULL
-  ) STRICT;
-  `,
-  // 7: tenant allowlists (docs/API.md "Tenant allowlist"); ids sort by creation time.
-  `
-  CREATE TABLE allowlist (
-    id TEXT PRIMARY KEY,
-    tenant TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    value TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    created_by TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    expires_at TEXT
-  ) STRICT;
-  CREATE INDEX allowlist_tenant ON allowlist (tenant, id);
-  `,
-  // 8: analysts' feedback on verdicts (docs/API.md "Feedback"); ids sort by creation time. Each entry has one row per
-  // signal of its verdict in feedback_signals (verdict and date copied), so the per-signal summary and the signal
-  // filter read one tenant-prefixed index with no join.
-  `
-  CREATE TABLE feedback (
-    id TEXT PRIMARY KEY,
-    tenant TEXT NOT NULL,
-    verdict TEXT NOT NULL CHECK (verdict IN ('false_positive', 'true_positive')),
-    indicator_type TEXT NOT NULL,
-    indicator_value TEXT NOT NULL,         -- as sent
-    indicator_normalized TEXT NOT NULL,
-    note TEXT NOT NULL,
-    score INTEGER NOT NULL,                -- the verdict the service gave when the feedback was recorded
-    category TEXT NOT NULL,
-    signal_ids TEXT NOT NULL,              -- JSON array, the verdict's order
-    engine_version TEXT NOT NULL,
-    data_timestamp TEXT NOT NULL,
-    created_by TEXT NOT NULL,              -- key id or user:<name>
-    created_at TEXT NOT NULL               -- ISO 8601 UTC
-  ) STRICT;
-  CREATE INDEX feedback_tenant ON feedback (tenant, id);
-  CREATE INDEX feedback_tenant_indicator ON feedback (tenant, indicator_normalized, id);
-  CREATE TABLE feedback_signals (
-    tenant TEXT NOT NULL,
-    signal_id TEXT NOT NULL,
-    feedback_id TEXT NOT NULL,
-    verdict TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    PRIMARY KEY (tenant, signal_id, feedback_id)
-  ) STRICT, WITHOUT ROWID;
-  CREATE INDEX feedback_signals_feedback ON feedback_signals (feedback_id);
-  `,
-  // 9: failed dashboard sign-ins, counted in the store (sign-in-limits.ts).
-  signInFailuresSchema('sign_in_failures')
-]
 
 interface AllowRow { id: string, tenant: string, kind: string, value: string, reason: string, created_by: string, created_at: string, expires_at: string | null }
 
@@ -397,7 +232,7 @@ export class SqliteStore implements Store {
   }
 
   /** Synchronous migrate, for a worker thread that opens its own connection; `version` stops earlier (tests). */
-  migrateSync (version = kMigrations.length): void {
+  migrateSync (version = kSqliteMigrations.length): void {
     const db = this.#open()
     try {
       db.exec('CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)')
@@ -405,8 +240,8 @@ export class SqliteStore implements Store {
       // cannot both apply the same migration.
       db.transaction(() => {
         const current = (db.prepare('SELECT max(version) FROM schema_version').pluck().get() as number | null) ?? 0
-        for (let v = current; v < Math.min(version, kMigrations.length); v++) {
-          const step = kMigrations[v] as string | ((db: Database.Database) => void)
+        for (let v = current; v < Math.min(version, kSqliteMigrations.length); v++) {
+          const step = kSqliteMigrations[v] as SqliteMigration
           if (typeof step === 'string') db.exec(step)
           else step(db)
           db.prepare('INSERT INTO schema_version (version) VALUES (?)').run(v + 1)
