@@ -1,6 +1,6 @@
 /**
- * Dashboard users and their sessions, one implementation over both stores: SQLite and PostgreSQL each hand it a
- * small SQL port (statements written with `?` placeholders and {users} / {sessions} table names).
+ * Dashboard users and their sessions, one implementation over both stores: SQLite and PostgreSQL each hand it their
+ * SQL port (sql-port.ts).
  *
  * Passwords: scrypt (memory-hard; N=2^14, r=8, p=1, 16 MiB per hash), a 16-byte random salt, stored as
  * `scrypt$N$r$p$salt$hash` (base64url) so the parameters can be raised later; compared in constant time, and an unknown
@@ -13,6 +13,7 @@ import { createHash, randomBytes, scrypt as scryptCb, timingSafeEqual, type Scry
 import { StoreError } from '../errors.ts'
 import { HashQueue } from './hash-queue.ts'
 import { SignInLimits } from './sign-in-limits.ts'
+import { isUniqueViolation, type SqlPort } from './sql-port.ts'
 
 /** Dashboard roles: an analyst looks things up and manages allowlist and feedback; an admin also reloads intel. */
 export const ROLES = ['analyst', 'admin'] as const
@@ -40,12 +41,6 @@ export interface SessionRecord {
 
 /** Options of a new user. */
 export interface CreateUserOptions { tenant: string, username: string, role?: Role, password: string }
-
-/** What a store hands the accounts code. */
-export interface SqlPort {
-  run: (sql: string, params: unknown[]) => Promise<number>
-  all: <T>(sql: string, params: unknown[]) => Promise<T[]>
-}
 
 /** Session lifetimes in ms. */
 export interface SessionTimes { idleMs: number, absoluteMs: number }
@@ -149,9 +144,7 @@ export class Accounts {
     try {
       await this.#db.run('INSERT INTO {users} (username, tenant, role, password_hash, created_at) VALUES (?, ?, ?, ?, ?)', [username, tenant, role, hash, createdAt])
     } catch (err) {
-      if (/unique|duplicate|constraint/i.test(String((err as Error).message)) || (err as { sqlState?: string }).sqlState === '23505') {
-        throw new StoreError('INVALID_USER_OPTIONS', `user ${username} exists`)
-      }
+      if (isUniqueViolation(err)) throw new StoreError('INVALID_USER_OPTIONS', `user ${username} exists`)
       throw err
     }
     return { username, tenant, role, createdAt, disabledAt: null }

@@ -9,7 +9,8 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import ipaddr from 'ipaddr.js'
 import { StoreError } from '../errors.ts'
-import type { ApiKeyRecord, CreateKeyOptions } from './types.ts'
+import { isoOf, isoOrNull, isUniqueViolation, listOf, type SqlPort } from './sql-port.ts'
+import type { ApiKeyRecord, CreatedKey, CreateKeyOptions } from './types.ts'
 
 /** Every permission a key may carry, in canonical order. */
 export const PERMISSIONS = ['verdict', 'verdict_bulk', 'mgmt', 'admin'] as const
@@ -251,5 +252,99 @@ export function withinCreator (creator: ApiKeyRecord, wanted: KeyRequest, defaul
     rateLimit: atMost('rate_limit', creator.rateLimit ?? defaultRateLimit, wanted.rateLimit),
     expiresAt,
     allowedCidrs
+  }
+}
+
+const kMaxKeyIdAttempts = 3 // 60-bit ids collide with negligible probability; retrying is cheaper than reasoning
+
+/** A key row as either store returns it (sql-port.ts: lists and times in either form, bigint quota as text). */
+interface KeyRow {
+  id: string
+  tenant: string
+  permissions: unknown
+  quota: string | number | null
+  secret_hash: Buffer
+  created_at: unknown
+  revoked_at: unknown
+  rate_limit: number | null
+  expires_at: unknown
+  allowed_cidrs: unknown
+  last_used_at: unknown
+}
+
+function keyRecord (row: KeyRow): ApiKeyRecord {
+  return {
+    id: row.id,
+    tenant: row.tenant,
+    permissions: listOf(row.permissions),
+    quota: row.quota === null ? null : Number(row.quota),
+    createdAt: isoOf(row.created_at),
+    revokedAt: isoOrNull(row.revoked_at),
+    rateLimit: row.rate_limit,
+    expiresAt: isoOrNull(row.expires_at),
+    allowedCidrs: row.allowed_cidrs === null ? null : listOf(row.allowed_cidrs),
+    lastUsedAt: isoOrNull(row.last_used_at)
+  }
+}
+
+/** API keys over one store's SQL port (the Store methods of the same names). */
+export class ApiKeys {
+  readonly #db: SqlPort
+
+  constructor (db: SqlPort) {
+    this.#db = db
+  }
+
+  /** Creates a key and returns the only copy of its secret. */
+  async create (options: CreateKeyOptions): Promise<CreatedKey> {
+    const valid = validateKeyOptions(options)
+    const createdAt = new Date().toISOString()
+    for (let attempt = 1; ; attempt++) {
+      const { id, key, secretHash } = generateKey()
+      try {
+        await this.#db.run('INSERT INTO {api_keys} (id, tenant, permissions, quota, secret_hash, created_at, rate_limit, expires_at, allowed_cidrs) ' +
+          'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+        [id, valid.tenant, this.#db.list(valid.permissions), valid.quota, secretHash, createdAt, valid.rateLimit, valid.expiresAt, this.#db.list(valid.allowedCidrs)])
+        return { key, record: newKeyRecord(id, valid, createdAt) }
+      } catch (err) {
+        if (!isUniqueViolation(err) || attempt >= kMaxKeyIdAttempts) throw err
+      }
+    }
+  }
+
+  /** Every key, oldest first, without secrets. */
+  async list (): Promise<ApiKeyRecord[]> {
+    return (await this.#db.all<KeyRow>('SELECT * FROM {api_keys} ORDER BY created_at, id COLLATE {bytes}', [])).map(keyRecord)
+  }
+
+  /** Revokes an active key; false for an unknown or already revoked id. */
+  async revoke (id: string): Promise<boolean> {
+    this.#db.assertOpen()
+    if (!isKeyId(id)) return false
+    return await this.#db.run('UPDATE {api_keys} SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL', [new Date().toISOString(), id]) === 1
+  }
+
+  /** Records a successful use of a key (never moves last_used_at back). */
+  async touch (id: string, at: string): Promise<void> {
+    await this.#db.run('UPDATE {api_keys} SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)', [at, id, at])
+  }
+
+  /** The active key matching `presented`, or null. */
+  async verify (presented: string): Promise<ApiKeyRecord | null> {
+    this.#db.assertOpen()
+    const parsed = parseKey(presented)
+    // The key format is public, so rejecting a malformed string early reveals nothing about stored keys.
+    if (parsed === null) return null
+    const row = (await this.#db.all<KeyRow>('SELECT * FROM {api_keys} WHERE id = ?', [parsed.id]))[0]
+    const ok = secretMatches(row?.secret_hash ?? null, parsed.secret)
+    if (!ok || row === undefined) return null
+    const record = keyRecord(row)
+    return record.revokedAt !== null || expired(record.expiresAt) ? null : record
+  }
+
+  /** Number of keys ever created, revoked ones included. */
+  async count (): Promise<number> {
+    const rows = await this.#db.all<{ n: number | string }>('SELECT count(*) AS n FROM {api_keys}', [])
+    return Number(rows[0]?.n ?? 0)
   }
 }

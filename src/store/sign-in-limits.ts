@@ -17,7 +17,7 @@
  */
 import { createHash } from 'node:crypto'
 import ipaddr from 'ipaddr.js'
-import type { SqlPort } from './accounts.ts'
+import type { SqlPort } from './sql-port.ts'
 
 /** How one kind of slot limits failures. */
 interface Policy {

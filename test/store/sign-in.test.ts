@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import Database from 'better-sqlite3'
-import type { SqlPort } from '../../src/store/accounts.ts'
 import { addressSlot, backoffMs, kPolicies, SignInLimits, signInFailuresSchema } from '../../src/store/sign-in-limits.ts'
+import { SqlitePort } from '../../src/store/sqlite-port.ts'
 import { storeBackends } from './backends.ts'
 
 const kPassword = 'correct horse battery staple'
@@ -35,21 +35,11 @@ for (const backend of storeBackends) {
   })
 }
 
-/** SignInLimits over an in-memory SQLite database, as the stores hand it their SQL. */
+/** SignInLimits over an in-memory SQLite database, through the port the SQLite store hands it. */
 function limitsOnSqlite (): SignInLimits {
   const db = new Database(':memory:')
   db.exec(signInFailuresSchema('sign_in_failures'))
-  const statements = new Map<string, Database.Statement>()
-  const st = (s: string): Database.Statement => {
-    let p = statements.get(s)
-    if (p === undefined) statements.set(s, p = db.prepare(s.replace(/\{sign_in_failures\}/g, 'sign_in_failures')))
-    return p
-  }
-  const port: SqlPort = {
-    run: async (s, params) => st(s).run(...params).changes,
-    all: async <T>(s: string, params: unknown[]) => st(s).all(...params) as T[]
-  }
-  return new SignInLimits(port)
+  return new SignInLimits(new SqlitePort(db))
 }
 
 const kT0 = Date.UTC(2026, 10, 27, 12)
