@@ -81,6 +81,7 @@ export const kSuites = {
     'store/postgres.test.ts',
     'store/quota.test.ts',
     'store/sign-in.test.ts',
+    'store/sql-port.test.ts',
     'store/sqlite.test.ts',
     'store/store.test.ts'
   ]

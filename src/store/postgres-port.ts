@@ -131,23 +131,41 @@ export class PostgresPort implements SqlPort {
 
   async transaction<T> (fn: (tx: SqlPort) => Promise<T>, mode: TransactionMode = 'write'): Promise<T> {
     // A snapshot: every statement sees the same committed data (READ COMMITTED takes a new snapshot per statement).
-    return await this.withTransaction(async (client) => {
-      const one = async <R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<pg.QueryResult<R>> => {
+    const begin = mode === 'snapshot' ? 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY' : 'BEGIN'
+    // The callback's own errors pass as they are (its statements' are StoreError already); withTransaction wraps
+    // everything else, as pg's errors of BEGIN and COMMIT.
+    let own: { err: unknown } | null = null
+    try {
+      return await this.withTransaction(async (client) => {
         try {
-          return await client.query<R>(this.#dialect(sql), params)
+          return await fn(this.#clientPort(client))
         } catch (err) {
-          throw postgresError(err, this.#secrets)
+          own = { err }
+          throw err
         }
+      }, begin)
+    } catch (err) {
+      throw own === null ? err : (own as { err: unknown }).err
+    }
+  }
+
+  /** The port of a transaction's connection. */
+  #clientPort (client: pg.PoolClient): SqlPort {
+    const one = async <R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<pg.QueryResult<R>> => {
+      try {
+        return await client.query<R>(this.#dialect(sql), params)
+      } catch (err) {
+        throw postgresError(err, this.#secrets)
       }
-      const tx: SqlPort = {
-        run: async (sql, params) => (await one(sql, params)).rowCount ?? 0,
-        all: async <R>(sql: string, params: unknown[]) => (await one(sql, params)).rows as R[],
-        transaction: async (inner) => await inner(tx),
-        assertOpen: () => this.assertOpen(),
-        list: (values) => this.list(values)
-      }
-      return await fn(tx)
-    }, mode === 'snapshot' ? 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY' : 'BEGIN')
+    }
+    const tx: SqlPort = {
+      run: async (sql, params) => (await one(sql, params)).rowCount ?? 0,
+      all: async <R>(sql: string, params: unknown[]) => (await one(sql, params)).rows as R[],
+      transaction: async (inner) => await inner(tx),
+      assertOpen: () => { this.assertOpen() },
+      list: (values) => this.list(values)
+    }
+    return tx
   }
 
   list (values: readonly string[] | null): readonly string[] | null {

@@ -97,7 +97,7 @@ export class SqlitePort implements SqlPort {
       } catch {
         // The connection is closing or broken: SQLite rolls back what was not committed when it closes.
       }
-      throw sqliteError(err)
+      throw err // the port's statements and COMMIT throw StoreError already; the callback's own errors pass as they are
     } finally {
       this.#held = false
       release()

@@ -1,0 +1,145 @@
+/**
+ * The stores' SQL ports (src/store/sql-port.ts): portable SQL rewritten per dialect, errors translated in the port, and
+ * transactions that no other caller's statement can run inside (the SQLite port's one connection is held by one
+ * transaction at a time).
+ */
+import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+import { test, type TestContext } from 'node:test'
+import Database from 'better-sqlite3'
+import { PostgresPort } from '../../src/store/postgres-port.ts'
+import { dialectSql, isUniqueViolation, type SqlPort } from '../../src/store/sql-port.ts'
+import { SqlitePort } from '../../src/store/sqlite-port.ts'
+import { pgSchemaCleanups } from '../helper.ts'
+
+const kDatabaseUrl = process.env.IOC_TEST_DATABASE_URL
+const kNoPostgres = kDatabaseUrl === undefined || kDatabaseUrl === '' ? 'IOC_TEST_DATABASE_URL not set' : false
+
+test('portable SQL becomes each dialect: numbered parameters, qualified tables, the byte-order collation', () => {
+  const sql = 'SELECT * FROM {allowlist} WHERE tenant = ? AND id > ? COLLATE {bytes} ORDER BY id COLLATE {bytes} LIMIT ?'
+  assert.equal(dialectSql(sql, (t) => t, 'BINARY', false),
+    'SELECT * FROM allowlist WHERE tenant = ? AND id > ? COLLATE BINARY ORDER BY id COLLATE BINARY LIMIT ?')
+  assert.equal(dialectSql(sql, (t) => `"s".${t}`, '"C"', true),
+    'SELECT * FROM "s".allowlist WHERE tenant = $1 AND id > $2 COLLATE "C" ORDER BY id COLLATE "C" LIMIT $3')
+})
+
+function sqlitePort (): SqlitePort {
+  const db = new Database(':memory:')
+  db.exec('CREATE TABLE items (id TEXT PRIMARY KEY, n INTEGER NOT NULL)')
+  return new SqlitePort(db)
+}
+
+/** A port on a schema of its own with the table `items`, closed and dropped after the test. */
+async function postgresPort (t: TestContext): Promise<PostgresPort> {
+  const schema = `iocv_test_${randomBytes(6).toString('hex')}`
+  const cleanups = pgSchemaCleanups(t, kDatabaseUrl as string, schema)
+  const port = new PostgresPort({ url: kDatabaseUrl as string, schema, max: 3, connectionTimeoutMs: 5000 })
+  cleanups.after(async () => { await port.close() })
+  await port.query(`CREATE SCHEMA "${schema}"`)
+  await port.query(`CREATE TABLE "${schema}".items (id text PRIMARY KEY, n integer NOT NULL)`)
+  return port
+}
+
+/** What both ports must do. */
+async function contract (port: SqlPort): Promise<void> {
+  assert.equal(await port.run('INSERT INTO {items} (id, n) VALUES (?, ?), (?, ?)', ['b', 2, 'a', 1]), 2)
+  const dup = await port.run('INSERT INTO {items} (id, n) VALUES (?, ?)', ['a', 9]).then(() => null, (err: unknown) => err)
+  assert.ok(isUniqueViolation(dup), 'a duplicate key is a unique violation')
+  assert.equal((dup as { code?: string }).code, 'STORE_ERROR')
+  const bad = await port.all('SELECT * FROM {no_such_table}', []).then(() => null, (err: unknown) => err)
+  assert.equal((bad as { code?: string }).code, 'STORE_ERROR')
+  assert.equal(isUniqueViolation(bad), false)
+
+  // A transaction that throws leaves nothing behind, and the error comes out as it was thrown.
+  await assert.rejects(port.transaction(async (tx) => {
+    await tx.run('INSERT INTO {items} (id, n) VALUES (?, ?)', ['c', 3])
+    throw new Error('changed my mind')
+  }), /changed my mind/)
+  assert.deepEqual(await port.all('SELECT id FROM {items} ORDER BY id COLLATE {bytes}', []), [{ id: 'a' }, { id: 'b' }])
+
+  // While a transaction waits between its statements, another caller sees none of its writes, and a rollback
+  // leaves the other caller's reads as they were.
+  let resume = (): void => {}
+  const paused = new Promise<void>((resolve) => { resume = resolve })
+  let inserted = (): void => {}
+  const didInsert = new Promise<void>((resolve) => { inserted = resolve })
+  const tx = port.transaction(async (t) => {
+    await t.run('INSERT INTO {items} (id, n) VALUES (?, ?)', ['d', 4])
+    inserted()
+    await paused
+    throw new Error('roll back')
+  })
+  await didInsert
+  const outside = port.all<{ id: string }>('SELECT id FROM {items} ORDER BY id COLLATE {bytes}', [])
+  resume()
+  await assert.rejects(tx, /roll back/)
+  assert.deepEqual((await outside).map((r) => r.id), ['a', 'b'])
+
+  // Byte order: upper case, then '_', then lower case.
+  await port.run('INSERT INTO {items} (id, n) VALUES (?, ?), (?, ?), (?, ?)', ['_x', 0, 'B', 0, 'Ab', 0])
+  assert.deepEqual((await port.all<{ id: string }>('SELECT id FROM {items} ORDER BY id COLLATE {bytes}', [])).map((r) => r.id), ['Ab', 'B', '_x', 'a', 'b'])
+}
+
+test('SQLite port: statements, errors and transactions', async () => {
+  const port = sqlitePort()
+  await contract(port)
+})
+
+test('PostgreSQL port: statements, errors and transactions', { skip: kNoPostgres }, async (t) => {
+  await contract(await postgresPort(t))
+})
+
+test('SQLite port: a statement of another caller waits for the open transaction, then sees its commit', async () => {
+  const port = sqlitePort()
+  let resume = (): void => {}
+  const paused = new Promise<void>((resolve) => { resume = resolve })
+  const order: string[] = []
+  const tx = port.transaction(async (t) => {
+    await t.run('INSERT INTO {items} (id, n) VALUES (?, ?)', ['a', 1])
+    await paused
+    order.push('commit')
+  })
+  const read = port.all<{ n: number }>('SELECT count(*) AS n FROM {items}', []).then((rows) => { order.push('read'); return rows })
+  const write = port.run('INSERT INTO {items} (id, n) VALUES (?, ?)', ['b', 2]).then((n) => { order.push('write'); return n })
+  await new Promise((resolve) => setImmediate(resolve))
+  assert.deepEqual(order, [], 'nothing ran inside the open transaction')
+  resume()
+  await tx
+  assert.deepEqual((await read)[0], { n: 1 })
+  assert.equal(await write, 1)
+  assert.deepEqual(order, ['commit', 'read', 'write'])
+})
+
+test('SQLite port: synchronous work is refused while a transaction is open; exclusive() waits for it', async () => {
+  const port = sqlitePort()
+  let resume = (): void => {}
+  const paused = new Promise<void>((resolve) => { resume = resolve })
+  const tx = port.transaction(async () => { await paused })
+  await new Promise((resolve) => setImmediate(resolve))
+  assert.throws(() => port.sync((db) => db.prepare('SELECT 1').get()), { code: 'STORE_ERROR' })
+  const later = port.exclusive((db) => db.inTransaction)
+  resume()
+  await tx
+  assert.equal(await later, false, 'exclusive work ran after the transaction ended')
+})
+
+test('SQLite port: after close every call rejects with STORE_CLOSED', async () => {
+  const port = sqlitePort()
+  port.close()
+  await assert.rejects(port.all('SELECT 1', []), { code: 'STORE_CLOSED' })
+  await assert.rejects(port.transaction(async () => {}), { code: 'STORE_CLOSED' })
+  assert.throws(() => port.assertOpen(), { code: 'STORE_CLOSED' })
+})
+
+test('PostgreSQL port: a snapshot transaction reads one snapshot while others commit', { skip: kNoPostgres }, async (t) => {
+  const port = await postgresPort(t)
+  await port.run('INSERT INTO {items} (id, n) VALUES (?, ?)', ['a', 1])
+  const counts = await port.transaction(async (tx) => {
+    const before = await tx.all<{ n: string }>('SELECT count(*) AS n FROM {items}', [])
+    await port.run('INSERT INTO {items} (id, n) VALUES (?, ?)', ['b', 2]) // another connection commits meanwhile
+    const after = await tx.all<{ n: string }>('SELECT count(*) AS n FROM {items}', [])
+    return [before[0]?.n, after[0]?.n]
+  }, 'snapshot')
+  assert.deepEqual(counts.map(Number), [1, 1])
+  assert.deepEqual((await port.all<{ n: string }>('SELECT count(*) AS n FROM {items}', []))[0], { n: '2' })
+})
