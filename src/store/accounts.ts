@@ -152,7 +152,7 @@ export class Accounts {
 
   /** Every user, oldest first; never hashes. */
   async listUsers (): Promise<UserRecord[]> {
-    return (await this.#db.all<UserRow>('SELECT * FROM {users} ORDER BY created_at, username', [])).map(userRecord)
+    return (await this.#db.all<UserRow>('SELECT * FROM {users} ORDER BY created_at COLLATE {bytes}, username COLLATE {bytes}', [])).map(userRecord)
   }
 
   /** Disables a user and ends their sessions; false for an unknown or already disabled user. */
