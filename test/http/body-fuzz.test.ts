@@ -1,9 +1,10 @@
 /**
  * Hostile request bodies (docs/API.md "Request bodies"): nested, shared references, huge counts, long strings,
  * extension types and random mutations, in JSON and MessagePack, to routes with and without authentication and to an
- * unknown path. Each is answered (never a 5xx) within a generous bound, however it is built, and the service keeps
- * answering. The bound is far above what a linear parse costs (milliseconds) and far below what the former
- * exponential walk took on the shared-reference bodies (hours), so it holds on a busy machine and fails on the bug.
+ * unknown path. Each is answered (never a 5xx), however it is built, and the service keeps answering. No answer time
+ * is asserted (the machine may be busy): the guard against a parse that is not linear is each test's timeout, far
+ * above what a linear parse of every body here costs on a busy machine (seconds) and far below what the former
+ * exponential walk took on the shared-reference bodies (2^48 paths: years), so such a parse fails the test.
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
@@ -13,8 +14,8 @@ import { buildForFile } from '../helper.ts'
 
 const svc = buildForFile()
 
-/** Per body, ms: generous for a busy machine; a linear parse of any body here takes a few ms. */
-const kBound = 5_000
+/** Each test's bound: a hung parse fails the test (see above). */
+const kTimeout = { timeout: 5 * 60_000 }
 const kRoutes = ['/dashboard/api/session', '/no/such/route', '/api/v2/ioc/verdict', '/api/v2/ioc/verdict/bulk']
 
 /** A deterministic pseudo-random sequence (mulberry32), so a failing body can be rebuilt. */
@@ -36,26 +37,23 @@ function sharedMaps (levels: number, keys = ['x', 'y']): object {
   return o
 }
 
-async function send (url: string, payload: Buffer | string, type: string, key = true): Promise<{ status: number, code: string | undefined, ms: number }> {
-  const started = performance.now()
+async function send (url: string, payload: Buffer | string, type: string, key = true): Promise<{ status: number, code: string | undefined }> {
   const res = await svc.app.inject({ method: 'POST', url, headers: { 'content-type': type, ...(key ? { 'x-api-key': svc.key } : {}) }, payload })
-  const ms = performance.now() - started
   let code: string | undefined
   try {
     code = (res.json() as { code?: string }).code
   } catch {
     code = undefined
   }
-  return { status: res.statusCode, code, ms }
+  return { status: res.statusCode, code }
 }
 
-/** Sends a body to every route (with and without a key), expecting an answer below 500 within the bound. */
+/** Sends a body to every route (with and without a key), expecting an answer below 500. */
 async function hostile (name: string, payload: Buffer | string, type: string, expectCode?: string): Promise<void> {
   for (const url of kRoutes) {
     for (const key of [false, true]) {
       const r = await send(url, payload, type, key)
       assert.ok(r.status >= 400 && r.status < 500, `${name} to ${url}: status ${r.status} ${r.code ?? ''}`)
-      assert.ok(r.ms < kBound, `${name} to ${url} took ${Math.round(r.ms)} ms`)
       if (expectCode !== undefined && !(url.startsWith('/api/') && !key)) assert.equal(r.code, expectCode, `${name} to ${url}`)
     }
   }
@@ -66,7 +64,7 @@ async function stillAnswers (): Promise<void> {
   assert.equal(res.statusCode, 200)
 }
 
-test('MessagePack shared references (structured clone) are refused at once, before and after authentication', async () => {
+test('MessagePack shared references (structured clone) are refused at once, before and after authentication', kTimeout, async () => {
   const packr = new Packr({ structuredClone: true, useRecords: false })
   for (const levels of [20, 35, 48]) {
     const bytes = Buffer.from(packr.pack(sharedMaps(levels)))
@@ -81,7 +79,7 @@ test('MessagePack shared references (structured clone) are refused at once, befo
   await stillAnswers()
 })
 
-test('MessagePack extension types, records and bin are refused with INVALID_REQUEST', async () => {
+test('MessagePack extension types, records and bin are refused with INVALID_REQUEST', kTimeout, async () => {
   const bodies: Array<[string, Buffer]> = [
     ['records', Buffer.from(new Packr({ useRecords: true }).pack({ indicators: Array.from({ length: 20 }, () => ({ value: '1.2.3.4', type: 'ip' })) }))],
     ['moreTypes', Buffer.from(new Packr({ moreTypes: true, useRecords: false }).pack({ indicators: [{ value: new Set(['1.2.3.4']) }] }))],
@@ -97,7 +95,7 @@ test('MessagePack extension types, records and bin are refused with INVALID_REQU
   await stillAnswers()
 })
 
-test('huge declared counts and lengths are refused before anything is allocated', async () => {
+test('huge declared counts and lengths are refused before anything is allocated', kTimeout, async () => {
   const bodies: Array<[string, Buffer]> = [
     ['array32 of 2^32-1', Buffer.from([0xdd, 0xff, 0xff, 0xff, 0xff, 0xc0])],
     ['map32 of 2^32-1', Buffer.from([0xdf, 0xff, 0xff, 0xff, 0xff, 0xa1, 0x61, 0xc0])],
@@ -118,7 +116,7 @@ test('huge declared counts and lengths are refused before anything is allocated'
   await stillAnswers()
 })
 
-test('bodies at the limits are accepted: 64 levels, long strings and a full bulk of log-only fields', async () => {
+test('bodies at the limits are accepted: 64 levels, long strings and a full bulk of log-only fields', kTimeout, async () => {
   const nested = (levels: number): unknown => {
     let v: unknown = 1
     for (let i = 1; i < levels; i++) v = [v]
@@ -135,7 +133,7 @@ test('bodies at the limits are accepted: 64 levels, long strings and a full bulk
   }
 })
 
-test('random mutations of valid bodies are answered below 500 within the bound', async () => {
+test('random mutations of valid bodies are answered below 500', kTimeout, async () => {
   const rand = prng(29)
   const packr = new Packr({ useRecords: false })
   const seeds: Array<[string, Buffer]> = [
@@ -152,7 +150,6 @@ test('random mutations of valid bodies are answered below 500 within the bound',
       const url = kRoutes[i % kRoutes.length] as string
       const r = await send(url, bytes, type, i % 2 === 0)
       assert.ok(r.status < 500, `mutation ${i} of a ${type} body to ${url}: ${r.status} ${r.code ?? ''} (${bytes.toString('hex')})`)
-      assert.ok(r.ms < kBound, `mutation ${i} took ${Math.round(r.ms)} ms`)
       checked++
     }
   }
