@@ -185,6 +185,7 @@ export class PostgresHistory {
     // Instances making the same day serialize here (CREATE TABLE IF NOT EXISTS alone can race).
     await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`ioc-verdict:history-days:${this.#port.schema}`])
     const existing = new Set(await this.partitionDays(c))
+    const lz4 = await lz4Available(c)
     for (const day of days) {
       if (existing.has(day)) continue
       const d = day.replaceAll('-', '')
@@ -192,6 +193,7 @@ export class PostgresHistory {
       await c.query(
         `CREATE TABLE ${s}.history_requests_d${d} PARTITION OF ${s}.history_requests FOR VALUES FROM ('${day} 00:00:00+00') TO ('${next} 00:00:00+00');` +
         `CREATE TABLE ${s}.history_parts_d${d} PARTITION OF ${s}.history_parts FOR VALUES FROM ('${day}') TO ('${next}');` +
+        (lz4 ? `ALTER TABLE ${s}.history_parts_d${d} ALTER COLUMN part SET STORAGE EXTENDED, ALTER COLUMN part SET COMPRESSION lz4;` : '') +
         `CREATE TABLE ${s}.history_blocks_d${d} PARTITION OF ${s}.history_blocks FOR VALUES FROM ('${day}') TO ('${next}');`)
     }
   }
@@ -515,6 +517,17 @@ async function inTransaction (c: pg.PoolClient, begin: string, fn: (head: pg.Que
     await c.query('ROLLBACK').catch(() => {})
     throw err
   }
+}
+
+/**
+ * Whether the server can compress TOAST values with lz4 (PostgreSQL 14 and later, built with lz4). Day partitions of
+ * history_parts then keep their parts lz4-compressed: about 58% of the bytes, so a batch writes that much less heap
+ * and WAL, and it measured faster than parts stored as they are (docs/PERFORMANCE.md "History on PostgreSQL"; pglz,
+ * the default method, cost more CPU than it saved). Reading them back is lz4's fast decompression; answers are the same.
+ */
+async function lz4Available (c: pg.PoolClient): Promise<boolean> {
+  const { rows } = await c.query<{ lz4: boolean }>("SELECT 'lz4' = ANY (enumvals) AS lz4 FROM pg_settings WHERE name = 'default_toast_compression'")
+  return rows[0]?.lz4 === true
 }
 
 /** What the reservation statement (#reserveSql, the last of `head`) returned. */

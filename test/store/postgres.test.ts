@@ -291,3 +291,36 @@ test('PostgreSQL: purge drops the partitions of each day wholly before the cutof
   assert.deepEqual(await ids(), ['d4', 'late'])
   assert.equal(await a.purgeHistory(new Date('2024-05-02T00:00:00.000Z')), 1)
 })
+
+test('PostgreSQL: a new day partition keeps its parts lz4-compressed where the server has lz4, and they read back whole', async (t) => {
+  const fresh = await freshSchema(t, 1, 2)
+  if (fresh === null) return
+  const { schema, admin } = fresh
+  const store = fresh.stores[0] as PostgresStore
+  await store.migrate()
+  const lz4 = (await admin.query<{ lz4: boolean }>("SELECT 'lz4' = ANY (enumvals) AS lz4 FROM pg_settings WHERE name = 'default_toast_compression'")).rows[0]?.lz4 === true
+  // One request of 3,000 records: a part of many kilobytes, which PostgreSQL moves out of line (TOAST) and compresses.
+  const records = Array.from({ length: 3000 }, (_, i) => historyRecord({
+    date: '2024-06-01T10:00:00.000Z', tenant: 'lz4', request_id: 'big', bulk_request_id: 'bulk-big', indicator: { type: 'domain', value: `host-${i}.example`, normalized: `host-${i}.example` }
+  }))
+  await store.writeHistory(records)
+  const { rows } = await admin.query<{ method: string | null, stored: number, raw: number }>(
+    `SELECT pg_column_compression(part) AS method, pg_column_size(part) AS stored, octet_length(part) AS raw FROM "${schema}".history_parts`)
+  assert.ok(rows.length > 0)
+  for (const r of rows) {
+    if (lz4) {
+      assert.equal(r.method, 'lz4')
+      assert.ok(r.stored < r.raw, `compressed: ${r.stored} of ${r.raw} bytes`)
+    } else {
+      assert.equal(r.method, null, 'stored as it is without lz4')
+    }
+  }
+  const values: string[] = []
+  for (let cursor: string | null = null; ;) {
+    const page = await store.searchHistory('lz4', {}, 1000, cursor)
+    values.push(...page.results.map((r) => r.indicator.value))
+    if (page.next_cursor === null) break
+    cursor = page.next_cursor
+  }
+  assert.deepEqual(values, records.map((r) => r.indicator.value).reverse())
+})
