@@ -19,6 +19,7 @@ import { Metrics, metricsRoutes } from './http/metrics.ts'
 import { registerOpenApi } from './http/openapi.ts'
 import { registerRateLimit } from './http/rate-limit.ts'
 import { kPackageVersion } from './http/request-fields.ts'
+import { requestLogger } from './http/request-logger.ts'
 import { keyRoutes } from './http/routes-keys.ts'
 import { TenantAllowlists } from './bulk/allowlist.ts'
 import { allowlistRoutes } from './http/routes-allowlist.ts'
@@ -71,6 +72,8 @@ function requestId (req: { headers: Record<string, string | string[] | undefined
 export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
+    // A request's pino child is made when it writes a line (request-logger.ts), not for every request.
+    childLoggerFactory: (logger, bindings, options) => requestLogger(logger as Logger, bindings, options) as unknown as FastifyBaseLogger,
     bodyLimit: config.bodyLimit,
     genReqId: requestId,
     // Behind a reverse proxy, its X-Forwarded-For and X-Forwarded-Proto, from the listed addresses only (docs/OPERATIONS.md).

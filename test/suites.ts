@@ -32,6 +32,7 @@ export const kSuites = {
     'history/legacy-spool.test.ts',
     'history/record.test.ts',
     'http/public-errors.test.ts',
+    'http/request-logger.test.ts',
     'intel/public-manifest.test.ts',
     'lifecycle/lifecycle.test.ts',
     'lint/import-rooms.test.ts',

@@ -43,12 +43,54 @@ export interface VerdictDeps {
 /** The request-level history fields the caller fills in (who asked, how). */
 export type EnvelopeOf = (fields: Omit<HistoryEnvelope, 'request_id' | 'auth_type' | 'tenant' | 'apikey' | 'user_id'>) => HistoryEnvelope
 
-/** Per-type counts of a single verdict (one 1, or none for an invalid indicator). */
-function typeCounts (type: string | null): Uint32Array {
+/**
+ * Per-type counts of a single verdict (one 1, or none for an invalid indicator), made once per type: observers read
+ * them and never keep or change them.
+ */
+const kTypeCounts = new Map<string | null, Uint32Array>([null, ...INDICATOR_TYPES].map((type) => {
   const types = new Uint32Array(INDICATOR_TYPES.length)
   const i = type === null ? -1 : (INDICATOR_TYPES as readonly unknown[]).indexOf(type)
   if (i >= 0) types[i] = 1
-  return types
+  return [type, types]
+}))
+const kNoTypes = kTypeCounts.get(null) as Uint32Array
+
+/** `{[category]: 1}` per risk category a single verdict counts (the engine's few names), made once each. */
+const kOneOfCategory = new Map<string, Readonly<Record<string, number>>>()
+const kNoCategory: Readonly<Record<string, number>> = Object.freeze({})
+function oneOfCategory (category: string | null): Readonly<Record<string, number>> {
+  if (category === null) return kNoCategory
+  let c = kOneOfCategory.get(category)
+  if (c === undefined) {
+    c = Object.freeze({ [category]: 1 })
+    if (kOneOfCategory.size < 64) kOneOfCategory.set(category, c)
+  }
+  return c
+}
+
+/**
+ * Parameters of single calls without a tenant allowlist, per format and detail levels, made once each (scoring reads
+ * them and never changes them); a call with an allowlist gets its own.
+ */
+const kSingleParams = new Map<string, ChunkParams>()
+function singleParams (format: 'json' | 'msgpack', signalDetails: SignalDetails, evidenceDetails: EvidenceDetails): ChunkParams {
+  const key = `${format}|${signalDetails}|${evidenceDetails}`
+  let p = kSingleParams.get(key)
+  if (p === undefined) {
+    p = Object.freeze({ mode: 'single', format, scoringVersion: null, signalDetails, evidenceDetails }) as ChunkParams
+    kSingleParams.set(key, p)
+  }
+  return p
+}
+
+/**
+ * The JSON text of a single answer's meta, members in the order of the object form (answerSingle): `head` holds the
+ * members fixed for a pool and detail levels (engine_version, data_timestamp), the rest is per call.
+ */
+function metaJson (engineVersion: string, dataTimestamp: string, cacheHit: boolean, queryTimeMs: number, requestId: string, warnings: readonly string[], signalDetails: string, evidenceDetails: string): string {
+  return `{"engine_version":${JSON.stringify(engineVersion)},"data_timestamp":${JSON.stringify(dataTimestamp)},"cache_hit":${cacheHit},` +
+    `"query_time_ms":${queryTimeMs},"request_id":${JSON.stringify(requestId)},"warnings":${warnings.length === 0 ? '[]' : JSON.stringify(warnings)},` +
+    `"errors":[],"detail_levels":{"signal_details":${JSON.stringify(signalDetails)},"evidence_details":${JSON.stringify(evidenceDetails)}}}`
 }
 
 /** Runs scoring under a ticket: on failure the request counts nothing and the error is a clean 503. */
@@ -106,9 +148,10 @@ export interface SingleAnswer {
 
 /** Scores one indicator and records it; an invalid value is recorded with status 400, then INVALID_INDICATOR. */
 export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Promise<SingleAnswer> {
-  const params: ChunkParams = { mode: 'single', format: req.format, scoringVersion: null, signalDetails: req.signalDetails, evidenceDetails: req.evidenceDetails }
   const allow = await deps.allowlists.forRequest(req.key.tenant)
-  if (allow !== undefined) params.allow = allow
+  const params: ChunkParams = allow === undefined
+    ? singleParams(req.format, req.signalDetails, req.evidenceDetails)
+    : { mode: 'single', format: req.format, scoringVersion: null, signalDetails: req.signalDetails, evidenceDetails: req.evidenceDetails, allow }
   const ticket = await deps.admission.admit(req.key, 1)
   try {
     const lease = deps.intel.lease()
@@ -127,25 +170,28 @@ export async function answerSingle (deps: VerdictDeps, req: SingleRequest): Prom
         project_name: null,
         count: 1
       }), [out.history])
-      deps.observer?.scored('single', 1, out.cacheHit ? 1 : 0, out.type === null ? 1 : 0, typeCounts(out.type), out.category !== null ? { [out.category]: 1 } : {})
+      deps.observer?.scored('single', 1, out.cacheHit ? 1 : 0, out.type === null ? 1 : 0, kTypeCounts.get(out.type) ?? kNoTypes, oneOfCategory(out.category))
       if (out.type === null) {
         // Counted against the quota like a verdict, so the refusal carries the quota headers too.
         throw Object.assign(new InvalidIndicatorError(out.errors.join('; ')), { quotaRemaining: ticket.quotaRemaining })
       }
+      const engineVersion = deps.engineVersion(selectProfile(null).profile.version)
+      const dataTimestamp = lease.pool.snapshot.dataTimestamp
+      const queryTimeMs = Math.round(performance.now() - req.started)
+      // The JSON text is the verdict object's with meta appended as its last member, as JSON.stringify would write it.
+      if (out.jsonOpen !== null) {
+        const json = `${out.jsonOpen},"meta":${metaJson(engineVersion, dataTimestamp, out.cacheHit, queryTimeMs, req.requestId, out.warnings, params.signalDetails, params.evidenceDetails)}}`
+        return { json, quotaRemaining: ticket.quotaRemaining, get verdict () { return JSON.parse(json) as object } }
+      }
       const meta = {
-        engine_version: deps.engineVersion(selectProfile(null).profile.version),
-        data_timestamp: lease.pool.snapshot.dataTimestamp,
+        engine_version: engineVersion,
+        data_timestamp: dataTimestamp,
         cache_hit: out.cacheHit,
-        query_time_ms: Math.round(performance.now() - req.started),
+        query_time_ms: queryTimeMs,
         request_id: req.requestId,
         warnings: out.warnings,
         errors: [],
         detail_levels: { signal_details: params.signalDetails, evidence_details: params.evidenceDetails }
-      }
-      // The JSON text is the verdict object's with meta appended as its last member, as JSON.stringify would write it.
-      if (out.json !== null) {
-        const json = `${out.json.slice(0, -1)},"meta":${JSON.stringify(meta)}}`
-        return { json, quotaRemaining: ticket.quotaRemaining, get verdict () { return JSON.parse(json) as object } }
       }
       return { verdict: { ...out.verdict, meta }, json: null, quotaRemaining: ticket.quotaRemaining }
     } finally {

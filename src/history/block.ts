@@ -202,6 +202,23 @@ export class HistoryItems {
     this.tailText.write(tail)
   }
 
+  /**
+   * Forgets every item and tail, keeping the buffers: a thread that encodes one part per call (single verdicts)
+   * reuses one collector instead of making its sinks and arrays again each time. encode() after reset() writes the
+   * bytes a new collector would.
+   */
+  reset (): void {
+    this.text.clear()
+    this.tailText.clear()
+    if (this.shared.size > 0) this.shared.clear()
+    if (this.sharedKeys.size > 0) this.sharedKeys.clear()
+    this.tails = 0
+    this.tailEnd = 0
+    this.types = 0
+    this.n = 0
+    this.end = 0
+  }
+
   /** Items added so far. */
   get count (): number {
     return this.n / kStride

@@ -102,18 +102,22 @@ export function validLength (fd: number, size: number): number {
   return pos
 }
 
-/** One request's history as a frame's buffers (header first). */
+/**
+ * One request's history as a frame's buffers (header first). The frame header, the envelope and the part lengths share
+ * one buffer: a single call's frame is that buffer and its one part.
+ */
 export function encodeFrame (envelope: HistoryEnvelope, parts: readonly Uint8Array[]): { buffers: Uint8Array[], bytes: number } {
-  const env = Buffer.from(JSON.stringify(envelope))
-  const meta = Buffer.allocUnsafe(8 + env.length + 4 * parts.length)
-  meta.writeUInt32LE(env.length, 0)
-  env.copy(meta, 4)
-  meta.writeUInt32LE(parts.length, 4 + env.length)
-  let at = 8 + env.length
+  const text = JSON.stringify(envelope)
+  const envMax = 3 * text.length
+  const meta = Buffer.allocUnsafe(kFrameHead + 8 + envMax + 4 * parts.length)
+  const envLen = meta.write(text, kFrameHead + 4, envMax, 'utf8')
+  meta.writeUInt32LE(envLen, kFrameHead)
+  meta.writeUInt32LE(parts.length, kFrameHead + 4 + envLen)
   // Part lengths are interleaved with the parts: their headers are slices of meta, so no extra allocation per part.
-  const buffers: Uint8Array[] = [meta.subarray(0, 8 + env.length)]
-  let len = 8 + env.length
-  let crc = crc32(buffers[0] as Uint8Array)
+  let at = kFrameHead + 8 + envLen
+  const buffers: Uint8Array[] = [meta.subarray(0, at)]
+  let len = 8 + envLen
+  let crc = crc32(meta.subarray(kFrameHead, at))
   for (const p of parts) {
     const h = meta.subarray(at, at + 4)
     h.writeUInt32LE(p.byteLength, 0)
@@ -122,10 +126,9 @@ export function encodeFrame (envelope: HistoryEnvelope, parts: readonly Uint8Arr
     buffers.push(h, p)
     len += 4 + p.byteLength
   }
-  const head = Buffer.allocUnsafe(kFrameHead)
-  head.writeUInt32LE(len, 0)
-  head.writeUInt32LE(crc, 4)
-  return { buffers: [head, ...buffers], bytes: kFrameHead + len }
+  meta.writeUInt32LE(len, 0)
+  meta.writeUInt32LE(crc, 4)
+  return { buffers, bytes: kFrameHead + len }
 }
 
 /** A frame's payload decoded: the envelope and views of its parts (into `payload`). */

@@ -66,26 +66,29 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
     // The indicator's log-only fields win over the request's (API.md); empty means not provided, so an empty one
     // falls back to the request's. Every action_source sent is validated, including one that is overridden.
     const topSource = normalizeActionSource(body.action_source, '')
-    const answer = await answerSingle(verdicts, {
-      key: req.apiKey!,
-      log: req.log,
-      envelopeOf: (fields) => envelopeOf(req, fields),
-      format,
-      type: ind.type ?? null,
-      value: ind.value,
-      actionTaken: normalizeActionTaken(ind.action_taken) ?? normalizeActionTaken(body.action_taken),
-      actionSource: normalizeActionSource(ind.action_source, 'indicator.') ?? topSource,
-      signalDetails: body.signal_details ?? 'top',
-      evidenceDetails: body.evidence_details ?? 'summary',
-      source: sourceOf(body.source),
-      requestId: req.id,
-      started
-    }).catch((err: unknown) => {
+    let answer: Awaited<ReturnType<typeof answerSingle>>
+    try {
+      answer = await answerSingle(verdicts, {
+        key: req.apiKey!,
+        log: req.log,
+        envelopeOf: (fields) => envelopeOf(req, fields),
+        format,
+        type: ind.type ?? null,
+        value: ind.value,
+        actionTaken: normalizeActionTaken(ind.action_taken) ?? normalizeActionTaken(body.action_taken),
+        actionSource: normalizeActionSource(ind.action_source, 'indicator.') ?? topSource,
+        signalDetails: body.signal_details ?? 'top',
+        evidenceDetails: body.evidence_details ?? 'summary',
+        source: sourceOf(body.source),
+        requestId: req.id,
+        started
+      })
+    } catch (err) {
       // An invalid indicator is answered 400 and counted: its quota headers as a verdict's.
       const counted = (err as { quotaRemaining?: number | null }).quotaRemaining
       if (counted !== undefined) quotaHeaders(reply, req.apiKey!.quota, counted)
       throw err
-    })
+    }
     quotaHeaders(reply, req.apiKey!.quota, answer.quotaRemaining)
     if (answer.json !== null) return reply.type('application/json; charset=utf-8').send(answer.json)
     return send(reply, format, answer.verdict)

@@ -10,6 +10,7 @@ import type { IndicatorType, NormalizedIndicator } from '../engine/types.ts'
 import { ByteSink } from '../bytes/byte-sink.ts'
 import { fnv1aBytes } from '../bytes/fnv.ts'
 import { verdictMembers } from '../history/record.ts'
+import { HistoryItems } from '../history/codec.ts'
 import { jsonTailAround, packedTailAround, tailRest, type TailAround } from './bulk-item.ts'
 import { Facets, kNoFacet, type Facet } from './facets.ts'
 import { JsonMembers, PackedMembers } from './member-writers.ts'
@@ -79,6 +80,8 @@ export class ChunkScratch {
   readonly body = new ByteSink(1 << 20)
   readonly history = new ByteSink(1 << 20)
   readonly tails = new ByteSink(64 * 1024)
+  /** The history collector of single calls, reset for each (its part is encoded into a buffer of its own). */
+  readonly single = new HistoryItems()
   /** threat_context writers into `body`. */
   readonly json: JsonMembers
   readonly packed: PackedMembers

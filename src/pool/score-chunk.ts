@@ -135,13 +135,14 @@ export function scoreSingle (item: ChunkItem, params: ChunkParams, ctx: ScoringC
   const { profile } = selectProfile(params.scoringVersion)
   const [type, value, actionTaken, actionSource] = item
   const n = normalize(value, type)
-  const history = new HistoryItems()
+  const scratch = scratchOf(ctx)
+  const history = scratch.single
+  history.reset()
   if (!n.ok) {
     history.addVerdict(typeAsSent(type) ?? n.type, valueAsText(value), null, itemTail(kInvalidVerdictMembers, actionTaken, actionSource))
     return { verdict: null, errors: n.errors, warnings: n.warnings, cacheHit: false, history: history.encode(), members: null }
   }
   const ind = n.indicator
-  const scratch = scratchOf(ctx)
   const rule = scratch.matcherOf(params.allow)?.match(ind) ?? null
   const { a, hit } = rule === null ? scratch.lookup(profile, ind) : { a: allowlisted(scratch, profile, ind, rule), hit: false }
   const v = render(a, value as string, ind.warnings, { signalDetails: params.signalDetails, evidenceDetails: params.evidenceDetails })

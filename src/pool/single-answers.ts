@@ -63,7 +63,7 @@ export function membersAfterIndicator (verdictJson: string, indicatorJson: strin
   return verdictJson.slice(head + 1, -1)
 }
 
-/** A verdict's JSON text from its indicator's JSON text and the members after it. */
-export function verdictJsonOf (indicatorJson: string, members: string): string {
-  return `${kIndicatorMember}${indicatorJson},${members}}`
+/** A verdict's JSON text without its closing brace, from its indicator's JSON text and the members after it. */
+export function verdictJsonOpen (indicatorJson: string, members: string): string {
+  return `${kIndicatorMember}${indicatorJson},${members}`
 }

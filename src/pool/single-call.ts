@@ -7,10 +7,11 @@
  */
 import { normalize, type Snapshot } from '../engine/index.ts'
 import type { IndicatorType, NormalizedIndicator } from '../engine/types.ts'
-import { HistoryItems } from '../history/codec.ts'
+import type { HistoryItems } from '../history/codec.ts'
 import { itemTail } from '../history/record.ts'
+import { scratchOf } from './chunk-scratch.ts'
 import { createShardCache, scoreSingle, type ChunkItem, type ChunkParams, type ScoringContext } from './score-chunk.ts'
-import { membersAfterIndicator, SingleAnswers, verdictJsonOf, type KeptVerdict } from './single-answers.ts'
+import { membersAfterIndicator, SingleAnswers, verdictJsonOpen, type KeptVerdict } from './single-answers.ts'
 
 /** Single verdicts kept on the main thread (single-answers.ts), at most. */
 const kKeptSingles = 10_000
@@ -21,8 +22,11 @@ const kMainCacheSize = 20_000
 export interface SingleOutput {
   /** The verdict object; null for an invalid indicator, or when `json` has it. */
   verdict: Record<string, unknown> | null
-  /** The verdict's JSON text, when the call asked for JSON and the verdict is kept (or now was); else null. */
-  json: string | null
+  /**
+   * The verdict's JSON text without its closing brace, when the call asked for JSON; else null. The caller appends
+   * its last members (meta) and the brace: the text is never cut or copied to make room for them.
+   */
+  jsonOpen: string | null
   /** The indicator's type, null for an invalid one. */
   type: IndicatorType | null
   /** risk.category, null for an invalid indicator. */
@@ -59,7 +63,7 @@ export class SingleCalls {
         ind = n.indicator
         key = SingleAnswers.key(params.scoringVersion, ind.type, ind.normalized, params.signalDetails, params.evidenceDetails)
         const hit = this.kept.get(key)
-        if (hit !== undefined) return keptOutput(hit, ind, item)
+        if (hit !== undefined) return keptOutput(hit, ind, item, scratchOf(this.context).single)
       }
     }
     const out = scoreSingle(item, params, this.context)
@@ -67,7 +71,7 @@ export class SingleCalls {
     const category = (out.verdict?.risk as { category?: unknown } | undefined)?.category
     const answer: SingleOutput = {
       verdict: out.verdict,
-      json: null,
+      jsonOpen: null,
       type,
       category: typeof category === 'string' ? category : null,
       errors: out.errors,
@@ -76,10 +80,11 @@ export class SingleCalls {
       history: out.history
     }
     if (params.format === 'json' && out.verdict !== null) {
-      answer.json = JSON.stringify(out.verdict)
+      const json = JSON.stringify(out.verdict)
+      answer.jsonOpen = json.slice(0, -1)
       answer.verdict = null
       if (key !== null && ind !== null && out.members !== null && answer.category !== null) {
-        const members = membersAfterIndicator(answer.json, JSON.stringify(out.verdict.indicator))
+        const members = membersAfterIndicator(json, JSON.stringify(out.verdict.indicator))
         if (members !== null) this.kept?.set(key, { members, history: out.members, category: answer.category })
       }
     }
@@ -87,15 +92,18 @@ export class SingleCalls {
   }
 }
 
-/** The answer to a single call from a kept verdict: what is per call (value as sent, warnings, history) made now. */
-function keptOutput (kept: KeptVerdict, ind: NormalizedIndicator, item: ChunkItem): SingleOutput {
+/**
+ * The answer to a single call from a kept verdict: what is per call (value as sent, warnings, history) made now.
+ * `history`: the thread's collector for single calls (reset here; its part is encoded into a buffer of its own).
+ */
+function keptOutput (kept: KeptVerdict, ind: NormalizedIndicator, item: ChunkItem, history: HistoryItems): SingleOutput {
   const value = item[1] as string
-  const history = new HistoryItems()
+  history.reset()
   history.addVerdict(ind.type, value, ind.normalized, itemTail(kept.history, item[2], item[3]))
   const indicatorJson = JSON.stringify({ type: ind.type, value, normalized: ind.normalized })
   return {
     verdict: null,
-    json: verdictJsonOf(indicatorJson, kept.members),
+    jsonOpen: verdictJsonOpen(indicatorJson, kept.members),
     type: ind.type,
     category: kept.category,
     errors: [],

@@ -158,6 +158,33 @@ test('tails found by the caller\'s key give the same part, byte for byte, as tai
   assert.ok(Buffer.from(byKey.encode()).equals(Buffer.from(byText.encode())))
 })
 
+test('a collector reset between parts encodes each part as a new collector would, byte for byte', () => {
+  const tail = itemTail('"risk":{"score":1},"scores":{},"labels":[],"label_count":0', null, null)
+  const reused = new HistoryItems()
+  const calls: Array<[string | null, string, string | null, string, number]> = [
+    ['ip', '1.2.3.4', '1.2.3.4', tail, 7],
+    ['domain', 'Bücher.DE', 'xn--bcher-kva.de', itemTail(kInvalidVerdictMembers, 'blocked', null), -1],
+    [null, 'a\ud800', null, tail, 7],
+    ['ip', '5.6.7.8', '5.6.7.8', tail, 7]
+  ]
+  for (const [type, value, normalized, t, key] of calls) {
+    reused.reset()
+    reused.addVerdict(type, value, normalized, t, key)
+    const fresh = new HistoryItems()
+    fresh.addVerdict(type, value, normalized, t, key)
+    const part = reused.encode()
+    const freshPart = fresh.encode()
+    assert.ok(Buffer.from(part).equals(Buffer.from(freshPart)))
+    const rows: HistoryRow[] = []
+    const freshRows: HistoryRow[] = []
+    historyRows({ ...kEnvelope, count: 1 }, [part], rows)
+    historyRows({ ...kEnvelope, count: 1 }, [freshPart], freshRows)
+    assert.equal(rows.length, 1)
+    assert.equal(rows[0]?.item, freshRows[0]?.item)
+    assert.equal(rows[0]?.indicatorType, type)
+  }
+})
+
 /** A part in format 1 (before shared members), as versions before format 2 stored it. */
 function formatOnePart (items: Array<[string | null, string, string | null, string]>): Uint8Array {
   const strings = items.flat()

@@ -159,7 +159,7 @@ test('single calls answered from verdicts kept on the main thread are byte for b
             const got = await kept.runSingle(item, params)
             const want = await plain.runSingle(item, params)
             if (got.cacheHit) hits++
-            assert.equal(got.json, want.json, `${String(value)} ${format} ${signalDetails}/${evidenceDetails}`)
+            assert.equal(got.jsonOpen, want.jsonOpen, `${String(value)} ${format} ${signalDetails}/${evidenceDetails}`)
             assert.deepEqual(got.verdict, want.verdict)
             assert.deepEqual([got.type, got.category, got.errors, got.warnings], [want.type, want.category, want.errors, want.warnings])
             sameBytes(got.history, want.history, `history of ${String(value)}`)
