@@ -15,7 +15,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises'
 import { parentPort, workerData } from 'node:worker_threads'
 import { openStore, partRows, SqliteStore, type HistoryPart, type HistoryRow, type Store, type StoreOptions } from '../src/store/index.ts'
 import { historyParts } from '../src/history/codec.ts'
-import { JournalReader } from '../src/history/journal-reader.ts'
+import { JournalReader, kEagerBytes, SharedDurable } from '../src/history/journal-reader.ts'
 import { LegacySpool } from '../src/history/legacy-spool.ts'
 
 /** Settings from the main thread. */
@@ -27,6 +27,8 @@ export interface HistoryWorkerData {
   journalId: string
   /** The journal's durable end when the thread starts. */
   durable: number
+  /** The durable end as the main thread publishes it, and this thread's wake flag (journal-reader.ts SharedDurable). */
+  shared: SharedArrayBuffer
   batch: number
   flushMs: number
   retentionDays: number
@@ -49,13 +51,12 @@ const kRetryMaxMs = 5_000
 const kPurgeEveryMs = 3_600_000
 /** Journal bytes read into one batch at most (a batch is also bounded by cfg.batch records). */
 const kMaxBatchBytes = 64 * 1024 * 1024
-/** Journal bytes waiting at which a batch is written without waiting for the flush interval. */
-const kEagerBytes = 4 * 1024 * 1024
 
 let store: Store | null = null
 /** Where the store's copy of the journal ends (null until read from the store). */
 let committed: number | null = null
 let durable = cfg.durable
+const shared = new SharedDurable(cfg.shared)
 let rejected = 0
 let written = 0
 /** Store transactions of history batches, and the seconds they took (the store's write latency, for metrics). */
@@ -125,7 +126,7 @@ async function pumpOnce (): Promise<void> {
     store ??= await openStore(cfg.store)
     committed ??= await store.journalPosition(cfg.journalId)
     await replayLegacySpool(store)
-    while (committed < durable) {
+    while (committed < (durable = Math.max(durable, shared.durable))) {
       if (stopping) break
       const got = reader.read(committed, durable, cfg.batch, kMaxBatchBytes)
       if (got.next === committed) break
@@ -170,6 +171,17 @@ async function pump (): Promise<void> {
     status()
   })
   await pumping
+  sleep()
+}
+
+/**
+ * With nothing scheduled, asks the main thread to tell of the next synced group (journal-reader.ts SharedDurable);
+ * a group synced before the request was up found no one to tell, so it is looked for once more here.
+ */
+function sleep (): void {
+  if (timer !== null || pumping !== null || stopping) return
+  shared.sleep()
+  if (committed !== null && committed < Math.max(durable, shared.durable) && shared.wakeTaken()) scheduleFlush()
 }
 
 function scheduleRetry (): void {

@@ -14,6 +14,7 @@ import type { StoreOptions } from '../config.ts'
 import type { SpareBuffers } from '../bytes/byte-sink.ts'
 import { HistoryClosedError, HistoryCommitError } from '../errors.ts'
 import { Journal, type Durability } from './journal.ts'
+import { kEagerBytes, SharedDurable } from './journal-reader.ts'
 import type { HistoryEnvelope, HistorySink, HistoryState } from './types.ts'
 
 const kRestartDelayMs = 1_000
@@ -93,11 +94,20 @@ export class HistoryClient implements HistorySink {
   private writeSecondsBefore = 0
   /** Times the writer thread was restarted after dying. */
   restarts = 0
+  /** The durable end and the writer's wake flag, shared with each writer thread (journal-reader.ts). */
+  private readonly shared = new SharedDurable()
+  /** The durable end last posted to the writer. */
+  private told = 0
 
   constructor (options: HistoryClientOptions, journal: Journal) {
     this.options = options
     this.journal = journal
-    journal.onDurable = (end) => { if (this.alive) this.worker.postMessage({ type: 'durable', end }) }
+    this.shared.publish(journal.durable)
+    journal.onDurable = (end) => {
+      // The writer reads the end from the shared state on its next pass; it is told only when it sleeps with nothing
+      // scheduled, or when a batch's worth waits (it then writes at once instead of at its flush interval).
+      if (this.shared.publish(end) || end - this.told >= kEagerBytes) this.tell(end)
+    }
     this.started = this.spawn()
   }
 
@@ -112,6 +122,7 @@ export class HistoryClient implements HistorySink {
         journalDir: this.journal.dir,
         journalId: this.journal.id,
         durable: this.journal.durable,
+        shared: this.shared.buffer,
         batch,
         flushMs,
         retentionDays
@@ -126,7 +137,7 @@ export class HistoryClient implements HistorySink {
         } else if (msg.type === 'ready') {
           this.alive = true
           // Groups synced while it started: it read the durable end from its workerData, maybe before them.
-          worker.postMessage({ type: 'durable', end: this.journal.durable })
+          this.tell(this.journal.durable)
           resolve()
         } else if ((msg.type === 'flushed' || msg.type === 'closed' || msg.type === 'stopped') && msg.id !== undefined) {
           this.waiters.get(msg.id)?.()
@@ -207,6 +218,13 @@ export class HistoryClient implements HistorySink {
     }
   }
 
+  /** Tells a running writer the durable end now. */
+  private tell (end: number): void {
+    if (!this.alive) return
+    this.told = end
+    this.worker.postMessage({ type: 'durable', end })
+  }
+
   /** Posts a request to the writer and waits for its reply (or the thread's exit). */
   private async request (type: 'flush' | 'close' | 'stop'): Promise<void> {
     if (!this.alive) return
@@ -220,7 +238,7 @@ export class HistoryClient implements HistorySink {
   /** Waits until everything journalled so far is in the store (or the store failed on it). */
   async flush (): Promise<void> {
     await this.journal.settle()
-    if (this.alive) this.worker.postMessage({ type: 'durable', end: this.journal.durable })
+    this.tell(this.journal.durable)
     await this.request('flush')
   }
 
@@ -234,7 +252,7 @@ export class HistoryClient implements HistorySink {
     this.closing ??= (async () => {
       // Queued groups (async mode) are synced first; then the writer writes what it can, the rest stays journalled.
       await this.journal.close()
-      if (this.alive) this.worker.postMessage({ type: 'durable', end: this.journal.durable })
+      this.tell(this.journal.durable)
       await this.request('close')
       await this.worker.terminate()
     })()

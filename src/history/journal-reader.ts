@@ -25,6 +25,48 @@ export interface JournalRead {
 }
 
 /** Bytes read ahead at once (a frame larger than this is read whole). */
+/** Journal bytes waiting at which the writer writes a batch without waiting for its flush interval. */
+export const kEagerBytes = 4 * 1024 * 1024
+
+/**
+ * What the main thread and the writer share of the journal's state, in one SharedArrayBuffer: the durable end (a
+ * BigInt64 at byte 0) and the writer's wake flag (an Int32 at byte 8: 1 while it is idle with nothing scheduled, so
+ * that the next synced group must tell it; 0 while a pass or a flush is scheduled, which reads the end from here).
+ * A group's message (postMessage and its event on the writer) then goes out once per flush interval, not per group.
+ */
+export class SharedDurable {
+  readonly buffer: SharedArrayBuffer
+  private readonly end: BigInt64Array
+  private readonly wake: Int32Array
+
+  constructor (buffer = new SharedArrayBuffer(16)) {
+    this.buffer = buffer
+    this.end = new BigInt64Array(buffer, 0, 1)
+    this.wake = new Int32Array(buffer, 8, 1)
+  }
+
+  /** The durable end the main thread published last. */
+  get durable (): number {
+    return Number(Atomics.load(this.end, 0))
+  }
+
+  /** Main thread: publishes a new durable end; true when the writer must be told (it asked to be woken). */
+  publish (end: number): boolean {
+    Atomics.store(this.end, 0, BigInt(end))
+    return Atomics.exchange(this.wake, 0, 0) === 1
+  }
+
+  /** Writer: asks to be told of the next synced group. */
+  sleep (): void {
+    Atomics.store(this.wake, 0, 1)
+  }
+
+  /** Writer: takes its wake request back; true when it was still up (no message is on its way for it). */
+  wakeTaken (): boolean {
+    return Atomics.exchange(this.wake, 0, 0) === 1
+  }
+}
+
 const kReadAhead = 1 << 20
 
 /** Sequential reader of one journal directory. */

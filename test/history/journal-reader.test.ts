@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test, type TestContext } from 'node:test'
 import { Journal, listSegments, segmentName } from '../../src/history/journal.ts'
-import { JournalReader, type JournalFrame } from '../../src/history/journal-reader.ts'
+import { JournalReader, SharedDurable, type JournalFrame } from '../../src/history/journal-reader.ts'
 import type { HistoryEnvelope } from '../../src/history/types.ts'
 
 function journalDir (t: TestContext): string {
@@ -129,4 +129,26 @@ test('commit reports that arrive while the journal begins a new segment delete n
   reader.close()
   assert.equal(skipped, 0)
   assert.deepEqual(read, Array.from({ length: n }, (_, i) => `r-${i}`))
+})
+
+test('the shared durable end: the writer is told once after it asks to be woken, and sees every end published', () => {
+  const main = new SharedDurable()
+  const writer = new SharedDurable(main.buffer)
+  // Busy (a pass or a flush scheduled): ends are published without telling; the writer reads them.
+  assert.equal(main.publish(100), false)
+  assert.equal(main.publish(2 ** 40 + 7), false)
+  assert.equal(writer.durable, 2 ** 40 + 7)
+  // Idle: the next group tells it, once.
+  writer.sleep()
+  assert.equal(main.publish(2 ** 40 + 9), true)
+  assert.equal(main.publish(2 ** 40 + 11), false)
+  assert.equal(writer.durable, 2 ** 40 + 11)
+  // A writer that takes its request back before any group came gets it back (and schedules a pass itself).
+  writer.sleep()
+  assert.equal(writer.wakeTaken(), true)
+  assert.equal(main.publish(2 ** 40 + 12), false)
+  // Once a group took the request, the writer's take finds nothing: the message is on its way.
+  writer.sleep()
+  assert.equal(main.publish(2 ** 40 + 13), true)
+  assert.equal(writer.wakeTaken(), false)
 })
