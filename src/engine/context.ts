@@ -227,6 +227,36 @@ export function writeContext (f: ContextFacts, listing: Listing, snap: Snapshot,
   w.close()
 }
 
+/** Range indexes and run lengths a context key can hold (2^22 ranges of a version, runs of up to 255 more). */
+const kKeyMaxFirst = 1 << 22
+const kKeyMaxSpan = 1 << 8
+
+/**
+ * A number that names everything writeContext writes for an `ip` indicator's facts (its version, its registry run,
+ * which fixes the AS, its organisation and the range, and its country), so that a writer may keep the bytes it wrote
+ * for one address and copy them for another address with the same key; -1 for other types, or a run past what a key
+ * holds. Whatever writeContext comes to write for an address must enter this key (test/pool/answer-writers.test.ts
+ * writes every address both ways).
+ */
+export function contextKey (f: ContextFacts): number {
+  if (f.type !== 'ip') return -1
+  let key = f.ipVersion === 6 ? 1 : 0
+  if (f.hasRegistry) {
+    const run = f.registry
+    const span = run.last - run.first
+    if (run.first < 0 || run.first >= kKeyMaxFirst || span < 0 || span >= kKeyMaxSpan) return -1
+    key += 2 * (1 + run.first + kKeyMaxFirst * span)
+  }
+  if (f.country !== null) {
+    const a = f.country.charCodeAt(0) - 65
+    const b = f.country.charCodeAt(1) - 65
+    if (f.country.length !== 2 || a < 0 || a >= 26 || b < 0 || b >= 26) return -1
+    // Bits above the version's and the run's (below 2^31 + 2): 677 country numbers keep the key below 2^42.
+    key += 2 ** 32 * (1 + a * 26 + b)
+  }
+  return key
+}
+
 /**
  * The threat_context object of an indicator's facts and listing summary: the members writeContext writes, in its
  * order, as object literals per type (a property store per name, which V8 keeps fast; a writer storing by computed

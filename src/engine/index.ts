@@ -4,7 +4,7 @@
  */
 export { normalize, inferType } from './normalize/index.ts'
 export { assess, Assessor, render, score, kTopSignals, type Assessment, type ScoredSignal, type ScoreParams, type ScoreResult, type RenderParams, type SharedParts } from './score.ts'
-export { ContextFacts, kContextKeys, kNoListing, writeContext, type Listing, type MemberWriter } from './context.ts'
+export { ContextFacts, contextKey, kContextKeys, kNoListing, writeContext, type Listing, type MemberWriter } from './context.ts'
 export { unlistedParts, type UnlistedParts } from './summary.ts'
 export { AllowMatcher, ALLOW_KINDS, allowlistedAssessment, kAllowlistedScore, normalizeAllowValue, type AllowKind, type AllowRule } from './allowlist.ts'
 export { PROFILES, DEFAULT_PROFILE, selectProfile, type ScoringProfile } from './profiles.ts'

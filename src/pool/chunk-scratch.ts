@@ -5,7 +5,7 @@
  * (a scoring pool's and a test's) never share a buffer or a number; scoring is synchronous, so one chunk at a time
  * uses it.
  */
-import { AllowMatcher, Assessor, type AllowRule, type Assessment, type Listing, type ScoringProfile, type Snapshot } from '../engine/index.ts'
+import { AllowMatcher, Assessor, kNoListing, type AllowRule, type Assessment, type Listing, type ScoringProfile, type Snapshot } from '../engine/index.ts'
 import type { IndicatorType, NormalizedIndicator } from '../engine/types.ts'
 import { ByteSink } from '../bytes/byte-sink.ts'
 import { fnv1aBytes } from '../bytes/fnv.ts'
@@ -62,6 +62,11 @@ export interface SharedTail extends TailAround {
   members: string
   category: string
   listing: Listing
+  /**
+   * For an unlisted address: the whole none tail (head, threat_context, end) already written for a key of its context
+   * facts (chunk-writers.ts contextKey), so that addresses sharing their facts copy it once; bounded.
+   */
+  written: Map<number, Uint8Array> | null
 }
 
 /** One context's scratch state (see the module comment). */
@@ -211,7 +216,7 @@ export class ChunkScratch {
       const around = format === 'json' ? jsonTailAround(riskJson, scoresJson, this.jsonOf(parts.actions)) : packedTailAround(parts.risk, parts.scores, parts.actions)
       const facet = this.facets.of(parts.risk, parts.scores, riskJson, scoresJson)
       const members = facet?.members ?? verdictMembers(riskJson, scoresJson, [])
-      tail = { ...around, key: key.buf.slice(0, key.len), riskJson, scoresJson, facet, members, category: parts.risk.category, listing: parts.listing }
+      tail = { ...around, key: key.buf.slice(0, key.len), riskJson, scoresJson, facet, members, category: parts.risk.category, listing: parts.listing, written: parts.listing === kNoListing ? new Map() : null }
       if (memo.size >= kMaxSharedTails) memo.clear()
       // A key of another key's hash replaces it.
       memo.set(h, tail)

@@ -12,7 +12,7 @@
  *
  * Every writer answers the same bytes as rendering the full assessment would (test/pool/answer-writers.test.ts).
  */
-import { allowlistedAssessment, render, writeContext, type AllowRule, type Assessment, type ScoringProfile } from '../engine/index.ts'
+import { allowlistedAssessment, contextKey, render, writeContext, type AllowRule, type Assessment, type ScoringProfile } from '../engine/index.ts'
 import type { NormalizedIndicator, SignalDetails } from '../engine/types.ts'
 import type { ByteSink } from '../bytes/byte-sink.ts'
 import { labelsOf, verdictMembers } from '../history/record.ts'
@@ -102,11 +102,29 @@ function sharedOut (out: ItemOutcome, u: SharedTail): ItemOutcome {
 function writeShared (s: ChunkScratch, profile: ScoringProfile, ind: NormalizedIndicator, format: 'json' | 'msgpack'): SharedTail {
   s.assessor.collect(ind, profile)
   const tail = s.sharedTail(profile, format)
-  s.body.bytes(tail.head)
+  const sink = s.body
+  // An unlisted address whose context facts an earlier one shared: its whole tail is those bytes.
+  const key = tail.written === null ? -1 : contextKey(s.assessor.facts)
+  if (key >= 0) {
+    const written = tail.written?.get(key)
+    if (written !== undefined) {
+      sink.bytes(written)
+      return tail
+    }
+  }
+  const start = sink.len
+  sink.bytes(tail.head)
   writeContext(s.assessor.facts, tail.listing, s.snapshot, format === 'json' ? s.json : s.packed)
-  s.body.bytes(tail.end)
+  sink.bytes(tail.end)
+  if (key >= 0 && tail.written !== null) {
+    if (tail.written.size >= kMaxWrittenTails) tail.written.clear()
+    tail.written.set(key, new Uint8Array(sink.buf.subarray(start, sink.len)))
+  }
   return tail
 }
+
+/** Tails kept per shared tail for addresses' context facts (a few hundred bytes each); past it the memo starts again. */
+const kMaxWrittenTails = 4096
 
 /** JSON at signal_details none. */
 class JsonNoneWriter implements ItemWriter {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { mixedCorpus } from '../../bench/corpus.ts'
 import { Assessor, normalize, PROFILES, render, writeContext, type Listing } from '../../src/engine/index.ts'
-import { contextObject, kNoListing } from '../../src/engine/context.ts'
+import { contextKey, contextObject, kNoListing } from '../../src/engine/context.ts'
 import { ByteSink } from '../../src/bytes/byte-sink.ts'
 import { clientPackr, invalidIndicator, invalidItemObject, itemObject } from '../../src/pool/bulk-item.ts'
 import { JsonMembers, PackedMembers } from '../../src/pool/member-writers.ts'
@@ -20,8 +20,44 @@ function corpus (): ChunkItem[] {
   for (const v of ['2a00:1450:4001:80b::200e', '2400:cb00::1', '::ffff:8.8.8.8', '0.0.0.0/0', '::/0', '1.0.0.0/8', '8.8.8.0/24',
     'AS0', 'AS4294967295', 'AS3320', 'bücher.de', 'xn--bcher-kva.de', 'a.b.c.d.example.co.uk', 'x.blogspot.com', 'not an ip']) items.push([undefined, v, null, null])
   items.push(['ip', 42, null, null], ['domain', { a: 1 }, null, null])
+  // Addresses that share their registry run and country (the tails kept per context facts) and some that do not.
+  for (let i = 1; i < 200; i += 7) {
+    items.push(['ip', `8.8.${i % 4}.${i}`, null, null], ['ip', `1.1.1.${i}`, null, null], [undefined, `81.2.69.${i}`, null, null],
+      ['ip', `2a00:1450:4001:${i.toString(16)}::1`, null, null], ['ip', `104.16.${i}.1`, null, null], ['ip', `${i}.45.67.89`, null, null])
+  }
   return items
 }
+
+test('addresses share a context key exactly when their registry run and country are the same', async () => {
+  const snapshot = await sampleSnapshot()
+  const assessor = new Assessor(snapshot)
+  const profile = PROFILES[PROFILES.length - 1]
+  assert.ok(profile !== undefined)
+  const keyOf = (value: string): { key: number, facts: string } => {
+    const n = normalize(value, undefined)
+    assert.ok(n.ok)
+    assessor.collect(n.indicator, profile)
+    const f = assessor.facts
+    return { key: contextKey(f), facts: JSON.stringify([f.ipVersion, f.hasRegistry ? [f.registry.first, f.registry.last, f.registry.asn] : null, f.country]) }
+  }
+  const values = ['8.8.8.8', '8.8.8.9', '8.8.4.4', '1.1.1.1', '1.0.0.1', '81.2.69.142', '81.2.69.160', '2a00:1450:4001:80b::200e',
+    '2a00:1450:4001:80c::1', '192.0.2.1', '10.0.0.1', '::1', '203.0.113.9']
+  const seen = values.map(keyOf)
+  let shared = 0
+  for (const a of seen) {
+    assert.ok(a.key >= 0 && Number.isSafeInteger(a.key))
+    for (const b of seen) {
+      assert.equal(a.key === b.key, a.facts === b.facts, `${a.facts} ${b.facts}`)
+      if (a !== b && a.key === b.key) shared++
+    }
+  }
+  assert.ok(shared > 0, 'some of the addresses share their facts')
+  // Other types have no key: their context holds per-value members.
+  const n = normalize('example.com', undefined)
+  assert.ok(n.ok)
+  assessor.collect(n.indicator, profile)
+  assert.equal(contextKey(assessor.facts), -1)
+})
 
 /** What the full path answers for an item at signal_details none: assess, render, serialize. */
 function reference (items: ChunkItem[], format: 'json' | 'msgpack', version: string, assessor: Assessor): Buffer[] {
