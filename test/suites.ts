@@ -31,6 +31,7 @@ export const kSuites = {
     'history/journal-reader.test.ts',
     'history/legacy-spool.test.ts',
     'history/record.test.ts',
+    'history/utc-day.test.ts',
     'http/public-errors.test.ts',
     'http/request-logger.test.ts',
     'intel/public-manifest.test.ts',

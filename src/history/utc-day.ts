@@ -25,9 +25,20 @@ export function assertUtcDay (day: unknown): asserts day is string {
   if (!isUtcDay(day)) throw new StoreError('INVALID_REQUEST', 'day must be a calendar day written YYYY-MM-DD')
 }
 
-/** The UTC day (YYYY-MM-DD) of an instant given in epoch milliseconds. */
+/** The day utcDayOf answered last, and where it starts (epoch ms): most calls ask for the day of now. */
+let lastDayStart = Number.NaN
+let lastDay = ''
+
+/**
+ * The UTC day (YYYY-MM-DD) of an instant given in epoch milliseconds. Every request asks for today (quota, history):
+ * the day answered last is kept with its bounds, so that a Date and its ISO text are made once a day, not per call.
+ */
 export function utcDayOf (ms: number): string {
-  return new Date(ms).toISOString().slice(0, 10)
+  if (ms >= lastDayStart && ms < lastDayStart + kDayMs) return lastDay
+  const day = new Date(ms).toISOString().slice(0, 10)
+  lastDayStart = Math.floor(ms / kDayMs) * kDayMs
+  lastDay = day
+  return day
 }
 
 /** Epoch milliseconds of 00:00 UTC on `day`. */
