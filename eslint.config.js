@@ -6,7 +6,7 @@ import neostandard from 'neostandard'
  * config.ts and worker-entry.ts are leaves any room may import, except bytes/ and engine/, which import nothing of ours
  * but bytes/.
  */
-const kRooms = ['cli', 'dashboard', 'http', 'bulk', 'pool', 'intel', 'store', 'history', 'engine', 'bytes']
+const kRooms = ['cli', 'dashboard', 'http', 'bulk', 'fleet', 'pool', 'intel', 'store', 'history', 'engine', 'bytes']
 const kRoots = ['app', 'service', 'main']
 const kLeaves = ['errors', 'config', 'worker-entry']
 

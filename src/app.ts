@@ -31,6 +31,7 @@ import { SessionAuth } from './http/session.ts'
 import { dashboardRoutes } from './dashboard/routes.ts'
 import type { HistorySink } from './history/types.ts'
 import type { IntelService } from './pool/intel-service.ts'
+import type { Fleet } from './fleet/fleet.ts'
 import type { FeedRefresher } from './intel/index.ts'
 import type { QuotaCounter, Store } from './store/index.ts'
 
@@ -43,6 +44,8 @@ export interface AppDeps {
   /** Status of fetched feeds. */
   feeds: Pick<FeedRefresher, 'rows' | 'refreshAll'>
   logger: Logger
+  /** Instances sharing the store (absent or inactive: this instance alone). */
+  fleet?: Fleet
 }
 
 const kRequestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/
@@ -165,6 +168,17 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   metricsRoutes(app, metrics)
   const allowlists = new TenantAllowlists(deps.store)
   const verdicts = verdictDeps({ intel: deps.intel, history: deps.history, admission, allowlists, observer: metrics })
+  // Key and allowlist writes of any instance reach this one's caches on the next request (src/fleet/changes.ts).
+  deps.fleet?.changes.on((change) => {
+    if (change === null) {
+      verifier.clear()
+      allowlists.invalidateAll()
+    } else if (change.table === 'api_keys') {
+      verifier.forget(change.id)
+    } else {
+      allowlists.invalidate(change.id)
+    }
+  })
   const sessions = new SessionAuth(deps.store.accounts, { idleMs: config.sessionIdleMs, absoluteMs: config.sessionMaxMs })
   verdictRoutes(app, { verdicts, verifier, bodyLimit: config.bodyLimit })
   allowlistRoutes(app, { store: deps.store, allowlists, verifier, sessions })

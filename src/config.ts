@@ -32,6 +32,8 @@ export interface Config {
   redisUrl: string | null
   /** Prefix of every Redis key (several deployments can share a Redis). */
   redisPrefix: string
+  /** This instance's name in the fleet (status, logs), or null: host name, pid and a random suffix. */
+  instanceName: string | null
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
   /** Create and print one all-permission key on a first start with no keys. */
   bootstrapKey: boolean
@@ -133,6 +135,7 @@ const kFields: Record<string, Field> = {
   IOC_DATABASE_SCHEMA: { key: 'databaseSchema', kind: 'string', default: 'public', doc: 'PostgreSQL schema of the tables (several deployments can share a database)' },
   IOC_REDIS_URL: { key: 'redisUrl', kind: 'url', default: null, doc: 'Redis URL: shared quota counters across instances' },
   IOC_REDIS_PREFIX: { key: 'redisPrefix', kind: 'string', default: 'iocv:', doc: 'prefix of every Redis key (several deployments can share a Redis)' },
+  IOC_INSTANCE_NAME: { key: 'instanceName', kind: 'string', default: null, shown: 'host:pid:random', doc: 'this instance\'s name in the fleet\'s status (`intel status`, the sources route) when several share PostgreSQL' },
   IOC_LOG_LEVEL: { key: 'logLevel', kind: 'string', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', doc: 'pino level' },
   IOC_BOOTSTRAP_KEY: { key: 'bootstrapKey', kind: 'bool', default: true, shown: '1', doc: 'create and print one all-permission key on a first start with no keys' },
   IOC_CACHE_SIZE: { key: 'cacheSize', kind: 'int', min: 0, max: 100_000_000, default: 100_000, doc: 'verdicts per worker cache shard (off the heap: 768 bytes of ring each, at most 512 MiB per shard)' },

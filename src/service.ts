@@ -15,6 +15,7 @@ import { storeOptions, type Config } from './config.ts'
 import { startHistory, type HistoryClient } from './history/client.ts'
 import { buildSnapshot, buildSummary, FeedRefresher, loadManifest, type IntelSourceOptions } from './intel/index.ts'
 import { IntelService } from './pool/intel-service.ts'
+import { Fleet } from './fleet/fleet.ts'
 import { SpareBuffers } from './bytes/byte-sink.ts'
 import { openQuota, openStore, type QuotaCounter, type Store } from './store/index.ts'
 
@@ -31,6 +32,8 @@ export interface Service {
   quota: QuotaCounter
   intel: IntelService
   history: HistoryClient
+  /** Instances sharing the PostgreSQL store (inactive on SQLite). */
+  fleet: Fleet
   /** Fetched feeds (inactive when the manifest has none). */
   feeds: FeedRefresher
   logger: Logger
@@ -93,6 +96,12 @@ export const kServiceParts: readonly PartSpec[] = [
     start: '`startHistory` (`src/history/client.ts`): opens the journal, starts the writer thread (which writes what the store lacks)',
     close: 'syncs the journal, waits for the writer to copy it into the store, stops the thread',
     destroy: 'refuses writes (`HISTORY_CLOSED`), syncs the journal; the writer ends its store transaction and stops, then the thread is terminated (after 8 s at most); what the store lacks stays in the journal'
+  },
+  {
+    name: 'fleet',
+    start: '`Fleet` (`src/fleet/fleet.ts`), PostgreSQL only: listens for key and allowlist changes of every instance',
+    close: 'stops listening',
+    destroy: '-'
   },
   {
     name: 'intel',
@@ -171,6 +180,17 @@ export async function startService (config: Readonly<Config>, options: { logger?
     spares: historySpares
   }))
 
+  const fleet = await life.start('fleet', async () => {
+    const fleet = new Fleet({
+      url: config.store === 'postgres' ? config.databaseUrl : null,
+      schema: config.databaseSchema,
+      instance: config.instanceName,
+      logger: logger.child({ component: 'fleet' })
+    })
+    await fleet.start()
+    return fleet
+  })
+
   const intel = await life.start('intel', async () => {
     const built = await buildSnapshot(source)
     const startBuild = buildSummary(built)
@@ -216,7 +236,7 @@ export async function startService (config: Readonly<Config>, options: { logger?
   })
 
   const app = await life.start('http', async () => {
-    const app = await buildApp(config, { store, quota, intel, history, feeds, logger })
+    const app = await buildApp(config, { store, quota, intel, history, feeds, logger, fleet })
     // Requests are done when this runs (app.close() stops listening and waits for them first).
     app.addHook('onClose', async () => { await life.close() })
     try {
@@ -228,5 +248,5 @@ export async function startService (config: Readonly<Config>, options: { logger?
     return app
   }, (app) => ({ destroy: () => { app.server.closeAllConnections() } }))
 
-  return { app, store, quota, intel, history, feeds, logger, bootstrapKey, parts: life.parts, destroy: async (err) => { await life.destroy(err) } }
+  return { app, store, quota, intel, history, fleet, feeds, logger, bootstrapKey, parts: life.parts, destroy: async (err) => { await life.destroy(err) } }
 }

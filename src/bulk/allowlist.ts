@@ -1,13 +1,14 @@
 /**
  * The main thread's view of tenant allowlists: each tenant's entries as loaded from the store, with a version that
  * changes whenever the list is reloaded. A write through this instance invalidates the tenant at once (the next request
- * reloads); entries written by another instance sharing the store are seen within kAllowlistTtlMs. Expired entries
+ * reloads); on PostgreSQL a write by another instance reaches invalidate() through the fleet's change notifications
+ * (src/fleet/changes.ts), and kAllowlistTtlMs stays as the backstop for a notification that never arrives. Expired entries
  * drop out at request time. A tenant with no entries costs scoring nothing: its chunks carry no allowlist.
  */
 import type { AllowKind, AllowRule } from '../engine/index.ts'
 import type { AllowEntry, Store } from '../store/index.ts'
 
-/** How long a loaded list is trusted before it is read again (other instances' writes). */
+/** How long a loaded list is trusted before it is read again (backstop for a lost change notification). */
 export const kAllowlistTtlMs = 2_000
 /** Most entries a tenant may hold (they travel with every chunk of its requests). */
 export const kMaxAllowEntries = 1_000
@@ -73,6 +74,12 @@ export class TenantAllowlists {
     if (rules.length === 0) return undefined
     // Entries only ever expire within a version, so the count of active ones tells the versions' states apart.
     return { key: `${tenant}|${l.version}|${rules.length}`, rules }
+  }
+
+  /** Forgets every tenant's list (change notifications may have been missed). */
+  invalidateAll (): void {
+    this.loaded.clear()
+    this.loading.clear()
   }
 
   /** Forgets a tenant's list (after a write): the next request reloads it. */

@@ -1,7 +1,9 @@
 /**
  * X-API-Key authentication and permission checks. Keys are verified by the store (hash + constant-time compare);
  * a verified key is remembered for a few seconds under a digest of the presented key, so a busy SIEM feed does not
- * cost a store round trip per request. Revocation therefore takes effect within kVerifiedTtlMs.
+ * cost a store round trip per request. A revocation or change through this instance forgets the key at once; on
+ * PostgreSQL, one made anywhere else reaches forget() through the fleet's change notifications (src/fleet/changes.ts),
+ * and kVerifiedTtlMs stays as the backstop for a notification that never arrives.
  */
 import { hash, timingSafeEqual } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
@@ -28,6 +30,8 @@ export class KeyVerifier {
   private readonly cache = new LRUCache<string, ApiKeyRecord>({ max: kVerifiedMax, ttl: kVerifiedTtlMs })
   private readonly touched = new LRUCache<string, true>({ max: kVerifiedMax, ttl: kTouchIntervalMs })
   private readonly onTouchError: (err: unknown) => void
+  /** Bumped by every forget: a verification that began before one must not cache what it read. */
+  private epoch = 0
 
   constructor (store: Pick<Store, 'verifyKey' | 'touchKey'>, onTouchError: (err: unknown) => void = () => {}) {
     this.store = store
@@ -40,8 +44,9 @@ export class KeyVerifier {
     const digest = hash('sha256', presented, 'base64')
     let rec = this.cache.get(digest) ?? null
     if (rec === null) {
+      const epoch = this.epoch
       rec = await this.store.verifyKey(presented)
-      if (rec !== null) this.cache.set(digest, rec)
+      if (rec !== null && epoch === this.epoch) this.cache.set(digest, rec)
     }
     // A cached record may have expired since it was verified.
     if (rec === null || expired(rec.expiresAt)) return null
@@ -52,9 +57,16 @@ export class KeyVerifier {
     return rec
   }
 
-  /** Forgets cached verifications (after a revoke in this process). */
+  /** Forgets cached verifications (after a revoke in this process, or missed notifications). */
   clear (): void {
+    this.epoch++
     this.cache.clear()
+  }
+
+  /** Forgets the cached verifications of one key (it was revoked or changed, here or on another instance). */
+  forget (id: string): void {
+    this.epoch++
+    for (const [digest, rec] of this.cache.entries()) if (rec.id === id) this.cache.delete(digest)
   }
 }
 

@@ -62,15 +62,15 @@ test('a destroy stops every part in reverse order, each once, and a close afterw
   const stopped = [...events('part destroyed'), ...events('part closed')]
   assert.deepEqual(stopped.sort(), [...kNames].sort(), 'each part stopped once')
   assert.deepEqual(events('part destroyed'), ['http', 'feeds', 'intel', 'history'], 'the parts with work to stop now, in reverse')
-  assert.deepEqual(events('part closed'), ['quota', 'store', 'data-dir'], 'then the others, closed, in reverse')
+  assert.deepEqual(events('part closed'), ['fleet', 'quota', 'store', 'data-dir'], 'then the others, closed, in reverse')
 })
 
 test('a start that fails at the scoring pool stops what started in reverse (history after scoring), and frees the data dir', async (t) => {
   const { logger, events } = capture()
   const config = configFor(t, { IOC_POOL_SIZE: '1' })
   await assert.rejects(startService(config, { logger, scoringEntry: kFailOnStartEntry }), /the thread did not start/)
-  assert.deepEqual(events('part started'), ['data-dir', 'store', 'quota', 'history'])
-  assert.deepEqual(events('part closed'), ['history', 'quota', 'store', 'data-dir'])
+  assert.deepEqual(events('part started'), ['data-dir', 'store', 'quota', 'history', 'fleet'])
+  assert.deepEqual(events('part closed'), ['fleet', 'history', 'quota', 'store', 'data-dir'])
   // The lock was released: the same data dir starts again.
   const again = await startService(config, { logger: pino({ level: 'silent' }) })
   await again.app.close()

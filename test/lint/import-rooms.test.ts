@@ -29,6 +29,8 @@ const backArrows: Array<[string, string]> = [
   ['src/intel/feeds/plain.ts', '../../pool/intel-service.ts'],
   ['src/pool/score-chunk.ts', '../bulk/chunk.ts'],
   ['src/bulk/chunk.ts', '../http/schemas.ts'],
+  ['src/fleet/fleet.ts', '../bulk/allowlist.ts'],
+  ['src/pool/intel-service.ts', '../fleet/fleet.ts'],
   ['src/http/auth.ts', '../app.ts'],
   ['src/http/routes-verdict.ts', '../cli/score-file.ts'],
   ['workers/scoring.ts', '../src/http/content.ts']
@@ -38,6 +40,8 @@ const downArrows: Array<[string, string]> = [
   ['src/http/auth.ts', '../store/index.ts'],
   ['src/bulk/merge.ts', '../bytes/byte-sink.ts'],
   ['src/pool/score-chunk.ts', '../history/codec.ts'],
+  ['src/fleet/fleet.ts', '../pool/intel-service.ts'],
+  ['src/bulk/verdicts.ts', '../fleet/fleet.ts'],
   ['src/store/sqlite.ts', '../history/block.ts'],
   ['src/engine/snapshot/hash.ts', '../../bytes/fnv.ts'],
   ['src/engine/score.ts', './snapshot/format.ts'],
