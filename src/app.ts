@@ -183,8 +183,8 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   verdictRoutes(app, { verdicts, verifier, bodyLimit: config.bodyLimit })
   allowlistRoutes(app, { store: deps.store, allowlists, verifier, sessions })
   feedbackRoutes(app, { store: deps.store, verdicts, verifier, sessions, observer: metrics })
-  serviceRoutes(app, { store: deps.store, quota: deps.quota, history: deps.history, intel: deps.intel, feeds: deps.feeds, closing })
-  mgmtRoutes(app, { store: deps.store, quota: deps.quota, intel: deps.intel, feeds: deps.feeds, verifier, sessions })
+  serviceRoutes(app, { store: deps.store, quota: deps.quota, history: deps.history, intel: deps.intel, feeds: deps.feeds, closing, ...(deps.fleet === undefined ? {} : { fleet: deps.fleet }) })
+  mgmtRoutes(app, { store: deps.store, quota: deps.quota, intel: deps.intel, feeds: deps.feeds, verifier, sessions, ...(deps.fleet === undefined ? {} : { fleet: deps.fleet }) })
   await dashboardRoutes(app, { verdicts, sessions, verifier, capacityReport: join(kProjectRoot, 'bench', 'results', 'capacity.html') })
   keyRoutes(app, { store: deps.store, verifier, defaultRateLimit: config.rateLimit > 0 ? config.rateLimit : null })
   return app

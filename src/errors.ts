@@ -116,7 +116,9 @@ export const kInternalCodes = {
   // fetched feeds: the feed's status and the log show these, never a request's answer
   FEED_FETCH_FAILED: { meaning: 'a feed download failed for good (after its retries) or was stopped', answer: null },
   FEED_VARIABLE_MISSING: { meaning: 'a feed\'s headers name an environment variable that is not set', answer: null },
-  FEED_ZIP_REFUSED: { meaning: 'a zip feed body is no archive, lacks its member, or inflates past max_bytes', answer: null }
+  FEED_ZIP_REFUSED: { meaning: 'a zip feed body is no archive, lacks its member, or inflates past max_bytes', answer: null },
+  // the fleet: health and the log show it, never a request's answer
+  FLEET_SNAPSHOT_INVALID: { meaning: 'the intel snapshot the fleet\'s leader published cannot be read or does not match its digest', answer: null }
 } as const satisfies Record<string, { meaning: string, answer: Answer | null }>
 
 /** An internal code (kInternalCodes). */
@@ -139,6 +141,13 @@ export type StoreErrorCode = 'INVALID_REQUEST' | 'INVALID_KEY_OPTIONS' | 'INVALI
 
 /** An error of the store or quota layer. */
 export class StoreError extends IocVerdictError<StoreErrorCode> {}
+
+/** A published fleet snapshot that cannot be read or verified (src/fleet/snapshots.ts); the follower keeps its own. */
+export class FleetSnapshotError extends IocVerdictError<'FLEET_SNAPSHOT_INVALID'> {
+  constructor (message: string, options?: { cause?: unknown }) {
+    super('FLEET_SNAPSHOT_INVALID', message, options)
+  }
+}
 
 /** A configuration problem, reported at start. */
 export class ConfigError extends IocVerdictError<'CONFIG_INVALID'> {

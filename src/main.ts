@@ -12,6 +12,7 @@ import { mkdirSync, statSync } from 'node:fs'
 import type { InputFormat, OutputFormat } from './cli/score-file.ts'
 import type { SignalDetails } from './engine/index.ts'
 import type { Role } from './store/index.ts'
+import type { FleetStatus } from './fleet/fleet.ts'
 
 const kUsage = `usage: ioc-verdict <command>
 
@@ -274,6 +275,11 @@ async function intelStatus (config: Readonly<Config>, json: boolean): Promise<nu
     if (snap !== null) out(`snapshot ${snap.version ?? '?'} built ${snap.data_timestamp ?? '?'} (status written ${status.writtenAt})`)
     if (snap?.build !== undefined) {
       out(snap.build.warm ? 'loaded whole from the snapshot cache' : `parsed: ${snap.build.parsed.join(', ') || 'none'}; reused from the parts cache: ${snap.build.reused}`)
+    }
+    const fleet = (snap as { fleet?: FleetStatus } | null)?.fleet
+    if (fleet !== undefined) {
+      out(`fleet: this instance ${fleet.instance} is the ${fleet.role}; leader ${fleet.leader ?? 'unknown'}; serving generation ${fleet.generation ?? 'none'} of ${fleet.published_generation ?? 'none'} published${fleet.error === null ? '' : `; degraded: ${fleet.error}`}`)
+      for (const i of fleet.instances) out(`  ${i.instance}${i.leader ? ' (leader)' : ''}: generation ${i.generation ?? 'none'}, ${i.state}, seen ${i.seen_at}`)
     }
   }
   return status.sources.some((s) => s.status === 'stale' || s.status === 'failed') ? 1 : 0

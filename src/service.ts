@@ -99,19 +99,19 @@ export const kServiceParts: readonly PartSpec[] = [
   },
   {
     name: 'fleet',
-    start: '`Fleet` (`src/fleet/fleet.ts`), PostgreSQL only: listens for key and allowlist changes of every instance',
-    close: 'stops listening',
+    start: '`Fleet` (`src/fleet/fleet.ts`), PostgreSQL only: listens for key and allowlist changes and snapshot generations; campaigns for the lead once `feeds` started',
+    close: 'stops leading (another instance leads at once), following and listening',
     destroy: '-'
   },
   {
     name: 'intel',
-    start: 'loads or builds the snapshot, starts `IntelService` (`src/pool/intel-service.ts`) and its scoring threads',
+    start: 'loads the fleet\'s published snapshot, or loads or builds one; starts `IntelService` (`src/pool/intel-service.ts`) and its scoring threads',
     close: 'refuses new leases, waits for held ones, drains and stops every pool',
     destroy: 'fails queued and running scoring tasks, stops every pool'
   },
   {
     name: 'feeds',
-    start: '`FeedRefresher` (`src/intel/refresher.ts`): one timer per fetched feed; the first fetch in the background',
+    start: '`FeedRefresher` (`src/intel/refresher.ts`): one timer per fetched feed (in a fleet only the leader fetches); the first fetch in the background',
     close: 'stops the timers, waits for a fetch and a rebuild in flight',
     destroy: 'aborts a download and a validation in flight, stops the timers'
   },
@@ -192,9 +192,15 @@ export async function startService (config: Readonly<Config>, options: { logger?
   })
 
   const intel = await life.start('intel', async () => {
-    const built = await buildSnapshot(source)
-    const startBuild = buildSummary(built)
-    logger.info({ intel: { version: built.data.header.version, warm: built.warm, ms: Math.round(built.ms), bytes: built.data.buffer.byteLength, parsed: startBuild.parsed, reused: startBuild.reused } }, 'intel snapshot loaded')
+    // In a fleet, the published generation (no build, no fetch); else, or when none is published yet, a build.
+    const published = await fleet.loadPublished()
+    const built = published === null ? await buildSnapshot(source) : { data: published.data, warm: true, ms: 0, report: null }
+    if (published !== null) {
+      logger.info({ intel: { version: built.data.header.version, generation: published.published.generation, published_by: published.published.publishedBy } }, 'intel snapshot of the fleet loaded')
+    } else {
+      const startBuild = buildSummary(built)
+      logger.info({ intel: { version: built.data.header.version, warm: built.warm, ms: Math.round(built.ms), bytes: built.data.buffer.byteLength, parsed: startBuild.parsed, reused: startBuild.reused } }, 'intel snapshot loaded')
+    }
     // scoringEntry swaps the scoring worker module (tests start fixtures that crash); it is not configuration.
     const poolOptions = { size: config.poolSize, cacheSize: config.cacheSize, historySpares, ...(options.scoringEntry === undefined ? {} : { entry: options.scoringEntry }) }
     const intel = new IntelService(built.data, poolOptions, source, { warm: built.warm, ms: built.ms, report: built.report })
@@ -221,17 +227,25 @@ export async function startService (config: Readonly<Config>, options: { logger?
         const r = await intel.reload()
         const b = intel.build === null ? null : buildSummary(intel.build)
         logger.info({ intel: { ...r, parsed: b?.parsed ?? [], reused: b?.reused ?? 0 } }, 'intel snapshot reloaded after a feed change')
+        await fleet.afterReload()
       },
+      // In a fleet only the leader fetches; it shares what it fetched with the fleet (src/fleet/fleet.ts).
+      fetching: () => fleet.leading,
+      onStored: async (name, meta, body) => { await fleet.shareFeed(name, meta, body) },
+      onStatus: (states) => { fleet.shareStatus(states) },
       snapshot: () => {
         const build = intel.build === null ? null : buildSummary(intel.build)
+        const status = fleet.status()
         return {
           version: intel.snapshot.version,
           data_timestamp: intel.snapshot.dataTimestamp,
-          ...(build === null ? {} : { build: { warm: build.warm, build_ms: build.build_ms, parsed: build.parsed, reused: build.reused } })
+          ...(build === null ? {} : { build: { warm: build.warm, build_ms: build.build_ms, parsed: build.parsed, reused: build.reused } }),
+          ...(status === null ? {} : { fleet: status })
         }
       }
     })
     await feeds.start()
+    fleet.attach(intel, feeds)
     return feeds
   })
 

@@ -256,6 +256,32 @@ export const sourcesSchema = {
         }
       }
     },
+    fleet: {
+      type: 'object',
+      description: 'With PostgreSQL: this instance, its role, the leader, the generation it serves and the instances seen in the last 30 s',
+      properties: {
+        instance: { type: 'string' },
+        role: { type: 'string', enum: ['leader', 'follower'] },
+        leader: { type: ['string', 'null'] },
+        generation: { type: ['integer', 'null'] },
+        published_generation: { type: ['integer', 'null'] },
+        error: { type: ['string', 'null'] },
+        instances: {
+          type: 'array',
+          items: {
+            type: 'object',
+            properties: {
+              instance: { type: 'string' },
+              leader: { type: 'boolean' },
+              generation: { type: ['integer', 'null'] },
+              version: { type: ['string', 'null'] },
+              state: { type: 'string' },
+              seen_at: { type: 'string', format: 'date-time' }
+            }
+          }
+        }
+      }
+    },
     snapshot: {
       type: 'object',
       properties: {

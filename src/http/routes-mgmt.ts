@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify'
 import { InvalidRequestError } from '../errors.ts'
 import { buildSummary, type FeedRefresher } from '../intel/index.ts'
 import type { IntelService } from '../pool/intel-service.ts'
+import type { Fleet } from '../fleet/fleet.ts'
 import { INDICATOR_TYPES } from '../engine/types.ts'
 import { DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, utcDayOf, type QuotaCounter, type SearchFilters, type Store } from '../store/index.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
@@ -22,6 +23,8 @@ export interface MgmtRouteDeps {
   verifier: KeyVerifier
   /** Dashboard sessions, accepted in place of a key. */
   sessions: SessionAuth
+  /** Instances sharing the store: a follower never builds or fetches, it follows the leader. */
+  fleet?: Pick<Fleet, 'reload' | 'leading' | 'active' | 'requestRefresh' | 'status'>
 }
 
 const kSearchQuery = {
@@ -107,7 +110,7 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
     },
     onRequest: requireKey(verifier, 'admin', deps.sessions)
   }, async (req) => {
-    const result = await deps.intel.reload()
+    const result = deps.fleet === undefined ? await deps.intel.reload() : await deps.fleet.reload()
     req.log.info({ intel: result }, 'intel snapshot reloaded')
     return result
   })
@@ -116,8 +119,10 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
   const sources = (): object => {
     const snap = deps.intel.snapshot
     const build = deps.intel.build === null ? null : buildSummary(deps.intel.build)
+    const fleet = deps.fleet?.status() ?? null
     return {
       sources: deps.feeds.rows(),
+      ...(fleet === null ? {} : { fleet }),
       snapshot: {
         version: snap.version,
         data_timestamp: snap.dataTimestamp,
@@ -144,12 +149,15 @@ export function mgmtRoutes (app: FastifyInstance, deps: MgmtRouteDeps): void {
     schema: {
       tags: ['management'],
       summary: 'Fetch every feed now; answers like GET /api/v2/mgmt/intel/sources once done (admin)',
+      description: 'In a fleet (PostgreSQL) a follower asks the leader to fetch and answers at once; the new generation, if any, reaches it moments later.',
       security: [{ apiKey: [] }],
       response: { 200: sourcesSchema, ...errorsOf(401, 403, 503) }
     },
     onRequest: requireKey(verifier, 'admin', deps.sessions)
   }, async () => {
-    await deps.feeds.refreshAll()
+    // A follower fetches nothing: it asks the leader, whose new generation it adopts when one results.
+    if (deps.fleet?.active === true && !deps.fleet.leading) await deps.fleet.requestRefresh()
+    else await deps.feeds.refreshAll()
     return sources()
   })
 }

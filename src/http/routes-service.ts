@@ -8,6 +8,7 @@ import { errorsOf, healthSchema, probeSchema } from './response-schemas.ts'
 import type { HistorySink } from '../history/types.ts'
 import type { FeedRefresher } from '../intel/index.ts'
 import type { IntelService } from '../pool/intel-service.ts'
+import type { Fleet } from '../fleet/fleet.ts'
 import type { QuotaCounter, Store } from '../store/index.ts'
 
 /** The retired history query: 404 to any call (docs/API.md "Endpoints"). */
@@ -23,6 +24,8 @@ export interface ServiceRouteDeps {
   intel: IntelService
   feeds: Pick<FeedRefresher, 'rows'>
   closing: () => boolean
+  /** Instances sharing the store (health shows this one's role and generation). */
+  fleet?: Pick<Fleet, 'status'>
 }
 
 async function check (fn: () => Promise<void>): Promise<'ok' | 'error'> {
@@ -87,6 +90,12 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
       if ((f.status === 'stale' || f.status === 'failed')) reasons.push(`feed ${f.name} is ${f.status}`)
     }
     if ((feedCounts.stale > 0 || feedCounts.failed > 0) && status === 'ok') status = 'degraded'
+    // A follower that cannot adopt the fleet's published snapshot serves the one it has: verdicts work, maybe on older data.
+    const fleet = deps.fleet?.status() ?? null
+    if (fleet !== null && fleet.error !== null) {
+      if (status === 'ok') status = 'degraded'
+      reasons.push(`cannot adopt the fleet's published snapshot: ${fleet.error}`)
+    }
     reply.code(status === 'unavailable' ? 503 : 200)
     return {
       status,
@@ -106,7 +115,12 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
           journal_limit: h.journalLimit,
           writer_restarts: h.restarts
         },
-        intel: { version: snap.version, data_timestamp: snap.dataTimestamp, feeds: feedCounts },
+        intel: {
+          version: snap.version,
+          data_timestamp: snap.dataTimestamp,
+          feeds: feedCounts,
+          ...(fleet === null ? {} : { fleet: { instance: fleet.instance, role: fleet.role, leader: fleet.leader, generation: fleet.generation, published_generation: fleet.published_generation, error: fleet.error } })
+        },
         pool: { workers: deps.intel.size }
       }
     }

@@ -3,9 +3,9 @@
  * snapshot format the pure engine maps (src/engine/snapshot/format.ts), and caches compiled snapshots on disk.
  */
 export { compile, compileSnapshot, type BuildReport, type CompileOptions, type SourceBuild } from './compile.ts'
-export { loadSnapshot, inputKey, type LoadResult } from './cache.ts'
+export { loadSnapshot, inputKey, encodeSnapshotFile, decodeSnapshotFile, type LoadResult } from './cache.ts'
 export { intelCheck, intelBuild, type IntelReport } from './check.ts'
 export { loadManifest } from './manifest.ts'
 export { buildSnapshot, buildSummary, compileInputs, type BuildInfo, type IntelSourceOptions } from './build.ts'
-export { FeedRefresher, readStatusFile, kDefaultValidation, type SourceRow, type ValidationPolicy } from './refresher.ts'
+export { FeedRefresher, readStatusFile, kDefaultValidation, type FeedMeta, type SourceRow, type SourceState, type ValidationPolicy } from './refresher.ts'
 export { redactUrl } from './fetcher.ts'

@@ -83,6 +83,15 @@ export interface RefresherOptions {
   retry?: RetryPolicy
   /** Snapshot facts written into status.json beside the sources. */
   snapshot?: () => Record<string, unknown>
+  /**
+   * Whether this instance fetches now (a fleet's leader does, its followers never do); default always. A timer that
+   * fires while it says no fetches nothing and waits for its next turn.
+   */
+  fetching?: () => boolean
+  /** After a changed body became a feed's last good copy (a fleet's leader shares it, for the next leader). */
+  onStored?: (name: string, meta: FeedMeta, body: Buffer) => Promise<void>
+  /** After the sources' state changed (a fleet's leader shares it with its followers). */
+  onStatus?: (states: SourceState[]) => void
 }
 
 const kEmptyMeta: FeedMeta = { etag: null, lastModified: null, fetchedAt: null, changedAt: null, records: 0, bytes: 0, sha256: null }
@@ -152,6 +161,8 @@ export class FeedRefresher {
   private changePending = false
   private closing: Promise<void> | null = null
   private started = false
+  /** Downloads begun (each refresh of a feed that was let through; retries within one are not counted). */
+  fetches = 0
 
   constructor (options: RefresherOptions) {
     this.options = options
@@ -222,7 +233,7 @@ export class FeedRefresher {
 
   /** Refreshes one feed; a refresh already running for it is joined, not doubled. */
   private async run (spec: FeedSpec): Promise<void> {
-    if (this.closing !== null) return
+    if (this.closing !== null || this.options.fetching?.() === false) return
     let p = this.inflight.get(spec.name)
     if (p === undefined) {
       p = this.refresh(spec).catch((err: unknown) => {
@@ -242,6 +253,7 @@ export class FeedRefresher {
     const state = this.states.get(spec.name)!
     const remote = spec.remote!
     state.lastAttemptAt = new Date().toISOString()
+    this.fetches++
     const refuse = async (error: string): Promise<void> => {
       state.failed = true
       state.error = error
@@ -311,6 +323,13 @@ export class FeedRefresher {
     state.failed = false
     state.error = null
     await writeAtomic(this.metaPath(spec), JSON.stringify(state.meta))
+    if (changed && this.options.onStored !== undefined) {
+      try {
+        await this.options.onStored(spec.name, state.meta, body)
+      } catch (err) {
+        this.options.logger.warn({ feed: spec.name, error: (err as Error).message }, 'cannot share the feed\'s last good copy with the fleet')
+      }
+    }
     this.options.logger.info({ feed: spec.name, url: state.url, records: counts.entries, rejected: counts.rejected, changed }, 'feed fetched')
     await this.writeStatus()
     // The rebuild runs on its own: a refresh (and destroy, which waits for refreshes) does not wait for it.
@@ -333,8 +352,37 @@ export class FeedRefresher {
     await this.changeChain
   }
 
+  /**
+   * Takes a last good copy another instance fetched (a fleet's former leader), with its metadata, so that this
+   * instance, leading now, rebuilds from what the fleet's snapshot was built from and asks the host conditionally.
+   * Returns whether the copy differed from this instance's.
+   */
+  async adopt (name: string, meta: FeedMeta, body: Buffer): Promise<boolean> {
+    const spec = this.remote.find((s) => s.name === name)
+    const state = this.states.get(name)
+    if (spec === undefined || state === undefined || meta.sha256 === state.meta.sha256) return false
+    if (createHash('sha256').update(body).digest('hex') !== meta.sha256) throw new Error(`the shared copy of feed ${name} does not match its digest`)
+    await writeAtomic(spec.path, body)
+    state.meta = { ...kEmptyMeta, ...meta }
+    await writeAtomic(this.metaPath(spec), JSON.stringify(state.meta))
+    return true
+  }
+
+  /** Takes the sources' state another instance reports (a fleet's leader), so rows and status show what it fetched. */
+  adoptStates (states: readonly SourceState[]): void {
+    for (const s of states) {
+      const mine = this.states.get(s.name)
+      if (mine === undefined) continue
+      mine.meta = { ...kEmptyMeta, ...s.meta }
+      mine.lastAttemptAt = s.lastAttemptAt
+      mine.failed = s.failed
+      mine.error = s.error
+    }
+  }
+
   /** Writes status.json (for `intel status`); failures to write are only logged. */
   async writeStatus (): Promise<void> {
+    if (this.options.fetching?.() !== false) this.options.onStatus?.([...this.states.values()])
     try {
       const doc = { written_at: new Date().toISOString(), sources: [...this.states.values()], snapshot: this.options.snapshot?.() ?? null }
       await writeAtomic(join(this.options.dir, 'status.json'), JSON.stringify(doc))

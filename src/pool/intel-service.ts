@@ -22,12 +22,15 @@ export interface PoolLease {
 /** A pool and the requests holding it. */
 class Generation {
   readonly pool: ScoringPool
+  /** The snapshot's header and bytes (what a fleet's leader publishes). */
+  readonly data: SnapshotData
   /** How its snapshot was obtained (null: handed in without build facts). */
   readonly build: BuildInfo | null
   leases = 0
   private drained: (() => void) | null = null
 
-  constructor (pool: ScoringPool, build: BuildInfo | null) {
+  constructor (data: SnapshotData, pool: ScoringPool, build: BuildInfo | null) {
+    this.data = data
     this.pool = pool
     this.build = build
   }
@@ -50,6 +53,8 @@ export class IntelService {
   private readonly poolOptions: ScoringPoolOptions
   private readonly source: IntelSourceOptions
   private reloading: Promise<ReloadResult> | null = null
+  /** The last swap queued (reloads and adoptions swap one at a time). */
+  private swapping: Promise<void> = Promise.resolve()
   private readonly retiring = new Set<Promise<void>>()
   /** Every generation not yet closed (the current one and those waiting for their leases). */
   private readonly live = new Set<Generation>()
@@ -59,13 +64,18 @@ export class IntelService {
   constructor (data: SnapshotData, poolOptions: ScoringPoolOptions, source: IntelSourceOptions, build: BuildInfo | null = null) {
     this.poolOptions = poolOptions
     this.source = source
-    this.current = new Generation(new ScoringPool(data, poolOptions), build)
+    this.current = new Generation(data, new ScoringPool(data, poolOptions), build)
     this.live.add(this.current)
   }
 
   /** The snapshot new requests are scored on. */
   get snapshot (): Snapshot {
     return this.current.pool.snapshot
+  }
+
+  /** The current snapshot's header and bytes. */
+  get data (): SnapshotData {
+    return this.current.data
   }
 
   /** How the current snapshot was obtained: warm from the disk cache, or compiled (which sources were parsed). */
@@ -119,27 +129,49 @@ export class IntelService {
     if (this.closing !== null) throw new PoolClosedError()
     this.reloading ??= (async () => {
       try {
-        const built = await buildSnapshot(this.source, force)
-        const next = new ScoringPool(built.data, this.poolOptions)
-        try {
-          await next.ready()
-        } catch (err) {
-          await next.destroy()
-          throw err
-        }
-        if (this.closing !== null) {
-          await next.destroy()
-          throw new PoolClosedError()
-        }
-        this.retire(this.current)
-        this.current = new Generation(next, { warm: built.warm, ms: built.ms, report: built.report })
-        this.live.add(this.current)
-        return { version: next.snapshot.version, data_timestamp: next.snapshot.dataTimestamp, warm: built.warm, build_ms: Math.round(built.ms) }
+        return await this.exclusive(async () => {
+          const built = await buildSnapshot(this.source, force)
+          return await this.swap(built.data, { warm: built.warm, ms: built.ms, report: built.report })
+        })
       } finally {
         this.reloading = null
       }
     })()
     return await this.reloading
+  }
+
+  /**
+   * Swaps to a snapshot obtained elsewhere (a fleet's published generation) as a reload would: a new pool on it, then
+   * the swap; after a reload in flight, never during one. A failure keeps the current snapshot.
+   */
+  async adopt (data: SnapshotData, build: BuildInfo | null): Promise<ReloadResult> {
+    if (this.closing !== null) throw new PoolClosedError()
+    return await this.exclusive(async () => await this.swap(data, build))
+  }
+
+  /** Runs `fn` after every swap queued before it, one at a time. */
+  private async exclusive<T> (fn: () => Promise<T>): Promise<T> {
+    const run = this.swapping.then(fn)
+    this.swapping = run.then(() => {}, () => {})
+    return await run
+  }
+
+  private async swap (data: SnapshotData, build: BuildInfo | null): Promise<ReloadResult> {
+    const next = new ScoringPool(data, this.poolOptions)
+    try {
+      await next.ready()
+    } catch (err) {
+      await next.destroy()
+      throw err
+    }
+    if (this.closing !== null) {
+      await next.destroy()
+      throw new PoolClosedError()
+    }
+    this.retire(this.current)
+    this.current = new Generation(data, next, build)
+    this.live.add(this.current)
+    return { version: next.snapshot.version, data_timestamp: next.snapshot.dataTimestamp, warm: build?.warm ?? true, build_ms: Math.round(build?.ms ?? 0) }
   }
 
   /** Closes a replaced generation once its leases are released. */
@@ -155,6 +187,7 @@ export class IntelService {
   async close (): Promise<void> {
     this.closing ??= (async () => {
       if (this.reloading !== null) await this.reloading.catch(() => {})
+      await this.swapping
       this.retire(this.current)
       await Promise.all([...this.retiring])
     })()

@@ -1,13 +1,20 @@
 /**
  * The fleet (docs/OPERATIONS.md "Run N instances"): two instances on one PostgreSQL schema. A key or allowlist write
  * on one is applied by the other's next request through PostgreSQL's change notifications, sessions are read from the
- * store on every request. Runs only when IOC_TEST_DATABASE_URL is set.
+ * store on every request. One instance leads: it alone fetches the feeds and publishes the snapshot, which the other
+ * adopts, so both report one identity; when it goes, the other leads. Runs only when IOC_TEST_DATABASE_URL is set.
  */
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { test } from 'node:test'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer, type IncomingMessage } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { test, type TestContext } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
-import { pgServices, type Built } from '../helper.ts'
+import pg from 'pg'
+import { pgServices, smallRegistries, type Built } from '../helper.ts'
 
 type Json = Record<string, any>
 
@@ -109,4 +116,159 @@ test('a session signed out or a user disabled on one instance is refused by the 
   assert.equal(await usage(off.cookie), 200)
   assert.equal(await a.store.accounts.disableUser('off.fleet'), true)
   assert.equal(await usage(off.cookie), 401)
+})
+
+/** A feed host on 127.0.0.1 serving a netset the test sets; it counts requests. */
+async function feedHost (t: TestContext): Promise<{ url: string, requests: IncomingMessage[], serve: (body: string) => void }> {
+  let body = ''
+  const requests: IncomingMessage[] = []
+  const server = createServer((req, res) => {
+    requests.push(req)
+    res.writeHead(200, { 'content-type': 'text/plain' })
+    res.end(body)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(async () => {
+    server.closeAllConnections()
+    await new Promise((resolve) => server.close(resolve))
+  })
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/feed`, requests, serve: (b) => { body = b } }
+}
+
+/** n public addresses of 45.(100 + seed).0.0/16, one a line (private ranges are scored as such, whatever lists them). */
+function netset (n: number, seed: number): string {
+  const lines = ['# fleet test feed']
+  for (let i = 0; i < n; i++) lines.push(`45.${100 + seed}.${i >> 8}.${i & 255}`)
+  return lines.join('\n') + '\n'
+}
+
+/**
+ * Services on one fresh schema fetching one feed from `url` every second; each compiles into its own data dir's cache
+ * with cut-down registries (no assertion reads them).
+ */
+function fleetOf (t: TestContext, url: string, what: string): { build: () => Promise<Built> } {
+  const dir = mkdtempSync(join(tmpdir(), 'ioc-fleet-test-'))
+  t.after(() => { rmSync(dir, { recursive: true, force: true }) })
+  const manifest = join(dir, 'manifest.json')
+  writeFileSync(manifest, JSON.stringify({
+    feeds: [{ name: 'fleet_list', format: 'netset', url, refresh_seconds: 1, timeout_seconds: 5, direction: 'malicious', group: 'threat_feed', subgroup: 'attack_source', category: 'abuse', confidence: 0.8, half_life_days: 0 }]
+  }))
+  return pgServices(t, kDb as string, schemaName(what), { IOC_FEEDS: manifest, IOC_INTEL_CACHE_DIR: '', ...smallRegistries(), IOC_FEED_ATTEMPTS: '1' })
+}
+
+async function json (s: Built, url: string): Promise<Json> {
+  const res = await s.app.inject({ method: 'GET', url, headers: { 'x-api-key': s.key } })
+  return res.json() as Json
+}
+
+/** What a client sees of an instance's snapshot: health's identity and the sources route's. */
+async function identity (s: Built): Promise<{ version: string, data_timestamp: string, sources: string }> {
+  const health = await json(s, '/api/v2/ioc/health')
+  const sources = await json(s, '/api/v2/mgmt/intel/sources')
+  return { version: health.checks.intel.version, data_timestamp: health.checks.intel.data_timestamp, sources: sources.snapshot.version }
+}
+
+test('one instance leads: it alone fetches, publishes each snapshot, and both serve one identity; the other leads when it goes', async (t) => {
+  if (kDb === undefined) {
+    t.skip('IOC_TEST_DATABASE_URL not set')
+    return
+  }
+  const host = await feedHost(t)
+  host.serve(netset(50, 1))
+  const { build } = fleetOf(t, host.url, 'lead')
+  const a = await build()
+  const b = await build()
+  await waitFor('one leader, and both serving its first generation', async () => {
+    const [sa, sb] = [a.fleet.status(), b.fleet.status()]
+    return sa !== null && sb !== null && a.fleet.leading !== b.fleet.leading && sa.generation !== null && sa.generation === sb.generation && a.feeds.rows()[0]?.status === 'ok'
+  }, 60_000)
+  const [leader, follower] = a.fleet.leading ? [a, b] : [b, a]
+  assert.equal(follower.feeds.fetches, 0, 'a follower never fetches')
+  // Every request the host saw is one the leader made (one fetch per refresh for the whole fleet).
+  await waitFor('the leader\'s third fetch', async () => leader.feeds.fetches >= 3)
+  await waitFor('the host\'s count meeting the leader\'s', async () => host.requests.length === leader.feeds.fetches)
+  assert.equal(follower.feeds.fetches, 0)
+  assert.deepEqual(await identity(follower), await identity(leader))
+  const sources = await json(follower, '/api/v2/mgmt/intel/sources')
+  assert.equal(sources.fleet.role, 'follower')
+  assert.equal(sources.fleet.leader, leader.fleet.instance)
+  assert.equal(sources.fleet.generation, leader.fleet.status()?.generation)
+
+  // A changed feed: the leader rebuilds and publishes, the follower adopts; a newly listed address scores the same on both.
+  const first = leader.fleet.status()?.generation as number
+  const unlisted = await score(follower, follower.key, '45.102.0.7')
+  host.serve(netset(60, 2))
+  await waitFor('the next generation, on both', async () => {
+    const g = leader.fleet.status()?.generation ?? 0
+    return g > first && follower.fleet.status()?.generation === g
+  }, 60_000)
+  assert.ok(await score(follower, follower.key, '45.102.0.7') > unlisted)
+  assert.equal(await score(follower, follower.key, '45.102.0.7'), await score(leader, leader.key, '45.102.0.7'))
+  assert.deepEqual(await identity(follower), await identity(leader))
+  assert.equal(follower.feeds.fetches, 0)
+
+  // The leader goes: the follower leads, fetches from now on, and a third instance starts on the published generation.
+  const generation = follower.fleet.status()?.generation
+  await leader.app.close()
+  await waitFor('the follower leading', async () => follower.fleet.leading)
+  await waitFor('the new leader fetching', async () => follower.feeds.fetches > 0)
+  const c = await build()
+  assert.equal(c.fleet.status()?.generation, generation, 'the published generation, loaded at start')
+  assert.equal(c.fleet.adopted, 1)
+  assert.equal(c.fleet.leading, false)
+  assert.deepEqual(await identity(c), await identity(follower))
+  assert.equal(c.feeds.fetches, 0)
+})
+
+test('a follower that cannot verify the published snapshot keeps serving its own and reports degraded', async (t) => {
+  if (kDb === undefined) {
+    t.skip('IOC_TEST_DATABASE_URL not set')
+    return
+  }
+  const host = await feedHost(t)
+  host.serve(netset(50, 1))
+  const schema = schemaName('bad')
+  const dir = mkdtempSync(join(tmpdir(), 'ioc-fleet-test-'))
+  t.after(() => { rmSync(dir, { recursive: true, force: true }) })
+  const manifest = join(dir, 'manifest.json')
+  writeFileSync(manifest, JSON.stringify({
+    feeds: [{ name: 'fleet_list', format: 'netset', url: host.url, refresh_seconds: 3600, timeout_seconds: 5, direction: 'malicious', group: 'threat_feed', subgroup: 'attack_source', category: 'abuse', confidence: 0.8, half_life_days: 0 }]
+  }))
+  const { build } = pgServices(t, kDb, schema, { IOC_FEEDS: manifest, IOC_INTEL_CACHE_DIR: '', ...smallRegistries() })
+  const a = await build()
+  const b = await build()
+  // Started before any fetch, the leader publishes a snapshot without the feed, then one with it after its first fetch
+  // (and no other: the feed is fetched again in an hour).
+  const unlisted = await score(a, a.key, '45.109.0.7')
+  await waitFor('both serving one generation, with the feed', async () => {
+    const g = a.fleet.status()?.generation
+    return g != null && g === b.fleet.status()?.generation && a.fleet.leading !== b.fleet.leading &&
+      await score(a, a.key, '45.101.0.7') > unlisted && await score(b, b.key, '45.101.0.7') > unlisted
+  }, 60_000)
+  const follower = a.fleet.leading ? b : a
+  const before = await identity(follower)
+  assert.equal((await json(follower, '/api/v2/ioc/health')).status, 'ok')
+
+  // A next generation whose bytes do not match its digest (one byte changed), announced as the leader would.
+  const admin = new pg.Client({ connectionString: kDb })
+  await admin.connect()
+  t.after(async () => { await admin.end() })
+  const s = `"${schema}"`
+  await admin.query('BEGIN')
+  const { rows } = await admin.query(`SELECT max(generation) AS g FROM ${s}.intel_generations`)
+  const g = Number(rows[0].g)
+  await admin.query(`INSERT INTO ${s}.intel_generations SELECT generation + 1, digest, bytes, chunks, version, data_timestamp, published_by, now() FROM ${s}.intel_generations WHERE generation = $1`, [g])
+  await admin.query(`INSERT INTO ${s}.intel_chunks SELECT generation + 1, seq, CASE WHEN seq = 0 THEN overlay(data placing '\\x00'::bytea from 100) ELSE data END FROM ${s}.intel_chunks WHERE generation = $1`, [g])
+  await admin.query('SELECT pg_notify($1, $2)', ['ioc_verdict_intel', `${schema}|${g + 1}`])
+  await admin.query('COMMIT')
+
+  await waitFor('the follower degraded', async () => follower.fleet.error !== null)
+  const health = await json(follower, '/api/v2/ioc/health')
+  assert.equal(health.status, 'degraded')
+  assert.equal(health.checks.intel.fleet.generation, g)
+  assert.equal(health.checks.intel.fleet.published_generation, g + 1)
+  assert.match(health.reasons.join(' '), /published snapshot/)
+  const after = await identity(follower)
+  assert.deepEqual(after, before, 'the snapshot it served before')
+  assert.ok(await score(follower, follower.key, '45.101.0.7') > unlisted, 'and it keeps answering from it')
 })

@@ -51,7 +51,8 @@ for (const [what, err, expected] of cases) {
 const kInternalErrors: errors.IocVerdictError[] = [
   new errors.StoreError('STORE_ERROR', 'm'), new errors.ConfigError('m'), new errors.DataDirInUseError('m'), new errors.PoolClosedError(),
   new errors.HistoryClosedError(), new errors.HistoryCommitError('m'), new errors.JournalRefusedError('m'), new errors.FeedFetchError('timeout', 'm'),
-  new errors.MissingVariableError('FEED_KEY'), new errors.ZipError('bad_zip', 'm'), new errors.LifecycleError('PART_NOT_CLOSED', 'm')
+  new errors.MissingVariableError('FEED_KEY'), new errors.ZipError('bad_zip', 'm'), new errors.LifecycleError('PART_NOT_CLOSED', 'm'),
+  new errors.FleetSnapshotError('m')
 ]
 
 test('every internal code is answered as its row of the code table says, and a fault as 500 without its message', () => {

@@ -31,8 +31,11 @@ type Schema = Map<string, Map<string, string>>
  */
 const kPostgresOnlyColumns = new Set(['history_blocks.day', 'history_parts.day'])
 const kRenamed = new Map([['history_requests.ts', 'history_requests.date']])
-/** Tables only one dialect has, with the reason (none yet). */
-const kPostgresOnlyTables = new Set<string>()
+/**
+ * Tables only one dialect has, with the reason. The fleet's (src/fleet/): only instances sharing PostgreSQL elect a
+ * leader and publish a snapshot; with SQLite one instance serves alone.
+ */
+const kPostgresOnlyTables = new Set<string>(['intel_generations', 'intel_chunks', 'fleet_feeds', 'fleet_instances'])
 const kSqliteOnlyTables = new Set<string>()
 
 /** The SQLite storage class a PostgreSQL type is kept as (STRICT tables: TEXT, INTEGER, BLOB). */
