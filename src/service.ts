@@ -224,10 +224,10 @@ export async function startService (config: Readonly<Config>, options: { logger?
       retry: { attempts: config.feedAttempts, baseMs: config.feedRetryBaseMs, maxMs: Math.max(config.feedRetryBaseMs, 30_000) },
       validation: { maxRejectedRatio: config.feedMaxRejectedPercent / 100, minShrinkRatio: config.feedMinShrinkPercent / 100 },
       onChange: async () => {
-        const r = await intel.reload()
+        // In a fleet the leader publishes the new snapshot before it swaps (src/fleet/fleet.ts).
+        const r = await fleet.rebuild()
         const b = intel.build === null ? null : buildSummary(intel.build)
         logger.info({ intel: { ...r, parsed: b?.parsed ?? [], reused: b?.reused ?? 0 } }, 'intel snapshot reloaded after a feed change')
-        await fleet.afterReload()
       },
       // In a fleet only the leader fetches; it shares what it fetched with the fleet (src/fleet/fleet.ts).
       fetching: () => fleet.leading,

@@ -104,6 +104,8 @@ export class Fleet {
   private leaderName: string | null = null
   private instances: InstanceRow[] = []
   private failure: string | null = null
+  private rebuildPending = false
+  private rebuilding: Promise<ReloadResult> | null = null
   /** Generations adopted from another instance since start. */
   adopted = 0
   /** Generations this instance published since start. */
@@ -192,7 +194,7 @@ export class Fleet {
       const pub = await latestGeneration(this.pool, this.s)
       if (pub === null) return null
       this.published = pub.generation
-      const data = await readSnapshot(this.pool, this.s, pub)
+      const data = await this.read(pub)
       this.generation = pub.generation
       this.adopted++
       return { data, published: pub }
@@ -231,20 +233,37 @@ export class Fleet {
   async reload (): Promise<ReloadResult> {
     const intel = this.intel
     if (intel === null) throw new PoolClosedError()
-    if (this.leading) {
-      const result = await intel.reload()
-      await this.afterReload()
-      return result
-    }
+    if (this.leading) return await this.rebuild()
     this.sync()
     while (this.syncing !== null) await this.syncing
     const snap = intel.snapshot
     return { version: snap.version, data_timestamp: snap.dataTimestamp, warm: true, build_ms: 0 }
   }
 
-  /** After the leader's refresher rebuilt the snapshot (a feed changed): publish it. Followers never rebuild from feeds. */
-  async afterReload (): Promise<void> {
-    if (this.session !== null) await this.publish()
+  /**
+   * Rebuilds from the feeds' last good copies (the refresher saw a change, or an admin asked) and swaps to it; a fleet's
+   * leader publishes it first, so that followers read it while the leader starts its pool and all swap at about the
+   * same time. An instance alone reloads as before.
+   */
+  async rebuild (): Promise<ReloadResult> {
+    this.rebuilding ??= this.rebuildOnce().finally(() => { this.rebuilding = null })
+    return await this.rebuilding
+  }
+
+  private async rebuildOnce (): Promise<ReloadResult> {
+    const intel = this.intel
+    if (intel === null) throw new PoolClosedError()
+    if (!this.active) return await intel.reload()
+    // Until it succeeds, the leader's heartbeat tries again: the feed copies changed, the next fetch may not.
+    this.rebuildPending = true
+    const built = await intel.prepare()
+    const pub = this.session === null ? null : await this.publish(built.data)
+    const result = await intel.adopt(built.data, built.info)
+    // Serving it from now on (the generation a status shows is always the one whose snapshot answers).
+    if (pub !== null) this.generation = pub.generation
+    this.rebuildPending = false
+    void this.beat()
+    return result
   }
 
   /** Asks the leader to fetch every feed now (a follower's refresh request); the leader refreshes itself. */
@@ -274,9 +293,8 @@ export class Fleet {
         const adopted = await this.adoptFeeds()
         const latest = this.pool === null ? null : await latestGeneration(this.pool, this.s)
         this.published = latest?.generation ?? null
-        if (adopted > 0 && this.intel !== null) {
-          await this.intel.reload()
-          await this.publish()
+        if (adopted > 0) {
+          await this.rebuild()
         } else if (latest === null) {
           await this.publish()
         } else if (latest.generation !== this.generation) {
@@ -312,17 +330,22 @@ export class Fleet {
       [this.instance, JSON.stringify(states), kIntelChannel, `${this.options.schema}|status`])).catch(() => {})
   }
 
-  private async publish (): Promise<void> {
-    const intel = this.intel
-    if (intel === null) return
-    const pub = await this.onSession(async (c) => await publishSnapshot(c, this.s, this.options.schema, intel.data, this.instance))
-    if (pub === null) return
-    this.generation = pub.generation
+  /**
+   * Publishes `data` as the next generation while this instance leads (null: it does not); without `data`, the
+   * snapshot it serves, which is then its generation.
+   */
+  private async publish (data?: SnapshotData): Promise<Published | null> {
+    const snapshot = data ?? this.intel?.data
+    if (snapshot === undefined) return null
+    const pub = await this.onSession(async (c) => await publishSnapshot(c, this.s, this.options.schema, snapshot, this.instance))
+    if (pub === null) return null
+    if (data === undefined) this.generation = pub.generation
     this.published = pub.generation
     this.failure = null
     this.publishedHere++
     this.options.logger.info({ generation: pub.generation, version: pub.version, bytes: pub.bytes }, 'intel snapshot published to the fleet')
-    await this.beat()
+    if (data === undefined) await this.beat()
+    return pub
   }
 
   private intelNotice (payload: string | undefined): void {
@@ -370,6 +393,22 @@ export class Fleet {
     })().finally(() => { this.syncing = null })
   }
 
+  /** Reads a generation on a pooled connection of its own (COPY needs one). */
+  private async read (pub: Published): Promise<SnapshotData> {
+    const pool = this.pool
+    if (pool === null) throw new PoolClosedError()
+    const client = await pool.connect()
+    let broken = false
+    try {
+      return await readSnapshot(client, this.s, pub)
+    } catch (err) {
+      broken = true
+      throw err
+    } finally {
+      client.release(broken)
+    }
+  }
+
   /** A follower takes the leader's sources' state (announced after each of its fetches). */
   private async followStatus (): Promise<void> {
     try {
@@ -386,12 +425,14 @@ export class Fleet {
     const intel = this.intel
     if (intel === null || this.pool === null) return false
     try {
-      const data = await readSnapshot(this.pool, this.s, pub)
+      const t0 = performance.now()
+      const data = await this.read(pub)
+      const readMs = performance.now() - t0
       await intel.adopt(data, null)
       this.generation = pub.generation
       this.failure = null
       this.adopted++
-      this.options.logger.info({ generation: pub.generation, version: pub.version, published_by: pub.publishedBy }, 'intel snapshot of the fleet adopted')
+      this.options.logger.info({ generation: pub.generation, version: pub.version, published_by: pub.publishedBy, read_ms: Math.round(readMs), swap_ms: Math.round(performance.now() - t0 - readMs) }, 'intel snapshot of the fleet adopted')
       void this.beat()
       return true
     } catch (err) {
@@ -415,6 +456,9 @@ export class Fleet {
       await pool.query(`INSERT INTO ${this.s}.fleet_instances (instance, leader, generation, version, state, started_at, seen_at) VALUES ($1, $2, $3, $4, $5, now(), now())
         ON CONFLICT (instance) DO UPDATE SET leader = EXCLUDED.leader, generation = EXCLUDED.generation, version = EXCLUDED.version, state = EXCLUDED.state, seen_at = now()`,
       [this.instance, this.leading, this.generation, this.intel?.snapshot.version ?? null, state.slice(0, 500)])
+      if (this.leading && this.rebuildPending && this.rebuilding === null) {
+        this.rebuild().catch((err: unknown) => { this.options.logger.warn({ error: (err as Error).message }, 'rebuilding the fleet\'s snapshot failed; trying again') })
+      }
       if (this.leading) await pool.query(`DELETE FROM ${this.s}.fleet_instances WHERE seen_at < now() - $1 * interval '1 millisecond'`, [kForgetMs])
       const { rows } = await pool.query<{ instance: string, leader: boolean, generation: string | null, version: string | null, state: string, seen_at: Date, sources: SourceState[] | null }>(
         `SELECT instance, leader, generation, version, state, seen_at, CASE WHEN leader THEN sources END AS sources FROM ${this.s}.fleet_instances

@@ -4,13 +4,15 @@
  * A generation is the snapshot in its cache-file format (src/intel/cache.ts: magic, header, bytes), cut into chunks of
  * kChunkBytes, with the sha256 of the whole and a number one above the previous generation's. The leader writes it in
  * one transaction that also deletes every generation but the previous one (a follower still reading that one finishes)
- * and notifies `kIntelChannel` with `<schema>|<generation>`, delivered at commit. A follower reads the chunks one by
- * one (a bounded query each), checks their count and length, the digest, the file's own header and that its version is
- * the one the row names, and only then hands the snapshot over: anything else is a FleetSnapshotError and the follower
- * keeps what it serves.
+ * and notifies `kIntelChannel` with `<schema>|<generation>`, delivered at commit. A follower reads the chunks with one
+ * `COPY ... TO STDOUT (FORMAT binary)` (pg-copy-streams: the bytes as they are, where a SELECT sends bytea as hex text
+ * that node-postgres parses row by row: 30 MB took it 1.3-4.5 s, COPY 0.6 s, on the 2-core development machine),
+ * checks their count and length, the digest, the file's own header and that its version is the one the row names, and
+ * only then hands the snapshot over: anything else is a FleetSnapshotError and the follower keeps what it serves.
  */
 import { createHash } from 'node:crypto'
 import type pg from 'pg'
+import { to as copyTo } from 'pg-copy-streams'
 import type { SnapshotData } from '../engine/index.ts'
 import { FleetSnapshotError } from '../errors.ts'
 import { decodeSnapshotFile, encodeSnapshotFile } from '../intel/index.ts'
@@ -18,7 +20,7 @@ import { decodeSnapshotFile, encodeSnapshotFile } from '../intel/index.ts'
 /** The channel new generations are announced on (and a follower's request for a refresh). */
 export const kIntelChannel = 'ioc_verdict_intel'
 /** Bytes per chunk row. */
-export const kChunkBytes = 4 * 1024 * 1024 // 4 MiB
+export const kChunkBytes = 1024 * 1024 // 1 MiB
 /** Largest snapshot a follower accepts (a row claiming more is corrupt). */
 const kMaxSnapshotBytes = 4 * 1024 * 1024 * 1024 // 4 GiB
 
@@ -97,21 +99,46 @@ export async function publishSnapshot (client: pg.ClientBase, s: string, schema:
   }
 }
 
+/** The binary COPY signature, flags and header extension length (PostgreSQL's COPY docs, "Binary Format"). */
+const kCopySignature = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1')
+const kCopyHeadBytes = kCopySignature.length + 8
+
 /** Reads and verifies a published generation; throws FleetSnapshotError when it is incomplete, altered or not a snapshot. */
-export async function readSnapshot (q: Queryable, s: string, pub: Published): Promise<SnapshotData> {
+export async function readSnapshot (client: pg.ClientBase, s: string, pub: Published): Promise<SnapshotData> {
   if (!Number.isSafeInteger(pub.bytes) || pub.bytes <= 0 || pub.bytes > kMaxSnapshotBytes || pub.chunks !== Math.max(1, Math.ceil(pub.bytes / kChunkBytes))) {
     throw new FleetSnapshotError(`generation ${pub.generation}: its row names ${pub.bytes} bytes in ${pub.chunks} chunks`)
   }
+  // The generation is a number (from the row), so it is written into the statement as one.
+  const stream = client.query(copyTo(`COPY (SELECT data FROM ${s}.intel_chunks WHERE generation = ${pub.generation} ORDER BY seq) TO STDOUT (FORMAT binary)`))
+  const parts: Buffer[] = []
+  let received = 0
+  for await (const part of stream) {
+    received += (part as Buffer).length
+    // Rows carry 6 bytes each besides the data; anything much larger than the row claims is not this generation.
+    if (received > pub.bytes + kCopyHeadBytes + 6 * pub.chunks + 2) throw new FleetSnapshotError(`generation ${pub.generation}: its chunks hold more than its row names`)
+    parts.push(part as Buffer)
+  }
+  const copy = Buffer.concat(parts, received)
+  if (copy.length < kCopyHeadBytes + 2 || !copy.subarray(0, kCopySignature.length).equals(kCopySignature)) throw new FleetSnapshotError(`generation ${pub.generation}: not a binary COPY answer`)
   const file = Buffer.allocUnsafe(pub.bytes)
-  let at = 0
-  for (let seq = 0; seq < pub.chunks; seq++) {
-    const { rows } = await q.query<{ data: Buffer }>(`SELECT data FROM ${s}.intel_chunks WHERE generation = $1 AND seq = $2`, [pub.generation, seq])
-    const chunk = rows[0]?.data
-    if (chunk === undefined) throw new FleetSnapshotError(`generation ${pub.generation}: chunk ${seq} is missing (a newer generation replaced it, or it was deleted)`)
-    const expected = Math.min(kChunkBytes, pub.bytes - at)
-    if (chunk.length !== expected) throw new FleetSnapshotError(`generation ${pub.generation}: chunk ${seq} holds ${chunk.length} bytes, not ${expected}`)
-    chunk.copy(file, at)
-    at += chunk.length
+  let at = kCopyHeadBytes + copy.readUInt32BE(kCopySignature.length + 4)
+  let filled = 0
+  for (let seq = 0; ; seq++) {
+    const fields = copy.readInt16BE(at)
+    at += 2
+    if (fields === -1) {
+      if (seq !== pub.chunks) throw new FleetSnapshotError(`generation ${pub.generation}: ${seq} chunks, not ${pub.chunks} (a newer generation replaced it, or one was deleted)`)
+      break
+    }
+    const length = copy.readInt32BE(at)
+    at += 4
+    const expected = Math.min(kChunkBytes, pub.bytes - filled)
+    if (fields !== 1 || seq >= pub.chunks || length !== expected || at + length > copy.length) {
+      throw new FleetSnapshotError(`generation ${pub.generation}: chunk ${seq} holds ${length} bytes, not ${expected}`)
+    }
+    copy.copy(file, filled, at, at + length)
+    filled += length
+    at += length
   }
   if (!createHash('sha256').update(file).digest().equals(pub.digest)) throw new FleetSnapshotError(`generation ${pub.generation}: its bytes do not match its digest`)
   let data: SnapshotData

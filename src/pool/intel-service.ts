@@ -140,8 +140,16 @@ export class IntelService {
     return await this.reloading
   }
 
+  /** Builds (or loads from the disk cache) the snapshot of the current sources without swapping to it. */
+  async prepare (force = false): Promise<{ data: SnapshotData, info: BuildInfo }> {
+    if (this.closing !== null) throw new PoolClosedError()
+    const built = await buildSnapshot(this.source, force)
+    return { data: built.data, info: { warm: built.warm, ms: built.ms, report: built.report } }
+  }
+
   /**
-   * Swaps to a snapshot obtained elsewhere (a fleet's published generation) as a reload would: a new pool on it, then
+   * Swaps to a snapshot obtained elsewhere (a fleet's published generation, or one a fleet's leader built and published
+   * first) as a reload would: a new pool on it, then
    * the swap; after a reload in flight, never during one. A failure keeps the current snapshot.
    */
   async adopt (data: SnapshotData, build: BuildInfo | null): Promise<ReloadResult> {

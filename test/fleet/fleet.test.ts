@@ -178,9 +178,12 @@ test('one instance leads: it alone fetches, publishes each snapshot, and both se
   const { build } = fleetOf(t, host.url, 'lead')
   const a = await build()
   const b = await build()
-  await waitFor('one leader, and both serving its first generation', async () => {
+  // Started before any fetch, the leader publishes a snapshot without the feed, then one with it after its first fetch.
+  const unlisted = await score(a, a.key, '45.109.0.7')
+  await waitFor('one leader, and both serving its generation with the feed', async () => {
     const [sa, sb] = [a.fleet.status(), b.fleet.status()]
-    return sa !== null && sb !== null && a.fleet.leading !== b.fleet.leading && sa.generation !== null && sa.generation === sb.generation && a.feeds.rows()[0]?.status === 'ok'
+    return sa !== null && sb !== null && a.fleet.leading !== b.fleet.leading && sa.generation !== null && sa.generation === sb.generation &&
+      await score(a, a.key, '45.101.0.7') > unlisted && await score(b, b.key, '45.101.0.7') > unlisted && sa.generation === b.fleet.status()?.generation
   }, 60_000)
   const [leader, follower] = a.fleet.leading ? [a, b] : [b, a]
   assert.equal(follower.feeds.fetches, 0, 'a follower never fetches')
@@ -196,7 +199,7 @@ test('one instance leads: it alone fetches, publishes each snapshot, and both se
 
   // A changed feed: the leader rebuilds and publishes, the follower adopts; a newly listed address scores the same on both.
   const first = leader.fleet.status()?.generation as number
-  const unlisted = await score(follower, follower.key, '45.102.0.7')
+  assert.equal(await score(follower, follower.key, '45.102.0.7'), unlisted)
   host.serve(netset(60, 2))
   await waitFor('the next generation, on both', async () => {
     const g = leader.fleet.status()?.generation ?? 0
