@@ -254,7 +254,7 @@ try {
       key_revoke: { ...summary(delays.key_revoke), stale_answers: stale.key_revoke, backstop_ms: 5000 }
     },
     fetches: { window_s: kWindow, refresh_s: kRefresh, host_requests: fetched, per_refresh: Math.round(fetched / periods * 100) / 100 },
-    follower_adoptions: { count: adoptions.length, read_ms: summary(adoptions.map((x) => x.read_ms)), swap_ms: summary(adoptions.map((x) => x.swap_ms)), leader_publications: published },
+    follower_adoptions: { read_ms: adoptions.map((x) => x.read_ms), swap_ms: adoptions.map((x) => x.swap_ms), leader_publications: published },
     identity: { same: sameIdentity, version: ha.json.checks.intel.version, feed_change_to_both_ms: Math.round(changeToBothMs), disagreement_ms: Math.round(disagreementMs) },
     failover: { killed: leader.name, takeover_ms: Math.round(takeover.ms), first_fetch_ms: Math.round(firstFetch.ms) }
   }
