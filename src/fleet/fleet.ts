@@ -105,6 +105,8 @@ export class Fleet {
   private instances: InstanceRow[] = []
   private failure: string | null = null
   private rebuildPending = false
+  /** The feed states last shared by this leader (null: none yet, or sharing failed). */
+  private sharedStatus: string | null = null
   private rebuilding: Promise<ReloadResult> | null = null
   /** Generations adopted from another instance since start. */
   adopted = 0
@@ -281,6 +283,7 @@ export class Fleet {
 
   private lead (session: pg.Client): void {
     this.session = session
+    this.sharedStatus = null
     this.options.logger.info({ instance: this.instance }, 'this instance leads the fleet: it fetches feeds and publishes the snapshot')
     void (async () => {
       try {
@@ -326,8 +329,12 @@ export class Fleet {
 
   /** The leader's sources' state, for followers to show at once (the refresher's onStatus). */
   shareStatus (states: SourceState[]): void {
+    // The heartbeat writes the status every 5 s: only a change is shared (and announced).
+    const text = JSON.stringify(states)
+    if (text === this.sharedStatus || this.session === null) return
+    this.sharedStatus = text
     this.onSession(async (c) => await c.query(`WITH u AS (UPDATE ${this.s}.fleet_instances SET sources = $2 WHERE instance = $1 RETURNING 1) SELECT pg_notify($3, $4) FROM u`,
-      [this.instance, JSON.stringify(states), kIntelChannel, `${this.options.schema}|status`])).catch(() => {})
+      [this.instance, text, kIntelChannel, `${this.options.schema}|status`])).catch(() => { this.sharedStatus = null })
   }
 
   /**
