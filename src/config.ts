@@ -69,6 +69,10 @@ export interface Config {
   historyCommitTimeoutMs: number
   /** History rows older than this many days are purged; 0 keeps everything. */
   retentionDays: number
+  /** Retro-hunt lookback in days (0 turns the retro-hunt off); never past retentionDays. */
+  retroHuntDays: number
+  /** Share of the time a retro-hunt pass works beside verdicts, in percent (100: without pauses). */
+  retroHuntDutyPercent: number
   /** Optional folders with fresh ip-location-db CSV files (asn-ipv4-num.csv ...). */
   asnDir: string | null
   countryDir: string | null
@@ -159,6 +163,9 @@ const kFields: Record<string, Field> = {
   IOC_HISTORY_ASYNC_WINDOW_BYTES: { key: 'historyAsyncWindowBytes', kind: 'int', min: 1024, max: 1024 * 1024 * 1024, default: 16 * 1024 * 1024, doc: 'async durability: most answered bytes not yet fsynced' },
   IOC_HISTORY_COMMIT_TIMEOUT_MS: { key: 'historyCommitTimeoutMs', kind: 'int', min: 100, max: 600_000, default: 10_000, doc: 'longest a request waits for its history to be durable before 503 OVERLOADED, ms' },
   IOC_RETENTION_DAYS: { key: 'retentionDays', kind: 'int', min: 0, max: 100_000, default: 90, doc: 'history purge age in days (0 keeps everything); usage counters are kept' },
+  IOC_RETRO_HUNT_DAYS: { key: 'retroHuntDays', kind: 'int', min: 0, max: 100_000, default: 30, doc: 'retro-hunt lookback in days: on each snapshot swap, history of this many days is matched against what the new snapshot raises (0 = off; never past `IOC_RETENTION_DAYS`)' },
+  // A pass is CPU-bound; paced, it leaves the scoring threads their cores (docs/PERFORMANCE.md "Retro-hunt").
+  IOC_RETRO_HUNT_DUTY_PERCENT: { key: 'retroHuntDutyPercent', kind: 'int', min: 1, max: 100, default: 20, doc: 'share of the time a retro-hunt pass works, percent (it pauses the rest; 100 = no pauses)' },
   IOC_ASN_DIR: { key: 'asnDir', kind: 'nullable-path', default: null, shown: 'npm package', doc: 'folder with fresh ip-location-db `asn-ipv{4,6}-num.csv` files' },
   IOC_COUNTRY_DIR: { key: 'countryDir', kind: 'nullable-path', default: null, shown: 'npm package', doc: 'folder with fresh ip-location-db `geo-whois-asn-country-ipv{4,6}-num.csv` files' },
   IOC_SHUTDOWN_TIMEOUT_MS: { key: 'shutdownTimeoutMs', kind: 'int', min: 100, max: 3_600_000, default: 30_000, doc: 'longest graceful shutdown before remaining work is abandoned, ms' },

@@ -15,6 +15,7 @@ import { storeOptions, type Config } from './config.ts'
 import { startHistory, type HistoryClient } from './history/client.ts'
 import { buildSnapshot, buildSummary, FeedRefresher, loadManifest, type IntelSourceOptions } from './intel/index.ts'
 import { IntelService } from './pool/intel-service.ts'
+import { RetroHunter } from './pool/retro-hunt.ts'
 import { SpareBuffers } from './bytes/byte-sink.ts'
 import { openQuota, openStore, type QuotaCounter, type Store } from './store/index.ts'
 
@@ -33,6 +34,8 @@ export interface Service {
   history: HistoryClient
   /** Fetched feeds (inactive when the manifest has none). */
   feeds: FeedRefresher
+  /** Retro-hunt passes on snapshot swaps. */
+  retroHunt: RetroHunter
   logger: Logger
   /** Key printed on a first start, or null. */
   bootstrapKey: string | null
@@ -99,6 +102,12 @@ export const kServiceParts: readonly PartSpec[] = [
     start: 'loads or builds the snapshot, starts `IntelService` (`src/pool/intel-service.ts`) and its scoring threads',
     close: 'refuses new leases, waits for held ones, drains and stops every pool',
     destroy: 'fails queued and running scoring tasks, stops every pool'
+  },
+  {
+    name: 'retro-hunt',
+    start: '`RetroHunter` (`src/pool/retro-hunt.ts`): told of every snapshot swap, runs one retro-hunt pass per swap on a thread of its own',
+    close: 'starts no new pass; a running pass stops at its next part and closes its store connection',
+    destroy: '-'
   },
   {
     name: 'feeds',
@@ -187,6 +196,19 @@ export async function startService (config: Readonly<Config>, options: { logger?
     return intel
   })
 
+  // Every swap after this point (feed refresh, reload) is matched against the tenants' history off the request path.
+  const retroHunt = await life.start('retro-hunt', () => {
+    const hunter = new RetroHunter({
+      store: sopts,
+      days: config.retroHuntDays,
+      retentionDays: config.retentionDays,
+      dutyPercent: config.retroHuntDutyPercent,
+      logger: logger.child({ component: 'retro-hunt' })
+    })
+    intel.onSwap((prev, next) => { hunter.onSwap(prev, next) })
+    return hunter
+  }, (hunter) => ({ close: async () => { await hunter.close() } }))
+
   // Fetched feeds: a changed last good copy rebuilds the snapshot on a worker and swaps it in (leases keep
   // requests in flight on the snapshot they started with).
   const feeds = await life.start('feeds', async () => {
@@ -216,7 +238,7 @@ export async function startService (config: Readonly<Config>, options: { logger?
   })
 
   const app = await life.start('http', async () => {
-    const app = await buildApp(config, { store, quota, intel, history, feeds, logger })
+    const app = await buildApp(config, { store, quota, intel, history, feeds, logger, retroHunt })
     // Requests are done when this runs (app.close() stops listening and waits for them first).
     app.addHook('onClose', async () => { await life.close() })
     try {
@@ -228,5 +250,5 @@ export async function startService (config: Readonly<Config>, options: { logger?
     return app
   }, (app) => ({ destroy: () => { app.server.closeAllConnections() } }))
 
-  return { app, store, quota, intel, history, feeds, logger, bootstrapKey, parts: life.parts, destroy: async (err) => { await life.destroy(err) } }
+  return { app, store, quota, intel, history, feeds, retroHunt, logger, bootstrapKey, parts: life.parts, destroy: async (err) => { await life.destroy(err) } }
 }

@@ -440,3 +440,45 @@ export function filterHas (filter: Uint8Array, h1: number, h2: number): boolean 
   }
   return true
 }
+
+/**
+ * The type and normalized form of each item of an encoded part, as [type, normalized, type, normalized, ...] (null
+ * where null): what a retro-hunt scan matches, without the record fragments partStrings joins for every item.
+ */
+export function partIndicators (part: Uint8Array): Array<string | null> {
+  const buf = bufferOf(part)
+  const format = buf.readUInt32LE(kSlotFormat)
+  const n = buf.readUInt32LE(kSlotStrings)
+  const m = n / kStride
+  if (!Number.isInteger(m)) throw invalidPart()
+  const endsAt = kHead + 4 * (2 * m)
+  let at = endsAt + 4 * n
+  if (format !== kFormat1) {
+    at += 4 * m
+    if (at + 4 > buf.length) throw invalidPart()
+    at += 4 + 4 * buf.readUInt32LE(at)
+  }
+  if (at > buf.length) throw invalidPart()
+  const text = buf.toString('utf8', at)
+  const out: Array<string | null> = new Array(2 * m)
+  let start = 0
+  let value = ''
+  for (let i = 0; i < n; i++) {
+    const end = buf.readUInt32LE(endsAt + 4 * i)
+    const slot = i % kStride
+    if (end === kNull) {
+      if (slot === 0 || slot === 2) out[(i - slot) / 2 + (slot === 0 ? 0 : 1)] = null
+      continue
+    }
+    if (end === kSame && slot === 2 && format !== kFormat1) {
+      out[(i - slot) / 2 + 1] = value
+      continue
+    }
+    if (end < start || end > text.length) throw invalidPart()
+    if (slot === 0) out[(i - slot) / 2] = text.slice(start, end)
+    else if (slot === 1) value = text.slice(start, end)
+    else if (slot === 2) out[(i - slot) / 2 + 1] = text.slice(start, end)
+    start = end
+  }
+  return out
+}

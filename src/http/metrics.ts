@@ -13,6 +13,7 @@ import { INDICATOR_TYPES } from '../engine/index.ts'
 import type { HistorySink } from '../history/types.ts'
 import type { FeedRefresher } from '../intel/index.ts'
 import type { IntelService } from '../pool/intel-service.ts'
+import type { RetroHunter } from '../pool/retro-hunt.ts'
 
 /** What the scrape reads. */
 export interface MetricSources {
@@ -20,6 +21,8 @@ export interface MetricSources {
   intel: IntelService
   history: HistorySink
   feeds: Pick<FeedRefresher, 'rows'>
+  /** Retro-hunt passes and hits (absent: not counted). */
+  retroHunt?: Pick<RetroHunter, 'state'>
 }
 
 /** Seconds: from a cached single verdict (~1 ms) to a 10,000-indicator bulk under load (seconds). */
@@ -66,6 +69,12 @@ export class Metrics implements VerdictObserver, FeedbackObserver {
     runningTotal('iocv_history_store_writes_total', 'History batches written to the store (one transaction each)', () => sources.history.state().storeWrites)
     runningTotal('iocv_history_store_write_seconds_total', 'Seconds the store took to write history batches; per batch = this / iocv_history_store_writes_total',
       () => sources.history.state().storeWriteSeconds)
+    const hunt = sources.retroHunt
+    if (hunt !== undefined) {
+      runningTotal('iocv_retro_hunt_passes_total', 'Retro-hunt passes finished (one per snapshot swap), failed ones included', () => hunt.state().passes)
+      runningTotal('iocv_retro_hunt_failed_passes_total', 'Retro-hunt passes that failed', () => hunt.state().failedPasses)
+      runningTotal('iocv_retro_hunt_hits_total', 'Retro-hunt hits recorded', () => hunt.state().hits)
+    }
     const gauge = (name: string, help: string, read: () => number): void => {
       // eslint-disable-next-line no-new
       new Gauge({ name, help, registers, collect () { this.set(read()) } })

@@ -54,6 +54,8 @@ export class IntelService {
   /** Every generation not yet closed (the current one and those waiting for their leases). */
   private readonly live = new Set<Generation>()
   private closing: Promise<void> | null = null
+  /** Told of every swap: the snapshot replaced and the new one (the retro-hunt, retro-hunt.ts). */
+  private readonly swapListeners: Array<(prev: SnapshotData, next: SnapshotData) => void> = []
 
   /** `build`: how `data` was obtained (buildSnapshot), shown by the sources status. */
   constructor (data: SnapshotData, poolOptions: ScoringPoolOptions, source: IntelSourceOptions, build: BuildInfo | null = null) {
@@ -131,15 +133,25 @@ export class IntelService {
           await next.destroy()
           throw new PoolClosedError()
         }
+        const prev = this.current.pool.snapshot.data
         this.retire(this.current)
         this.current = new Generation(next, { warm: built.warm, ms: built.ms, report: built.report })
         this.live.add(this.current)
+        if (prev.header.version !== next.snapshot.version) for (const fn of this.swapListeners) fn(prev, next.snapshot.data)
         return { version: next.snapshot.version, data_timestamp: next.snapshot.dataTimestamp, warm: built.warm, build_ms: Math.round(built.ms) }
       } finally {
         this.reloading = null
       }
     })()
     return await this.reloading
+  }
+
+  /**
+   * Calls `fn` after every swap with the snapshot replaced and the new one (a reload that keeps the same version swaps
+   * nothing new). A snapshot generation swapped in by other means (a fleet's) should call it the same way.
+   */
+  onSwap (fn: (prev: SnapshotData, next: SnapshotData) => void): void {
+    this.swapListeners.push(fn)
   }
 
   /** Closes a replaced generation once its leases are released. */

@@ -62,7 +62,7 @@ test('a destroy stops every part in reverse order, each once, and a close afterw
   const stopped = [...events('part destroyed'), ...events('part closed')]
   assert.deepEqual(stopped.sort(), [...kNames].sort(), 'each part stopped once')
   assert.deepEqual(events('part destroyed'), ['http', 'feeds', 'intel', 'history'], 'the parts with work to stop now, in reverse')
-  assert.deepEqual(events('part closed'), ['quota', 'store', 'data-dir'], 'then the others, closed, in reverse')
+  assert.deepEqual(events('part closed'), ['retro-hunt', 'quota', 'store', 'data-dir'], 'then the others, closed, in reverse')
 })
 
 test('a start that fails at the scoring pool stops what started in reverse (history after scoring), and frees the data dir', async (t) => {
