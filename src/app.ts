@@ -18,6 +18,8 @@ import { registerParsers } from './http/content.ts'
 import { Metrics, metricsRoutes } from './http/metrics.ts'
 import { retroHuntRoutes } from './http/routes-retro-hunt.ts'
 import type { RetroHunter } from './pool/retro-hunt.ts'
+import type { WebhookSender } from './pool/webhook-sender.ts'
+import { webhookRoutes } from './http/routes-webhooks.ts'
 import { registerOpenApi } from './http/openapi.ts'
 import { registerRateLimit } from './http/rate-limit.ts'
 import { kPackageVersion } from './http/request-fields.ts'
@@ -47,6 +49,8 @@ export interface AppDeps {
   logger: Logger
   /** Retro-hunt counters for /metrics (absent: none shown). */
   retroHunt?: Pick<RetroHunter, 'state'>
+  /** Retro-hunt webhook deliveries (absent: no webhook routes). */
+  webhooks?: Pick<WebhookSender, 'state' | 'seal' | 'checkUrl'>
 }
 
 const kRequestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/
@@ -165,7 +169,7 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
 
   const verifier = new KeyVerifier(deps.store, (err) => { deps.logger.warn({ err }, 'could not record a key\'s last use') })
   const admission = new Admission(config.maxInflight, deps.quota, () => closing() ? 'service is shutting down' : deps.history.refusal())
-  const metrics = new Metrics({ admission, intel: deps.intel, history: deps.history, feeds: deps.feeds, ...(deps.retroHunt === undefined ? {} : { retroHunt: deps.retroHunt }) })
+  const metrics = new Metrics({ admission, intel: deps.intel, history: deps.history, feeds: deps.feeds, ...(deps.retroHunt === undefined ? {} : { retroHunt: deps.retroHunt }), ...(deps.webhooks === undefined ? {} : { webhooks: deps.webhooks }) })
   metricsRoutes(app, metrics)
   const allowlists = new TenantAllowlists(deps.store)
   const verdicts = verdictDeps({ intel: deps.intel, history: deps.history, admission, allowlists, observer: metrics })
@@ -174,6 +178,9 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   allowlistRoutes(app, { store: deps.store, allowlists, verifier, sessions })
   feedbackRoutes(app, { store: deps.store, verdicts, verifier, sessions, observer: metrics })
   retroHuntRoutes(app, { store: deps.store, verifier, sessions })
+  if (deps.webhooks !== undefined) {
+    webhookRoutes(app, { store: deps.store, verifier, sessions, webhooks: deps.webhooks })
+  }
   serviceRoutes(app, { store: deps.store, quota: deps.quota, history: deps.history, intel: deps.intel, feeds: deps.feeds, closing })
   mgmtRoutes(app, { store: deps.store, quota: deps.quota, intel: deps.intel, feeds: deps.feeds, verifier, sessions })
   await dashboardRoutes(app, { verdicts, sessions, verifier, capacityReport: join(kProjectRoot, 'bench', 'results', 'capacity.html') })

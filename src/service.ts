@@ -16,6 +16,7 @@ import { startHistory, type HistoryClient } from './history/client.ts'
 import { buildSnapshot, buildSummary, FeedRefresher, loadManifest, type IntelSourceOptions } from './intel/index.ts'
 import { IntelService } from './pool/intel-service.ts'
 import { RetroHunter } from './pool/retro-hunt.ts'
+import { WebhookSender, webhookKey } from './pool/webhook-sender.ts'
 import { SpareBuffers } from './bytes/byte-sink.ts'
 import { openQuota, openStore, type QuotaCounter, type Store } from './store/index.ts'
 
@@ -36,6 +37,8 @@ export interface Service {
   feeds: FeedRefresher
   /** Retro-hunt passes on snapshot swaps. */
   retroHunt: RetroHunter
+  /** Deliveries of retro-hunt hits to webhooks. */
+  webhooks: WebhookSender
   logger: Logger
   /** Key printed on a first start, or null. */
   bootstrapKey: string | null
@@ -63,7 +66,7 @@ export function createLogger (config: Readonly<Config>, destination?: pino.Desti
   return pino({
     level: config.logLevel,
     serializers: { req: requestSerializer, err: pino.stdSerializers.err },
-    redact: { paths: ['req.headers["x-api-key"]', 'req.headers.authorization', 'req.headers.cookie', '*.databaseUrl', '*.redisUrl'], censor: '[redacted]' }
+    redact: { paths: ['req.headers["x-api-key"]', 'req.headers.authorization', 'req.headers.cookie', '*.databaseUrl', '*.redisUrl', '*.webhookSecretKey', '*.secret'], censor: '[redacted]' }
   }, destination)
 }
 
@@ -102,6 +105,12 @@ export const kServiceParts: readonly PartSpec[] = [
     start: 'loads or builds the snapshot, starts `IntelService` (`src/pool/intel-service.ts`) and its scoring threads',
     close: 'refuses new leases, waits for held ones, drains and stops every pool',
     destroy: 'fails queued and running scoring tasks, stops every pool'
+  },
+  {
+    name: 'webhooks',
+    start: '`WebhookSender` (`src/pool/webhook-sender.ts`): opens the webhook key, polls the store for due retro-hunt deliveries',
+    close: 'stops polling, waits for attempts in flight (each bounded by `IOC_WEBHOOK_TIMEOUT_MS`)',
+    destroy: 'aborts attempts in flight (their deliveries stay pending and are sent again)'
   },
   {
     name: 'retro-hunt',
@@ -196,6 +205,19 @@ export async function startService (config: Readonly<Config>, options: { logger?
     return intel
   })
 
+  const webhooks = await life.start('webhooks', () => {
+    const sender = new WebhookSender({
+      store,
+      key: webhookKey(config.webhookSecretKey, join(config.dataDir, 'webhook.key')),
+      allowPrivate: config.webhookAllowPrivate,
+      retryBaseMs: config.webhookRetryBaseMs,
+      timeoutMs: config.webhookTimeoutMs,
+      logger: logger.child({ component: 'webhooks' })
+    })
+    sender.start()
+    return sender
+  })
+
   // Every swap after this point (feed refresh, reload) is matched against the tenants' history off the request path.
   const retroHunt = await life.start('retro-hunt', () => {
     const hunter = new RetroHunter({
@@ -203,7 +225,8 @@ export async function startService (config: Readonly<Config>, options: { logger?
       days: config.retroHuntDays,
       retentionDays: config.retentionDays,
       dutyPercent: config.retroHuntDutyPercent,
-      logger: logger.child({ component: 'retro-hunt' })
+      logger: logger.child({ component: 'retro-hunt' }),
+      onHits: async (hits) => { await webhooks.enqueueHits(hits) }
     })
     intel.onSwap((prev, next) => { hunter.onSwap(prev, next) })
     return hunter
@@ -238,7 +261,7 @@ export async function startService (config: Readonly<Config>, options: { logger?
   })
 
   const app = await life.start('http', async () => {
-    const app = await buildApp(config, { store, quota, intel, history, feeds, logger, retroHunt })
+    const app = await buildApp(config, { store, quota, intel, history, feeds, logger, retroHunt, webhooks })
     // Requests are done when this runs (app.close() stops listening and waits for them first).
     app.addHook('onClose', async () => { await life.close() })
     try {
@@ -250,5 +273,5 @@ export async function startService (config: Readonly<Config>, options: { logger?
     return app
   }, (app) => ({ destroy: () => { app.server.closeAllConnections() } }))
 
-  return { app, store, quota, intel, history, feeds, retroHunt, logger, bootstrapKey, parts: life.parts, destroy: async (err) => { await life.destroy(err) } }
+  return { app, store, quota, intel, history, feeds, retroHunt, webhooks, logger, bootstrapKey, parts: life.parts, destroy: async (err) => { await life.destroy(err) } }
 }

@@ -127,6 +127,7 @@ const kSlowFirst: readonly string[] = [
   'history/shutdown.test.ts',
   'e2e/reload.test.ts',
   'e2e/retro-hunt.test.ts',
+  'e2e/retro-hunt-webhooks.test.ts',
   'cli/score-file.test.ts',
   'e2e/pool.test.ts',
   'e2e/process-fault.test.ts',

@@ -20,6 +20,7 @@ import { StoreError } from '../errors.ts'
 import { kSqliteMigrations, type SqliteMigration } from './migrations/sqlite/index.ts'
 import { SqlitePort, sqliteError } from './sqlite-port.ts'
 import { RetroHuntStore } from './retro-hunt.ts'
+import { WebhookStore } from './webhooks.ts'
 import { SqlStore } from './sql-store.ts'
 import type { HistoryRecord, JournalMark, SearchFilters, SearchPage, Store } from './types.ts'
 
@@ -97,6 +98,8 @@ export class SqliteStore extends SqlStore implements Store {
   #closed = false
   /** Retro-hunt hits and its reads of history blocks, over this store's port. */
   readonly retroHunt: RetroHuntStore
+  /** Retro-hunt webhooks and deliveries, over this store's port. */
+  readonly webhooks: WebhookStore
 
   constructor (options: SqliteStoreOptions) {
     const db = open(options)
@@ -105,6 +108,7 @@ export class SqliteStore extends SqlStore implements Store {
     this.#port = port
     this.#db = db
     this.retroHunt = new RetroHuntStore(port, 'sqlite')
+    this.webhooks = new WebhookStore(port, 'sqlite')
   }
 
   // Prepared on first use: the tables must exist, which migrate() guarantees.

@@ -95,7 +95,7 @@ test('PostgreSQL: stores migrating a new schema together apply each migration on
   const { schema, stores, admin } = fresh
   await Promise.all(stores.map((s) => s.migrate()))
   const { rows } = await admin.query(`SELECT version FROM "${schema}".schema_version ORDER BY version`)
-  assert.deepEqual(rows, [1, 2, 3, 4, 5, 6, 7, 8, 9].map((version) => ({ version })))
+  assert.deepEqual(rows, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map((version) => ({ version })))
 })
 
 test('PostgreSQL: concurrent batches over the same counters neither deadlock nor lose counts', async (t) => {
