@@ -11,6 +11,7 @@ import { networkKey } from '../engine/snapshot/format.ts'
 import { hashString, hashWords, KeyTag, type KeyPair } from '../engine/snapshot/hash.ts'
 import type { Snapshot } from '../engine/snapshot/snapshot.ts'
 import { formatIp } from '../engine/normalize/index.ts'
+import { fmix32, kFnvOffset, kFnvPrime } from '../bytes/fnv.ts'
 
 /** How a raised listing covers a queried indicator (docs/API.md "Retro-hunt"). */
 export type RetroMatch = 'exact' | 'parent_domain' | 'containing_network' | 'announcing_as'
@@ -69,9 +70,11 @@ export class RetroMatcher {
   #domain (name: string, out: RetroCandidate[]): void {
     this.#check(hashString(KeyTag.domain, name, this.#pair), 'exact', name, out)
     for (let i = name.indexOf('.'); i !== -1; i = name.indexOf('.', i + 1)) {
-      const parent = name.slice(i + 1)
-      if (parent.indexOf('.') === -1) break // a bare public suffix label
-      this.#check(hashString(KeyTag.domain, parent, this.#pair), 'parent_domain', parent, out)
+      if (name.indexOf('.', i + 1) === -1) break // a bare top-level label
+      // The parent's hash from its offset: no substring unless it is raised.
+      hashFrom(name, i + 1, this.#pair)
+      const key = this.#raised.find(this.#pair.h1, this.#pair.h2)
+      if (key >= 0) out.push({ match: 'parent_domain', listed: name.slice(i + 1), key })
     }
   }
 
@@ -79,7 +82,7 @@ export class RetroMatcher {
     const snap = this.#snap
     const ind = { ip, prefix }
     for (const p of ip.version === 4 ? snap.header.v4Prefixes : snap.header.v6Prefixes) {
-      if (p > prefix) continue
+      if (p > prefix || (ip.version === 4 && !snap.mayHaveNet4(p, ip.words[0] as number))) continue
       networkKey(ind, p, this.#pair)
       const key = this.#raised.find(this.#pair.h1, this.#pair.h2)
       if (key < 0) continue
@@ -90,6 +93,25 @@ export class RetroMatcher {
     const asn = snap.asnOf(ip.version, ip.words)
     if (asn >= 0) this.#check(hashWords(KeyTag.asn, asn, 0, 0, 0, 0, this.#pair), 'announcing_as', `AS${asn}`, out)
   }
+}
+
+/**
+ * hashString(KeyTag.domain, s.slice(from)) without the slice (hash.ts: the same steps over the same code units), as
+ * into `out`.
+ */
+function hashFrom (s: string, from: number, out: KeyPair): void {
+  const tag = KeyTag.domain
+  let a = kFnvOffset ^ tag
+  let b = 0x9747b28c ^ Math.imul(tag, 0x9e3779b1)
+  for (let i = from; i < s.length; i++) {
+    const c = s.charCodeAt(i)
+    a = Math.imul(a ^ c, kFnvPrime)
+    b = Math.imul(b ^ c, 0x5bd1e995)
+    b ^= b >>> 15
+  }
+  const len = s.length - from
+  out.h1 = fmix32(a ^ len)
+  out.h2 = fmix32(b ^ Math.imul(len, 0xcc9e2d51))
 }
 
 /** The first address of the network of `prefix` bits holding `ip`, as words. */

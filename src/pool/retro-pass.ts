@@ -16,12 +16,13 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
-  AllowMatcher, allowlistedAssessment, assess, DEFAULT_PROFILE, normalize, Snapshot, type AllowKind, type AllowRule, type IndicatorType, type SnapshotData
+  AllowMatcher, allowlistedAssessment, assess, DEFAULT_PROFILE, normalize, Snapshot, type AllowKind, type AllowRule, type Assessment, type IndicatorType,
+  type NormalizedIndicator, type SnapshotData
 } from '../engine/index.ts'
 import { raisedKeys, type RaisedKeys } from '../engine/snapshot/diff.ts'
-import { partIndicators, partStrings, kStride } from '../history/block.ts'
+import { PartView } from '../history/block.ts'
 import { RetroMatcher, type RetroCandidate, type RetroMatch } from '../history/retro-scan.ts'
-import type { RetroHit, Store } from '../store/index.ts'
+import type { NewRetroHit, RetroHit, Store } from '../store/index.ts'
 
 /** Matched indicators of one tenant kept at once. */
 export const kMaxCandidates = 100_000
@@ -64,6 +65,9 @@ export interface RetroPassResult {
   matchedDropped: number
   hits: TenantHit[]
   ms: number
+  /** Of which computing the raised keys, and scoring and recording the matched indicators. */
+  diffMs: number
+  rescoreMs: number
 }
 
 interface Aggregate {
@@ -90,13 +94,14 @@ export async function runRetroPass (store: Store, input: RetroPassInput, stopped
   const next = new Snapshot(input.next)
   const prev = input.prev === null ? null : new Snapshot(input.prev)
   const raised = raisedKeys(prev, next)
-  const result: RetroPassResult = { raised: raised.size, raisedDropped: raised.dropped, tenants: 0, blocks: 0, items: 0, matched: 0, matchedDropped: 0, hits: [], ms: 0 }
+  const result: RetroPassResult = { raised: raised.size, raisedDropped: raised.dropped, tenants: 0, blocks: 0, items: 0, matched: 0, matchedDropped: 0, hits: [], ms: 0, diffMs: performance.now() - t0, rescoreMs: 0 }
   if (raised.size === 0) {
     result.ms = performance.now() - t0
     return result
   }
   const pace = pacer(input.dutyPercent ?? 100)
   const matcher = new RetroMatcher(raised, next)
+  const cache = new AssessmentCache()
   const db = store.retroHunt
   for (const tenant of await db.tenantsSince(input.sinceMs)) {
     if (stopped()) break
@@ -114,7 +119,9 @@ export async function runRetroPass (store: Store, input: RetroPassInput, stopped
     }
     if (stopped()) break
     result.matched += found.size
-    await rescore(store, tenant, found, next, raised, result.hits)
+    const r0 = performance.now()
+    await rescore(store, tenant, found, next, raised, cache, result.hits)
+    result.rescoreMs += performance.now() - r0
   }
   result.ms = performance.now() - t0
   return result
@@ -124,13 +131,13 @@ const kNoCandidates: RetroCandidate[] = []
 
 async function scanPart (part: Buffer, req: number, requests: Map<number, { ts: number, apikey: string } | null>, store: Store, sinceMs: number,
   matcher: RetroMatcher, found: Map<string, Aggregate>, result: RetroPassResult): Promise<void> {
-  const ind = partIndicators(part)
+  const view = new PartView(part)
   const cands: RetroCandidate[] = []
   let matchedItems: number[] | null = null
   let perItem: RetroCandidate[][] | null = null
-  for (let i = 0; 2 * i < ind.length; i++) {
+  for (let i = 0; i < view.count; i++) {
     const from = cands.length
-    if (matcher.candidates(ind[2 * i] ?? null, ind[2 * i + 1] ?? null, cands) === 0) continue
+    if (matcher.candidates(view.type(i), view.normalized(i), cands) === 0) continue
     matchedItems ??= []
     perItem ??= []
     matchedItems.push(i)
@@ -143,11 +150,10 @@ async function scanPart (part: Buffer, req: number, requests: Map<number, { ts: 
     requests.set(req, r)
   }
   if (r === null || r.ts < sinceMs) return
-  const strings = partStrings(part)
   for (let j = 0; j < matchedItems.length; j++) {
     const i = matchedItems[j] as number
-    const type = ind[2 * i] as IndicatorType
-    const normalized = ind[2 * i + 1] as string
+    const type = view.type(i) as IndicatorType
+    const normalized = view.normalized(i) as string
     const key = `${type}\n${normalized}`
     let agg = found.get(key)
     if (agg === undefined) {
@@ -163,7 +169,7 @@ async function scanPart (part: Buffer, req: number, requests: Map<number, { ts: 
     if (r.ts < agg.firstTs) agg.firstTs = r.ts
     if (r.ts > agg.lastTs) agg.lastTs = r.ts
     if (agg.keyIds.size < kMaxListed) agg.keyIds.add(r.apikey)
-    const item = itemOf(strings[i * kStride + 3] ?? null)
+    const item = itemOf(view.fragment(i))
     if (item.actionSource !== null && agg.actionSources.size < kMaxListed) agg.actionSources.add(item.actionSource)
     if (r.ts >= agg.thenTs && item.score !== null) {
       agg.thenTs = r.ts
@@ -201,22 +207,42 @@ async function allowMatcher (store: Store, tenant: string): Promise<AllowMatcher
   return rules.length === 0 ? null : new AllowMatcher(rules)
 }
 
+/**
+ * Assessments of one pass by indicator, shared by tenants (the allowlist is applied after): a listing queried by many
+ * tenants is scored once. Bounded: emptied when full.
+ */
+class AssessmentCache {
+  readonly #map = new Map<string, Assessment>()
+
+  get (agg: Aggregate, ind: NormalizedIndicator, snap: Snapshot): Assessment {
+    const key = `${agg.type}\n${agg.normalized}`
+    let a = this.#map.get(key)
+    if (a === undefined) {
+      a = assess(ind, DEFAULT_PROFILE, snap)
+      if (this.#map.size >= kMaxCandidates) this.#map.clear()
+      this.#map.set(key, a)
+    }
+    return a
+  }
+}
+
 /** Scores each matched indicator now and records the hits of those that rose. */
-async function rescore (store: Store, tenant: string, found: Map<string, Aggregate>, snap: Snapshot, raised: RaisedKeys, out: TenantHit[]): Promise<void> {
+async function rescore (store: Store, tenant: string, found: Map<string, Aggregate>, snap: Snapshot, raised: RaisedKeys, cache: AssessmentCache, out: TenantHit[]): Promise<void> {
   if (found.size === 0) return
   const allow = await allowMatcher(store, tenant)
+  const pending: NewRetroHit[] = []
   for (const agg of found.values()) {
     if (agg.thenTs < 0) continue
     const n = normalize(agg.normalized, agg.type)
     if (!n.ok) continue
-    let a = assess(n.indicator, DEFAULT_PROFILE, snap)
+    let a = cache.get(agg, n.indicator, snap)
     const rule = allow?.match(n.indicator) ?? null
     if (rule !== null) a = allowlistedAssessment(n.indicator, rule, a)
     const now = a.risk.score
     if (!(now - agg.thenScore >= kMinRise || (agg.thenScore < kAlertMark && now >= kAlertMark))) continue
     for (const c of agg.causes.values()) {
       const cause = raised.cause(c.key)
-      const hit = await store.retroHunt.addHit({
+      pending.push({
         tenant,
         causeKey: `${cause.kind}|${cause.source}|${c.match}|${c.listed}|${cause.category}|${cause.confidence}`,
         indicator: { type: agg.type, value: agg.normalized },
@@ -231,9 +257,9 @@ async function rescore (store: Store, tenant: string, found: Map<string, Aggrega
         now: { score: now, category: a.risk.category, strength: a.risk.strength, recommended_actions: a.recommended_actions },
         cause: { signal_id: `${cause.source}:${kSignalMatch[c.match]}`, source: cause.source, match: c.match, listed_value: c.listed }
       })
-      if (hit !== null) out.push({ ...hit, tenant })
     }
   }
+  for (const hit of await store.retroHunt.addHits(pending)) out.push({ ...hit, tenant })
 }
 
 /** Pauses so that the pass works `duty` percent of the time (nothing at 100). */

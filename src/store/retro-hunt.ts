@@ -47,6 +47,9 @@ export interface RetroPart { id: number, n: number, req: number, part: Buffer }
 /** The request fields a hit shows. */
 export interface RetroRequest { id: number, ts: number, apikey: string }
 
+/** Hits per INSERT statement (9 parameters each: within SQLite's and PostgreSQL's bounds). */
+const kInsertRows = 200
+
 /** Largest page of a listing. */
 export const kMaxRetroHitLimit = 1000
 
@@ -87,15 +90,34 @@ export class RetroHuntStore {
 
   /** Records a hit unless one of the same (tenant, indicator, cause) exists; the hit, or null when it existed. */
   async addHit (h: NewRetroHit, now = Date.now()): Promise<RetroHit | null> {
-    const id = newRetroHitId(now)
+    return (await this.addHits([h], now))[0] ?? null
+  }
+
+  /**
+   * Records hits, each unless one of the same (tenant, indicator, cause) exists, in statements of kInsertRows rows;
+   * returns the hits recorded (those new), in order.
+   */
+  async addHits (list: readonly NewRetroHit[], now = Date.now()): Promise<RetroHit[]> {
+    const out: RetroHit[] = []
     const foundAt = new Date(now).toISOString()
-    const { tenant, causeKey, ...body } = h
-    const hit: RetroHit = { id, found_at: foundAt, ...body }
-    const n = await this.#db.run(
-      'INSERT INTO {retro_hits} (id, tenant, found_at, indicator_type, indicator_value, cause_key, score, category, hit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ' +
-      'ON CONFLICT (tenant, indicator_type, indicator_value, cause_key) DO NOTHING',
-      [id, tenant, foundAt, h.indicator.type, h.indicator.value, causeKey, h.now.score, h.now.category, JSON.stringify(body)])
-    return n === 1 ? hit : null
+    for (let at = 0; at < list.length; at += kInsertRows) {
+      const rows = list.slice(at, at + kInsertRows)
+      const params: unknown[] = []
+      const made = new Map<string, RetroHit>()
+      for (const h of rows) {
+        const id = newRetroHitId(now)
+        const { tenant, causeKey, ...body } = h
+        made.set(id, { id, found_at: foundAt, ...body })
+        params.push(id, tenant, foundAt, h.indicator.type, h.indicator.value, causeKey, h.now.score, h.now.category, JSON.stringify(body))
+      }
+      const inserted = await this.#db.all<{ id: string }>(
+        'INSERT INTO {retro_hits} (id, tenant, found_at, indicator_type, indicator_value, cause_key, score, category, hit) VALUES ' +
+        rows.map(() => '(?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ') +
+        ' ON CONFLICT (tenant, indicator_type, indicator_value, cause_key) DO NOTHING RETURNING id', params)
+      const ids = new Set(inserted.map((r) => r.id))
+      for (const [id, hit] of made) if (ids.has(id)) out.push(hit)
+    }
+    return out
   }
 
   /** A page of a tenant's hits, newest first; INVALID_REQUEST for a bad cursor, date or limit. Only `tenant`'s rows. */

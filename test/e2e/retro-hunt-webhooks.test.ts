@@ -5,6 +5,7 @@
  * setting, URLs on private addresses and http:// are refused.
  */
 import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingHttpHeaders } from 'node:http'
@@ -14,9 +15,11 @@ import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { test, type TestContext } from 'node:test'
 import pino from 'pino'
+import { request } from 'undici'
 import { loadConfig } from '../../src/config.ts'
+import { newWebhookSecret, signatureOf } from '../../src/pool/webhook-sender.ts'
 import { startService, type Service } from '../../src/service.ts'
-import { kTestIntelCache, smallRegistries } from '../helper.ts'
+import { kTestIntelCache, serviceEnv, smallRegistries } from '../helper.ts'
 
 type Json = Record<string, any>
 
@@ -197,4 +200,31 @@ test('webhook URLs on private addresses, http:// and bad input are refused; only
   assert.deepEqual(list.json(), { webhooks: [] })
   const missing = await svc.app.inject({ method: 'GET', url: '/api/v2/mgmt/webhooks/wh_000000000ffffffffff/deliveries', headers: { 'x-api-key': mgmt } })
   assert.equal(missing.json().code, 'NOT_FOUND')
+})
+
+test('the receiver example (examples/retro-hunt-receiver.mjs) accepts a signed delivery once and refuses a bad signature', { timeout: 60_000 }, async (t) => {
+  const secret = newWebhookSecret()
+  const child = spawn(process.execPath, [join(import.meta.dirname, '..', '..', 'examples', 'retro-hunt-receiver.mjs')], {
+    env: serviceEnv({ IOCV_WEBHOOK_SECRET: secret, PORT: '0' }),
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  t.after(() => { child.kill() })
+  let out = ''
+  let err = ''
+  child.stdout.on('data', (c: Buffer) => { out += String(c) })
+  child.stderr.on('data', (c: Buffer) => { err += String(c) })
+  const url = await waitFor('the receiver listening', () => /listening on (\S+)/.exec(err)?.[1] ?? null)
+  const body = JSON.stringify({ event: 'retro_hunt.hits', delivery_id: 'dl_000000001aaaaaaaaaa', hits: [{ id: 'rh_x', indicator: { type: 'domain', value: 'a.example' } }] })
+  const send = async (signature: string, ts = Math.floor(Date.now() / 1000)): Promise<number> => {
+    const res = await request(url, { method: 'POST', headers: { 'content-type': 'application/json', 'x-ioc-timestamp': String(ts), 'x-ioc-signature': signature, 'x-ioc-delivery': 'dl_000000001aaaaaaaaaa' }, body })
+    await res.body.dump()
+    return res.statusCode
+  }
+  const ts = Math.floor(Date.now() / 1000)
+  assert.equal(await send(signatureOf(secret, ts, body), ts), 204)
+  assert.equal(await send(signatureOf(secret, ts, body), ts), 204, 'a retry is accepted')
+  assert.equal(await send(signatureOf(`${secret}x`, ts, body), ts), 401)
+  assert.equal(await send(signatureOf(secret, ts - 3600, body), ts - 3600), 401, 'a stale timestamp is refused')
+  await waitFor('the hit printed', () => out.includes('a.example') ? true : null)
+  assert.equal(out.trim().split('\n').length, 1, 'printed once')
 })

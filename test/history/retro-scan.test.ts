@@ -11,7 +11,7 @@ import { after, before, test } from 'node:test'
 import { Snapshot } from '../../src/engine/index.ts'
 import { raisedKeys } from '../../src/engine/snapshot/diff.ts'
 import { hashString, KeyTag } from '../../src/engine/snapshot/hash.ts'
-import { HistoryItems, partIndicators, partStrings, kStride } from '../../src/history/block.ts'
+import { HistoryItems, PartView, partStrings, kStride } from '../../src/history/block.ts'
 import { RetroMatcher, type RetroCandidate } from '../../src/history/retro-scan.ts'
 import { compileSnapshot, loadManifest } from '../../src/intel/index.ts'
 import { smallRegistries } from '../helper.ts'
@@ -102,17 +102,20 @@ test('items are matched exactly, under a listed parent domain and inside a liste
   assert.deepEqual(of('domain', null), [])
 })
 
-test('partIndicators gives each item\'s type and normalized form, as partStrings does', () => {
+test('a PartView gives each item\'s type, normalized form and fragment, as partStrings does', () => {
   const items = new HistoryItems(4)
-  items.addVerdict('domain', 'Evil.Example', 'evil.example', '"risk":null')
-  items.addVerdict('ip', '10.0.0.1', '10.0.0.1', '"risk":null')
-  items.add(null, 'garbage', null, '"indicator":{"type":null,"value":"garbage","normalized":null}')
-  items.addVerdict('domain', 'ünï.example', 'xn--n-yiak.example', '"risk":null')
+  items.addVerdict('domain', 'Evil.Example', 'evil.example', '"risk":{"score":50}')
+  items.addVerdict('ip', '10.0.0.1', '10.0.0.1', '"risk":{"score":60}')
+  items.add(null, 'garbage', null, '"indicator":{"type":null,"value":"garbage","normalized":null},"risk":null')
+  items.addVerdict('domain', 'b\u00fccher.example', 'xn--bcher-kva.example', '"risk":{"score":50}')
   const part = items.encode()
   const full = partStrings(part)
-  const pairs = partIndicators(part)
-  const expected: Array<string | null> = []
-  for (let i = 0; i < full.length; i += kStride) expected.push(full[i] ?? null, full[i + 2] ?? null)
-  assert.deepEqual(pairs, expected)
-  assert.deepEqual(pairs, ['domain', 'evil.example', 'ip', '10.0.0.1', null, null, 'domain', 'xn--n-yiak.example'])
+  const view = new PartView(part)
+  assert.equal(view.count, 4)
+  for (let i = 0; i < view.count; i++) {
+    assert.equal(view.type(i), full[i * kStride] ?? null)
+    assert.equal(view.normalized(i), full[i * kStride + 2] ?? null)
+    assert.equal(view.fragment(i), full[i * kStride + 3])
+  }
+  assert.deepEqual([view.type(2), view.normalized(2), view.normalized(3)], [null, null, 'xn--bcher-kva.example'])
 })

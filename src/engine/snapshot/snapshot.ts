@@ -250,11 +250,11 @@ export class Snapshot {
     if (this.#asnInfoKeys !== null) return this.#asnInfoKeys
     const out = new Map<number, number>()
     const pair: KeyPair = { h1: 0, h2: 0 }
-    for (const r of [this.asn4v, this.asn6v]) {
-      for (let i = 0; i < r.length; i++) {
-        hashWords(KeyTag.asnInfo, r[i] as number, 0, 0, 0, 0, pair)
-        out.set(pair.h1, pair.h2)
-      }
+    const numbers = new Set<number>()
+    for (const r of [this.asn4v, this.asn6v]) for (let i = 0; i < r.length; i++) numbers.add(r[i] as number)
+    for (const asn of numbers) {
+      hashWords(KeyTag.asnInfo, asn, 0, 0, 0, 0, pair)
+      out.set(pair.h1, pair.h2)
     }
     this.#asnInfoKeys = out
     return out

@@ -1,0 +1,174 @@
+/**
+ * Retro-hunt bench: one pass (src/pool/retro-pass.ts, unpaced: IOC_RETRO_HUNT_DUTY_PERCENT=100) of a refresh that
+ * brings --listings new listings, against --records history records in a SQLite store, on this thread.
+ *
+ *   npm run bench:retro-hunt -- [--records 50000000] [--listings 10000] [--tenants 20] [--days 30] [--keep DIR]
+ *
+ * History is generated directly as stored parts (history/block.ts, the scoring threads' encoding, written by the
+ * history writer's own transaction, writeHistoryPartsSync), not through HTTP: 50 parts of 10,000 distinct indicators
+ * (70% domains under 200,000 registrable names, 30% IPv4 addresses spread over about 100,000 /24s), each part stored again for other
+ * tenants and days until --records are written. The new listings: 60% exact names that were queried, 20% registrable
+ * (parent) domains of queried hosts, 15% /24 blocks holding queried addresses, 5% never queried. The old snapshot
+ * holds the built-in lists and one unrelated feed; the new one adds a feed of the listings.
+ *
+ * The target (docs/PERFORMANCE.md "Retro-hunt"): 10,000 listings against 50 million records in under 60 s.
+ * Results are printed and written to bench/results/retro-hunt.json.
+ */
+import { randomUUID } from 'node:crypto'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { availableParallelism, loadavg, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { HistoryItems } from '../src/history/block.ts'
+import { loadManifest, loadSnapshot } from '../src/intel/index.ts'
+import { runRetroPass } from '../src/pool/retro-pass.ts'
+import { SqliteStore, type HistoryPart } from '../src/store/index.ts'
+
+const { values: args } = parseArgs({
+  options: {
+    records: { type: 'string', default: '50000000' },
+    listings: { type: 'string', default: '10000' },
+    tenants: { type: 'string', default: '20' },
+    days: { type: 'string', default: '30' },
+    keep: { type: 'string' }
+  }
+})
+const kRecords = Number(args.records)
+const kListings = Number(args.listings)
+const kTenants = Number(args.tenants)
+const kDays = Number(args.days)
+const kPartItems = 10_000
+const kTemplates = 50
+const kDayMs = 86_400_000
+const kTail = '"risk":{"score":50,"strength":"weak","category":"unknown","evidence_saturation":"none"},"scores":null,"labels":[],"label_count":0,"action_taken":null,"action_source":null'
+
+/** The values of template part `p`, item `i`. */
+function valueOf (p: number, i: number): { type: string, value: string } {
+  const n = p * kPartItems + i
+  if (i % 10 < 7) return { type: 'domain', value: `h${n}.w${n % 7}.site${n % 200_000}.example` }
+  return { type: 'ip', value: `${(n % 200) + 11}.${(n >> 8) % 256}.${(n >> 4) % 256}.${(n % 250) + 1}` }
+}
+
+function templates (): Uint8Array[] {
+  const out: Uint8Array[] = []
+  for (let p = 0; p < kTemplates; p++) {
+    const items = new HistoryItems(kPartItems)
+    for (let i = 0; i < kPartItems; i++) {
+      const { type, value } = valueOf(p, i)
+      items.addVerdict(type, value, value, kTail, 0)
+    }
+    out.push(items.encode())
+  }
+  return out
+}
+
+function part (tenant: string, ts: number, bytes: Uint8Array): HistoryPart {
+  const date = new Date(ts).toISOString()
+  const requestId = randomUUID()
+  return {
+    uid: requestId,
+    ts,
+    date,
+    day: date.slice(0, 10),
+    tenant,
+    requestId,
+    bulkRequestId: requestId,
+    httpStatus: 200,
+    authType: 'api_key',
+    apikey: `k_${tenant}`,
+    userId: null,
+    envelope: JSON.stringify({ date, request_id: requestId, bulk_request_id: requestId, tenant, http_status: 200, auth_type: 'api_key', apikey: `k_${tenant}` }),
+    count: kPartItems,
+    part: bytes
+  }
+}
+
+function listings (): string {
+  const lines: string[] = []
+  for (let k = 0; k < kListings; k++) {
+    const kind = k % 20
+    const p = (k * 7) % kTemplates
+    const i = (k * 131) % kPartItems
+    if (kind < 12) {
+      // An exact name that was queried (a domain item of some template).
+      const j = i - (i % 10) + (k % 7)
+      lines.push(valueOf(p, j).value)
+    } else if (kind < 16) {
+      // The registrable domain of a queried host.
+      const j = i - (i % 10) + (k % 7)
+      lines.push(valueOf(p, j).value.split('.').slice(2).join('.'))
+    } else if (kind < 19) {
+      // The /24 of a queried address.
+      const j = i - (i % 10) + 7 + (k % 3)
+      lines.push(`${valueOf(p, j).value.split('.').slice(0, 3).join('.')}.0/24`)
+    } else {
+      lines.push(`never-queried-${k}.example`)
+    }
+  }
+  return [...new Set(lines)].join('\n') + '\n'
+}
+
+async function main (): Promise<void> {
+  const dir = args.keep ?? mkdtempSync(join(tmpdir(), 'ioc-bench-retro-'))
+  mkdirSync(dir, { recursive: true })
+  const feeds = join(dir, 'feeds')
+  mkdirSync(feeds, { recursive: true })
+  writeFileSync(join(feeds, 'old.txt'), Array.from({ length: 1000 }, (_, i) => `unrelated-${i}.example`).join('\n') + '\n')
+  writeFileSync(join(feeds, 'new.txt'), listings())
+  const feed = (name: string): object => ({ name, format: 'plain', path: `${name}.txt`, direction: 'malicious', group: 'threat_feed', subgroup: 'malware_distribution', category: 'malware', confidence: 0.9, half_life_days: 0 })
+  writeFileSync(join(feeds, 'prev.json'), JSON.stringify({ feeds: [feed('old')] }))
+  writeFileSync(join(feeds, 'next.json'), JSON.stringify({ feeds: [feed('old'), feed('new')] }))
+  const cacheDir = join(tmpdir(), 'ioc-verdict-bench-retro-intel')
+  const t0 = performance.now()
+  const prev = (await loadSnapshot({ feeds: await loadManifest(join(feeds, 'prev.json')), cacheDir })).data
+  const next = (await loadSnapshot({ feeds: await loadManifest(join(feeds, 'next.json')), cacheDir })).data
+  const snapshotsMs = performance.now() - t0
+
+  const path = join(dir, 'ioc-verdict.db')
+  const store = new SqliteStore({ path })
+  await store.migrate()
+  const t1 = performance.now()
+  const parts = templates()
+  const now = Date.now()
+  const total = Math.ceil(kRecords / kPartItems)
+  const batch: HistoryPart[] = []
+  for (let n = 0; n < total; n++) {
+    const tenant = `tenant-${n % kTenants}`
+    const ts = now - ((n * 7919) % (kDays * kDayMs - 3_600_000)) - 60_000
+    batch.push(part(tenant, ts, parts[n % kTemplates] as Uint8Array))
+    if (batch.length === 20 || n === total - 1) {
+      store.writeHistoryPartsSync(batch.splice(0))
+    }
+  }
+  const writeMs = performance.now() - t1
+  const records = total * kPartItems
+  console.error(`history: ${records} records in ${(writeMs / 1000).toFixed(1)} s; snapshots: ${(snapshotsMs / 1000).toFixed(1)} s`)
+
+  const t2 = performance.now()
+  const r = await runRetroPass(store, { prev, next, sinceMs: now - kDays * kDayMs - kDayMs, dutyPercent: 100 })
+  const passMs = performance.now() - t2
+  await store.close()
+  const result = {
+    date: new Date().toISOString().slice(0, 10),
+    machine: { cpus: availableParallelism(), load: loadavg().map((l) => Math.round(l * 100) / 100) },
+    records,
+    listings: kListings,
+    raised: r.raised,
+    tenants: r.tenants,
+    blocks: r.blocks,
+    matched: r.matched,
+    diff_s: Math.round(r.diffMs / 100) / 10,
+    rescore_s: Math.round(r.rescoreMs / 100) / 10,
+    hits: r.hits.length,
+    pass_s: Math.round(passMs / 100) / 10,
+    records_per_s: Math.round(records / (passMs / 1000)),
+    target_s: 60,
+    history_write_s: Math.round(writeMs / 100) / 10
+  }
+  console.log(JSON.stringify(result, null, 2))
+  mkdirSync(join(import.meta.dirname, 'results'), { recursive: true })
+  writeFileSync(join(import.meta.dirname, 'results', 'retro-hunt.json'), JSON.stringify(result, null, 2) + '\n')
+  if (args.keep === undefined) rmSync(dir, { recursive: true, force: true })
+}
+
+await main()
