@@ -12,6 +12,12 @@
  * holds the built-in lists and one unrelated feed; the new one adds a feed of the listings.
  *
  * The target (docs/PERFORMANCE.md "Retro-hunt"): 10,000 listings against 50 million records in under 60 s.
+ *
+ * With --capacity SECONDS, the bench then starts the service on that store (scoring threads at their default count,
+ * the old snapshot) and drives it with 2,000-indicator bulks of fresh indicators over HTTP (127.0.0.1, two clients,
+ * closed loop), in --rounds rounds of two phases of SECONDS each: without a pass, and while passes run back to back
+ * on the retro-hunt thread paced at --duty percent (IOC_RETRO_HUNT_DUTY_PERCENT). The slowdown is 1 - (indicators
+ * per second while hunting / without), median of the rounds.
  * Results are printed and written to bench/results/retro-hunt.json.
  */
 import { randomUUID } from 'node:crypto'
@@ -21,7 +27,11 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { HistoryItems } from '../src/history/block.ts'
 import { loadManifest, loadSnapshot } from '../src/intel/index.ts'
+import { Agent, request } from 'undici'
+import { loadConfig } from '../src/config.ts'
 import { runRetroPass } from '../src/pool/retro-pass.ts'
+import { startService } from '../src/service.ts'
+import type { SnapshotData } from '../src/engine/index.ts'
 import { SqliteStore, type HistoryPart } from '../src/store/index.ts'
 
 const { values: args } = parseArgs({
@@ -30,7 +40,10 @@ const { values: args } = parseArgs({
     listings: { type: 'string', default: '10000' },
     tenants: { type: 'string', default: '20' },
     days: { type: 'string', default: '30' },
-    keep: { type: 'string' }
+    keep: { type: 'string' },
+    capacity: { type: 'string' },
+    rounds: { type: 'string', default: '3' },
+    duty: { type: 'string', default: '20' }
   }
 })
 const kRecords = Number(args.records)
@@ -148,6 +161,7 @@ async function main (): Promise<void> {
   const r = await runRetroPass(store, { prev, next, sinceMs: now - kDays * kDayMs - kDayMs, dutyPercent: 100 })
   const passMs = performance.now() - t2
   await store.close()
+  const capacity = args.capacity === undefined ? null : await capacityAB(dir, join(feeds, 'prev.json'), cacheDir, prev, next, Number(args.capacity))
   const result = {
     date: new Date().toISOString().slice(0, 10),
     machine: { cpus: availableParallelism(), load: loadavg().map((l) => Math.round(l * 100) / 100) },
@@ -163,12 +177,83 @@ async function main (): Promise<void> {
     pass_s: Math.round(passMs / 100) / 10,
     records_per_s: Math.round(records / (passMs / 1000)),
     target_s: 60,
-    history_write_s: Math.round(writeMs / 100) / 10
+    history_write_s: Math.round(writeMs / 100) / 10,
+    ...(capacity === null ? {} : { capacity })
   }
   console.log(JSON.stringify(result, null, 2))
   mkdirSync(join(import.meta.dirname, 'results'), { recursive: true })
   writeFileSync(join(import.meta.dirname, 'results', 'retro-hunt.json'), JSON.stringify(result, null, 2) + '\n')
   if (args.keep === undefined) rmSync(dir, { recursive: true, force: true })
+}
+
+/** Verdict throughput without and with retro-hunt passes running (see the header). */
+async function capacityAB (dir: string, manifest: string, cacheDir: string, prev: SnapshotData, next: SnapshotData, seconds: number): Promise<object> {
+  const config = loadConfig({
+    IOC_DATA_DIR: dir,
+    IOC_FEEDS: manifest,
+    IOC_INTEL_CACHE_DIR: cacheDir,
+    IOC_LOG_LEVEL: 'silent',
+    IOC_BOOTSTRAP_KEY: '0',
+    IOC_RETRO_HUNT_DUTY_PERCENT: String(args.duty),
+    IOC_HISTORY_DURABILITY: 'async'
+  })
+  const svc = await startService(config)
+  try {
+    const key = (await svc.store.createKey({ tenant: 'bench', permissions: ['verdict', 'verdict_bulk'], quota: null })).key
+    const base = await svc.app.listen({ port: 0, host: '127.0.0.1' })
+    const agent = new Agent({ connections: 4 })
+    let seq = 0
+    const body = (): string => {
+      const indicators = []
+      for (let i = 0; i < 2000; i++, seq++) indicators.push({ value: seq % 3 === 0 ? `${(seq % 200) + 11}.${(seq >> 8) % 256}.${(seq >> 16) % 256}.${seq % 251}` : `fresh-${seq}.cap${seq % 997}.example` })
+      return JSON.stringify({ indicators })
+    }
+    const phase = async (hunting: boolean): Promise<number> => {
+      let hunts = 0
+      const flag = { stop: false }
+      const hunter = hunting
+        ? (async () => {
+            while (!flag.stop) {
+              svc.retroHunt.onSwap(prev, next)
+              hunts++
+              await svc.retroHunt.idle()
+            }
+          })()
+        : Promise.resolve()
+      let answered = 0
+      const end = performance.now() + seconds * 1000
+      const client = async (): Promise<void> => {
+        while (performance.now() < end) {
+          const res = await request(`${base}/api/v2/ioc/verdict/bulk`, { method: 'POST', dispatcher: agent, headers: { 'content-type': 'application/json', 'x-api-key': key }, body: body() })
+          await res.body.dump()
+          if (res.statusCode === 200) answered += 2000
+        }
+      }
+      const t = performance.now()
+      await Promise.all([client(), client()])
+      const rate = answered / ((performance.now() - t) / 1000)
+      flag.stop = true
+      await hunter
+      console.error(`${hunting ? 'hunting' : 'idle   '}: ${Math.round(rate)} indicators/s${hunting ? ` (${hunts} passes started)` : ''}`)
+      return rate
+    }
+    await phase(false) // warm-up
+    const ratios: number[] = []
+    const idle: number[] = []
+    const hunting: number[] = []
+    for (let i = 0; i < Number(args.rounds); i++) {
+      const a = await phase(false)
+      const b = await phase(true)
+      idle.push(Math.round(a))
+      hunting.push(Math.round(b))
+      ratios.push(b / a)
+    }
+    await agent.close()
+    const median = [...ratios].sort((x, y) => x - y)[Math.floor(ratios.length / 2)] as number
+    return { seconds_per_phase: seconds, duty_percent: Number(args.duty), idle_per_s: idle, hunting_per_s: hunting, slowdown_median: Math.round((1 - median) * 1000) / 1000 }
+  } finally {
+    await svc.app.close()
+  }
 }
 
 await main()

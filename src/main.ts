@@ -380,7 +380,7 @@ async function retroHunt (config: Readonly<Config>, args: string[]): Promise<num
     err(`retro-hunt: history since ${new Date(sinceMs).toISOString()} against snapshot ${data.header.version}`)
     const r = await runRetroPass(store, { prev: null, next: data, sinceMs })
     for (const hit of r.hits) out(JSON.stringify(hit))
-    err(`retro-hunt: ${r.hits.length} new hits; ${r.tenants} tenants, ${r.blocks} blocks, ${r.items} history records, ${r.matched} indicators matched ` +
+    err(`retro-hunt: ${r.hits.length} new hits; ${r.tenants} tenants, ${r.blocks} blocks, ${r.items} history records, ${r.matched} indicators matched against ` +
       `${r.raised} listings in ${Math.round(r.ms)} ms`)
     if (r.raisedDropped > 0 || r.matchedDropped > 0) err(`retro-hunt: bounds reached: ${r.raisedDropped} listings and ${r.matchedDropped} indicators left out`)
     return 0
