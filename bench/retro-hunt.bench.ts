@@ -175,6 +175,7 @@ async function main (): Promise<void> {
     rescore_s: Math.round(r.rescoreMs / 100) / 10,
     hits: r.hits.length,
     pass_s: Math.round(passMs / 100) / 10,
+    pass_cpu_s: Math.round(r.cpuMs / 100) / 10,
     records_per_s: Math.round(records / (passMs / 1000)),
     target_s: 60,
     history_write_s: Math.round(writeMs / 100) / 10,

@@ -519,6 +519,21 @@ export class PartView {
     return this.#string(i * kStride + 2)
   }
 
+  /** The decoded text the spans below index. */
+  get text (): string {
+    return this.#text
+  }
+
+  /** Start of item i's normalized form in `text` (-1 when null); it ends at normalizedEnd(i). */
+  normalizedStart (i: number): number {
+    return this.#starts[i * kStride + 2] as number
+  }
+
+  /** End of item i's normalized form in `text`. */
+  normalizedEnd (i: number): number {
+    return this.#ends[i * kStride + 2] as number
+  }
+
   /** Item i's record fragment (record.ts), as partStrings gives it. */
   fragment (i: number): string {
     const j = i * kStride

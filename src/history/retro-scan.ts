@@ -62,6 +62,28 @@ export class RetroMatcher {
     return out.length - before
   }
 
+  /**
+   * candidates() for an item whose normalized form is text[start, end): a domain is hashed where it lies, and a string
+   * is made only for a listing that covers it; other types are read as strings.
+   */
+  candidatesIn (type: string | null, text: string, start: number, end: number, out: RetroCandidate[]): number {
+    if (type === null || start < 0 || end <= start) return 0
+    if (type !== 'domain') return this.candidates(type, text.slice(start, end), out)
+    const before = out.length
+    const pair = this.#pair
+    hashFrom(text, start, end, pair)
+    let key = this.#raised.find(pair.h1, pair.h2)
+    if (key >= 0) out.push({ match: 'exact', listed: text.slice(start, end), key })
+    for (let i = text.indexOf('.', start); i !== -1 && i < end; i = text.indexOf('.', i + 1)) {
+      const next = text.indexOf('.', i + 1)
+      if (next === -1 || next >= end) break // a bare top-level label
+      hashFrom(text, i + 1, end, pair)
+      key = this.#raised.find(pair.h1, pair.h2)
+      if (key >= 0) out.push({ match: 'parent_domain', listed: text.slice(i + 1, end), key })
+    }
+    return out.length - before
+  }
+
   #check (pair: KeyPair, match: RetroMatch, listed: string, out: RetroCandidate[]): void {
     const key = this.#raised.find(pair.h1, pair.h2)
     if (key >= 0) out.push({ match, listed, key })
@@ -72,7 +94,7 @@ export class RetroMatcher {
     for (let i = name.indexOf('.'); i !== -1; i = name.indexOf('.', i + 1)) {
       if (name.indexOf('.', i + 1) === -1) break // a bare top-level label
       // The parent's hash from its offset: no substring unless it is raised.
-      hashFrom(name, i + 1, this.#pair)
+      hashFrom(name, i + 1, name.length, this.#pair)
       const key = this.#raised.find(this.#pair.h1, this.#pair.h2)
       if (key >= 0) out.push({ match: 'parent_domain', listed: name.slice(i + 1), key })
     }
@@ -96,20 +118,20 @@ export class RetroMatcher {
 }
 
 /**
- * hashString(KeyTag.domain, s.slice(from)) without the slice (hash.ts: the same steps over the same code units), as
+ * hashString(KeyTag.domain, s.slice(from, to)) without the slice (hash.ts: the same steps over the same code units), as
  * into `out`.
  */
-function hashFrom (s: string, from: number, out: KeyPair): void {
+function hashFrom (s: string, from: number, to: number, out: KeyPair): void {
   const tag = KeyTag.domain
   let a = kFnvOffset ^ tag
   let b = 0x9747b28c ^ Math.imul(tag, 0x9e3779b1)
-  for (let i = from; i < s.length; i++) {
+  for (let i = from; i < to; i++) {
     const c = s.charCodeAt(i)
     a = Math.imul(a ^ c, kFnvPrime)
     b = Math.imul(b ^ c, 0x5bd1e995)
     b ^= b >>> 15
   }
-  const len = s.length - from
+  const len = to - from
   out.h1 = fmix32(a ^ len)
   out.h2 = fmix32(b ^ Math.imul(len, 0xcc9e2d51))
 }

@@ -88,6 +88,11 @@ test('items are matched exactly, under a listed parent domain and inside a liste
   const of = (type: string | null, value: string | null): Array<Omit<RetroCandidate, 'key'>> => {
     const out: RetroCandidate[] = []
     m.candidates(type, value, out)
+    // The same read where the value lies inside a part's text.
+    const within: RetroCandidate[] = []
+    const text = `x.y${value ?? ''}.z`
+    m.candidatesIn(type, text, value === null ? -1 : 3, 3 + (value ?? '').length, within)
+    assert.deepEqual(within, out)
     return out.map(({ match, listed }) => ({ match, listed }))
   }
   assert.deepEqual(of('domain', 'c.example'), [{ match: 'exact', listed: 'c.example' }])
