@@ -16,6 +16,10 @@ import { clientErrorHandler, guardUrl, lingerIfUnread } from './http/edges.ts'
 import { KeyVerifier } from './http/auth.ts'
 import { registerParsers } from './http/content.ts'
 import { Metrics, metricsRoutes } from './http/metrics.ts'
+import { retroHuntRoutes } from './http/routes-retro-hunt.ts'
+import type { RetroHunter } from './pool/retro-hunt.ts'
+import type { WebhookSender } from './pool/webhook-sender.ts'
+import { webhookRoutes } from './http/routes-webhooks.ts'
 import { registerOpenApi } from './http/openapi.ts'
 import { registerRateLimit } from './http/rate-limit.ts'
 import { kPackageVersion } from './http/request-fields.ts'
@@ -46,6 +50,10 @@ export interface AppDeps {
   logger: Logger
   /** Instances sharing the store (absent or inactive: this instance alone). */
   fleet?: Fleet
+  /** Retro-hunt counters for /metrics (absent: none shown). */
+  retroHunt?: Pick<RetroHunter, 'state'>
+  /** Retro-hunt webhook deliveries (absent: no webhook routes). */
+  webhooks?: Pick<WebhookSender, 'state' | 'seal' | 'checkUrl'>
 }
 
 const kRequestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/
@@ -164,7 +172,7 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
 
   const verifier = new KeyVerifier(deps.store, (err) => { deps.logger.warn({ err }, 'could not record a key\'s last use') })
   const admission = new Admission(config.maxInflight, deps.quota, () => closing() ? 'service is shutting down' : deps.history.refusal())
-  const metrics = new Metrics({ admission, intel: deps.intel, history: deps.history, feeds: deps.feeds })
+  const metrics = new Metrics({ admission, intel: deps.intel, history: deps.history, feeds: deps.feeds, ...(deps.retroHunt === undefined ? {} : { retroHunt: deps.retroHunt }), ...(deps.webhooks === undefined ? {} : { webhooks: deps.webhooks }) })
   metricsRoutes(app, metrics)
   const allowlists = new TenantAllowlists(deps.store)
   const verdicts = verdictDeps({ intel: deps.intel, history: deps.history, admission, allowlists, observer: metrics })
@@ -183,6 +191,10 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   verdictRoutes(app, { verdicts, verifier, bodyLimit: config.bodyLimit })
   allowlistRoutes(app, { store: deps.store, allowlists, verifier, sessions })
   feedbackRoutes(app, { store: deps.store, verdicts, verifier, sessions, observer: metrics })
+  retroHuntRoutes(app, { store: deps.store, verifier, sessions })
+  if (deps.webhooks !== undefined) {
+    webhookRoutes(app, { store: deps.store, verifier, sessions, webhooks: deps.webhooks })
+  }
   serviceRoutes(app, { store: deps.store, quota: deps.quota, history: deps.history, intel: deps.intel, feeds: deps.feeds, closing, ...(deps.fleet === undefined ? {} : { fleet: deps.fleet }) })
   mgmtRoutes(app, { store: deps.store, quota: deps.quota, intel: deps.intel, feeds: deps.feeds, verifier, sessions, ...(deps.fleet === undefined ? {} : { fleet: deps.fleet }) })
   await dashboardRoutes(app, { verdicts, sessions, verifier, capacityReport: join(kProjectRoot, 'bench', 'results', 'capacity.html') })

@@ -71,6 +71,18 @@ export interface Config {
   historyCommitTimeoutMs: number
   /** History rows older than this many days are purged; 0 keeps everything. */
   retentionDays: number
+  /** Retro-hunt lookback in days (0 turns the retro-hunt off); never past retentionDays. */
+  retroHuntDays: number
+  /** Share of the time a retro-hunt pass works beside verdicts, in percent (100: without pauses). */
+  retroHuntDutyPercent: number
+  /** Accept webhook URLs resolving to loopback, link-local or private addresses (and http://): labs and tests only. */
+  webhookAllowPrivate: boolean
+  /** First wait before a failed webhook delivery is retried, in ms (doubled per attempt, full jitter, at most 1 h). */
+  webhookRetryBaseMs: number
+  /** Longest a webhook delivery attempt may take, in ms. */
+  webhookTimeoutMs: number
+  /** Key sealing webhook secrets in the store (32 bytes, hex or base64); null: a key file in the data directory. */
+  webhookSecretKey: string | null
   /** Optional folders with fresh ip-location-db CSV files (asn-ipv4-num.csv ...). */
   asnDir: string | null
   countryDir: string | null
@@ -102,7 +114,7 @@ export interface Config {
   warnings: readonly string[]
 }
 
-type Kind = 'string' | 'port' | 'int' | 'bool' | 'path' | 'nullable-path' | 'url' | 'addresses'
+type Kind = 'string' | 'port' | 'int' | 'bool' | 'path' | 'nullable-path' | 'url' | 'addresses' | 'secret'
 interface Field {
   key: keyof Config
   kind: Kind
@@ -162,6 +174,13 @@ const kFields: Record<string, Field> = {
   IOC_HISTORY_ASYNC_WINDOW_BYTES: { key: 'historyAsyncWindowBytes', kind: 'int', min: 1024, max: 1024 * 1024 * 1024, default: 16 * 1024 * 1024, doc: 'async durability: most answered bytes not yet fsynced' },
   IOC_HISTORY_COMMIT_TIMEOUT_MS: { key: 'historyCommitTimeoutMs', kind: 'int', min: 100, max: 600_000, default: 10_000, doc: 'longest a request waits for its history to be durable before 503 OVERLOADED, ms' },
   IOC_RETENTION_DAYS: { key: 'retentionDays', kind: 'int', min: 0, max: 100_000, default: 90, doc: 'history purge age in days (0 keeps everything); usage counters are kept' },
+  IOC_RETRO_HUNT_DAYS: { key: 'retroHuntDays', kind: 'int', min: 0, max: 100_000, default: 30, doc: 'retro-hunt lookback in days: on each snapshot swap, history of this many days is matched against what the new snapshot raises (0 = off; never past `IOC_RETENTION_DAYS`)' },
+  // A pass is CPU-bound; paced, it leaves the scoring threads their cores (docs/PERFORMANCE.md "Retro-hunt").
+  IOC_RETRO_HUNT_DUTY_PERCENT: { key: 'retroHuntDutyPercent', kind: 'int', min: 1, max: 100, default: 20, doc: 'share of the time a retro-hunt pass works, percent (it pauses the rest; 100 = no pauses)' },
+  IOC_WEBHOOK_ALLOW_PRIVATE: { key: 'webhookAllowPrivate', kind: 'bool', default: false, shown: '0', doc: 'accept webhook URLs that resolve to loopback, link-local or private addresses, and http:// (SSRF guard off: labs and tests only)' },
+  IOC_WEBHOOK_RETRY_BASE_MS: { key: 'webhookRetryBaseMs', kind: 'int', min: 1, max: 3_600_000, default: 30_000, doc: 'first wait before a failed webhook delivery is retried, ms (doubled per attempt, full jitter, at most 1 h; retried for 24 h)' },
+  IOC_WEBHOOK_TIMEOUT_MS: { key: 'webhookTimeoutMs', kind: 'int', min: 100, max: 600_000, default: 10_000, doc: 'longest a webhook delivery attempt may take, ms' },
+  IOC_WEBHOOK_SECRET_KEY: { key: 'webhookSecretKey', kind: 'secret', default: null, shown: '<data dir>/webhook.key', doc: 'key sealing webhook signing secrets in the store: 32 bytes as 64 hex digits or base64 (every instance of a fleet needs the same); unset: a key file made in the data directory' },
   IOC_ASN_DIR: { key: 'asnDir', kind: 'nullable-path', default: null, shown: 'npm package', doc: 'folder with fresh ip-location-db `asn-ipv{4,6}-num.csv` files' },
   IOC_COUNTRY_DIR: { key: 'countryDir', kind: 'nullable-path', default: null, shown: 'npm package', doc: 'folder with fresh ip-location-db `geo-whois-asn-country-ipv{4,6}-num.csv` files' },
   IOC_SHUTDOWN_TIMEOUT_MS: { key: 'shutdownTimeoutMs', kind: 'int', min: 100, max: 3_600_000, default: 30_000, doc: 'longest graceful shutdown before remaining work is abandoned, ms' },
@@ -227,6 +246,11 @@ function coerce (name: string, field: Field, raw: unknown, base: string): unknow
       if (field.choices !== undefined && !field.choices.includes(raw as string)) bad(`must be one of ${field.choices.join(', ')}`)
       return raw
     }
+    case 'secret':
+      // Never echoed: the value is a key.
+      if (raw === null || raw === '') return null
+      if (typeof raw !== 'string') bad('must be a string')
+      return raw
     case 'path':
       if (typeof raw !== 'string' || raw === '') bad('must be a path')
       return resolve(base, raw as string)

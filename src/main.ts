@@ -1,5 +1,5 @@
 /**
- * CLI entry: `serve` (default), `keys create|list|revoke`, `intel check|build`, `score`.
+ * CLI entry: `serve` (default), `keys create|list|revoke`, `intel check|build`, `score`, `retro-hunt run`.
  * The only place that listens or exits. Results go to stdout, everything else to stderr, so scripts can
  * capture a new key or a verdict. Each command imports what it runs when it runs (the service, the store, the intel
  * compiler), so `keys list` or `--help` does not load Fastify and the engine first.
@@ -35,6 +35,9 @@ const kUsage = `usage: ioc-verdict <command>
   score FILE | -  [--input lines|csv|ndjson] [--format ndjson|csv] [--signals none|top|all]
                                          score a file (or stdin) of indicators, streaming: one line per
                                          indicator, CSV with a value (and type) column, or NDJSON objects
+  retro-hunt run [--since ISO-8601]      match the tenants' history of the lookback window (IOC_RETRO_HUNT_DAYS, or
+                                         from --since) against every listing of the current snapshot, record
+                                         and print the hits (JSON lines) found now
 
 Configuration: IOC_* environment variables or a JSON file named by IOC_CONFIG (see docs/OPERATIONS.md).
 `
@@ -355,6 +358,43 @@ async function scoreCmd (config: Readonly<Config>, args: string[]): Promise<numb
   return failed > 0 ? 1 : 0
 }
 
+/** `retro-hunt run`: one pass by hand against the current snapshot, every malicious listing counting as raised. */
+async function retroHunt (config: Readonly<Config>, args: string[]): Promise<number> {
+  const [sub, ...rest] = args
+  if (sub !== 'run') throw new UsageError('unknown retro-hunt command (run)')
+  const { values } = parseArgs({ args: rest, options: { since: { type: 'string' } }, strict: true })
+  const [{ parseTimestamp }, { lookbackStart }] = await Promise.all([import('./history/utc-day.ts'), import('./pool/retro-hunt.ts')])
+  const now = Date.now()
+  let sinceMs: number
+  if (values.since !== undefined) {
+    const ms = parseTimestamp(values.since)
+    if (ms === null) throw new UsageError('--since must be an ISO 8601 date-time with an offset, or a date')
+    sinceMs = lookbackStart(now, Math.max(0, (now - ms) / 86_400_000), config.retentionDays)
+  } else if (config.retroHuntDays > 0) {
+    sinceMs = lookbackStart(now, config.retroHuntDays, config.retentionDays)
+  } else {
+    err('the retro-hunt is off (IOC_RETRO_HUNT_DAYS=0): give --since to run a pass anyway')
+    return 2
+  }
+  mkdirSync(config.dataDir, { recursive: true })
+  const [{ intelSource }, { compileInputs, loadSnapshot }, { openStore }, { runRetroPass }] =
+    await Promise.all([import('./service.ts'), import('./intel/index.ts'), import('./store/index.ts'), import('./pool/retro-pass.ts')])
+  const src = intelSource(config)
+  const { data } = await loadSnapshot({ ...await compileInputs(src), cacheDir: src.cacheDir })
+  const store = await openStore(storeOptions(config))
+  try {
+    err(`retro-hunt: history since ${new Date(sinceMs).toISOString()} against snapshot ${data.header.version}`)
+    const r = await runRetroPass(store, { prev: null, next: data, sinceMs })
+    for (const hit of r.hits) out(JSON.stringify(hit))
+    err(`retro-hunt: ${r.hits.length} new hits; ${r.tenants} tenants, ${r.blocks} blocks, ${r.items} history records, ${r.matched} indicators matched against ` +
+      `${r.raised} listings in ${Math.round(r.ms)} ms`)
+    if (r.raisedDropped > 0 || r.matchedDropped > 0) err(`retro-hunt: bounds reached: ${r.raisedDropped} listings and ${r.matchedDropped} indicators left out`)
+    return 0
+  } finally {
+    await store.close()
+  }
+}
+
 async function main (argv: string[]): Promise<number> {
   const [command = 'serve', ...args] = argv
   if (command === '--help' || command === '-h' || command === 'help') {
@@ -379,6 +419,7 @@ async function main (argv: string[]): Promise<number> {
     case 'users': return await users(config, args)
     case 'intel': return await intel(config, args)
     case 'score': return await scoreCmd(config, args)
+    case 'retro-hunt': return await retroHunt(config, args)
     default:
       err(kUsage)
       return 2

@@ -16,6 +16,8 @@ import { startHistory, type HistoryClient } from './history/client.ts'
 import { buildSnapshot, buildSummary, FeedRefresher, loadManifest, type IntelSourceOptions } from './intel/index.ts'
 import { IntelService } from './pool/intel-service.ts'
 import { Fleet } from './fleet/fleet.ts'
+import { RetroHunter } from './pool/retro-hunt.ts'
+import { WebhookSender, webhookKey } from './pool/webhook-sender.ts'
 import { SpareBuffers } from './bytes/byte-sink.ts'
 import { openQuota, openStore, type QuotaCounter, type Store } from './store/index.ts'
 
@@ -36,6 +38,10 @@ export interface Service {
   fleet: Fleet
   /** Fetched feeds (inactive when the manifest has none). */
   feeds: FeedRefresher
+  /** Retro-hunt passes on snapshot swaps. */
+  retroHunt: RetroHunter
+  /** Deliveries of retro-hunt hits to webhooks. */
+  webhooks: WebhookSender
   logger: Logger
   /** Key printed on a first start, or null. */
   bootstrapKey: string | null
@@ -63,7 +69,7 @@ export function createLogger (config: Readonly<Config>, destination?: pino.Desti
   return pino({
     level: config.logLevel,
     serializers: { req: requestSerializer, err: pino.stdSerializers.err },
-    redact: { paths: ['req.headers["x-api-key"]', 'req.headers.authorization', 'req.headers.cookie', '*.databaseUrl', '*.redisUrl'], censor: '[redacted]' }
+    redact: { paths: ['req.headers["x-api-key"]', 'req.headers.authorization', 'req.headers.cookie', '*.databaseUrl', '*.redisUrl', '*.webhookSecretKey', '*.secret'], censor: '[redacted]' }
   }, destination)
 }
 
@@ -108,6 +114,18 @@ export const kServiceParts: readonly PartSpec[] = [
     start: 'loads the fleet\'s published snapshot, or loads or builds one; starts `IntelService` (`src/pool/intel-service.ts`) and its scoring threads',
     close: 'refuses new leases, waits for held ones, drains and stops every pool',
     destroy: 'fails queued and running scoring tasks, stops every pool'
+  },
+  {
+    name: 'webhooks',
+    start: '`WebhookSender` (`src/pool/webhook-sender.ts`): opens the webhook key, polls the store for due retro-hunt deliveries',
+    close: 'stops polling, waits for attempts in flight (each bounded by `IOC_WEBHOOK_TIMEOUT_MS`)',
+    destroy: 'aborts attempts in flight (their deliveries stay pending and are sent again)'
+  },
+  {
+    name: 'retro-hunt',
+    start: '`RetroHunter` (`src/pool/retro-hunt.ts`): told of every snapshot swap, runs one retro-hunt pass per swap on a thread of its own',
+    close: 'starts no new pass; a running pass stops at its next part and closes its store connection',
+    destroy: '-'
   },
   {
     name: 'feeds',
@@ -213,6 +231,35 @@ export async function startService (config: Readonly<Config>, options: { logger?
     return intel
   })
 
+  const webhooks = await life.start('webhooks', () => {
+    const sender = new WebhookSender({
+      store,
+      key: webhookKey(config.webhookSecretKey, join(config.dataDir, 'webhook.key')),
+      allowPrivate: config.webhookAllowPrivate,
+      retryBaseMs: config.webhookRetryBaseMs,
+      timeoutMs: config.webhookTimeoutMs,
+      logger: logger.child({ component: 'webhooks' })
+    })
+    sender.start()
+    return sender
+  })
+
+  // Every swap after this point (feed refresh, reload) is matched against the tenants' history off the request path.
+  const retroHunt = await life.start('retro-hunt', () => {
+    const hunter = new RetroHunter({
+      store: sopts,
+      days: config.retroHuntDays,
+      retentionDays: config.retentionDays,
+      dutyPercent: config.retroHuntDutyPercent,
+      logger: logger.child({ component: 'retro-hunt' }),
+      onHits: async (hits) => { await webhooks.enqueueHits(hits) }
+    })
+    // In a fleet every instance swaps to each generation; only the leader, which published it, hunts (once per
+    // generation). Alone (or on SQLite) this instance leads.
+    intel.onSwap((prev, next) => { if (fleet.leading) hunter.onSwap(prev, next) })
+    return hunter
+  }, (hunter) => ({ close: async () => { await hunter.close() } }))
+
   // Fetched feeds: a changed last good copy rebuilds the snapshot on a worker and swaps it in (leases keep
   // requests in flight on the snapshot they started with).
   const feeds = await life.start('feeds', async () => {
@@ -250,7 +297,7 @@ export async function startService (config: Readonly<Config>, options: { logger?
   })
 
   const app = await life.start('http', async () => {
-    const app = await buildApp(config, { store, quota, intel, history, feeds, logger, fleet })
+    const app = await buildApp(config, { store, quota, intel, history, feeds, logger, fleet, retroHunt, webhooks })
     // Requests are done when this runs (app.close() stops listening and waits for them first).
     app.addHook('onClose', async () => { await life.close() })
     try {
@@ -262,5 +309,5 @@ export async function startService (config: Readonly<Config>, options: { logger?
     return app
   }, (app) => ({ destroy: () => { app.server.closeAllConnections() } }))
 
-  return { app, store, quota, intel, history, fleet, feeds, logger, bootstrapKey, parts: life.parts, destroy: async (err) => { await life.destroy(err) } }
+  return { app, store, quota, intel, history, fleet, feeds, retroHunt, webhooks, logger, bootstrapKey, parts: life.parts, destroy: async (err) => { await life.destroy(err) } }
 }

@@ -440,3 +440,131 @@ export function filterHas (filter: Uint8Array, h1: number, h2: number): boolean 
   }
   return true
 }
+
+/**
+ * One encoded part read for a retro-hunt scan: its text decoded once, each item's type and normalized form at hand,
+ * and an item's record fragment built only when asked for (partStrings builds every item's).
+ */
+export class PartView {
+  /** Items. */
+  readonly count: number
+  readonly #buf: Buffer
+  readonly #format: number
+  readonly #text: string
+  /** Start and end (UTF-16 units into #text) of each string; -1 for null. */
+  readonly #starts: Int32Array
+  readonly #ends: Int32Array
+  readonly #tailIdsAt: number
+  readonly #tailEndsAt: number
+  readonly #tails: number
+
+  constructor (part: Uint8Array) {
+    const buf = bufferOf(part)
+    this.#buf = buf
+    const format = buf.readUInt32LE(kSlotFormat)
+    this.#format = format
+    const n = buf.readUInt32LE(kSlotStrings)
+    const m = n / kStride
+    if (!Number.isInteger(m)) throw invalidPart()
+    this.count = m
+    const endsAt = kHead + 4 * (2 * m)
+    let at = endsAt + 4 * n
+    this.#tailIdsAt = 0
+    this.#tailEndsAt = 0
+    this.#tails = 0
+    if (format !== kFormat1) {
+      this.#tailIdsAt = at
+      at += 4 * m
+      if (at + 4 > buf.length) throw invalidPart()
+      this.#tails = buf.readUInt32LE(at)
+      this.#tailEndsAt = at + 4
+      at = this.#tailEndsAt + 4 * this.#tails
+    }
+    if (at > buf.length) throw invalidPart()
+    this.#text = buf.toString('utf8', at)
+    const starts = new Int32Array(n)
+    const ends = new Int32Array(n)
+    let start = 0
+    for (let i = 0; i < n; i++) {
+      const end = buf.readUInt32LE(endsAt + 4 * i)
+      if (end === kNull) {
+        starts[i] = -1
+        ends[i] = -1
+      } else if (end === kSame && i % kStride === 2 && format !== kFormat1) {
+        starts[i] = starts[i - 1] as number
+        ends[i] = ends[i - 1] as number
+      } else {
+        if (end < start || end > this.#text.length) throw invalidPart()
+        starts[i] = start
+        ends[i] = end
+        start = end
+      }
+    }
+    this.#starts = starts
+    this.#ends = ends
+  }
+
+  #string (k: number): string | null {
+    const s = this.#starts[k] as number
+    return s < 0 ? null : this.#text.slice(s, this.#ends[k])
+  }
+
+  /** Item i's type as stored (null for an invalid item without one). */
+  type (i: number): string | null {
+    return this.#string(i * kStride)
+  }
+
+  /** Item i's normalized form (null for an invalid item). */
+  normalized (i: number): string | null {
+    return this.#string(i * kStride + 2)
+  }
+
+  /** The decoded text the spans below index. */
+  get text (): string {
+    return this.#text
+  }
+
+  /** Start of item i's normalized form in `text` (-1 when null); it ends at normalizedEnd(i). */
+  normalizedStart (i: number): number {
+    return this.#starts[i * kStride + 2] as number
+  }
+
+  /** End of item i's normalized form in `text`. */
+  normalizedEnd (i: number): number {
+    return this.#ends[i * kStride + 2] as number
+  }
+
+  /** Item i's record fragment (record.ts), as partStrings gives it. */
+  fragment (i: number): string {
+    const j = i * kStride
+    const head = this.#string(j + 3)
+    if (this.#format === kFormat1) return head ?? ''
+    const id = this.#buf.readUInt32LE(this.#tailIdsAt + 4 * i)
+    if (id === kNull) {
+      if (head === null) throw invalidPart()
+      return head
+    }
+    if (id >= this.#tails) throw invalidPart()
+    // Tails follow the items' strings: tail k runs from the end of tail k - 1 (or of the last string) to its end.
+    const end = this.#buf.readUInt32LE(this.#tailEndsAt + 4 * id)
+    const begin = id === 0 ? this.#lastEnd() : this.#buf.readUInt32LE(this.#tailEndsAt + 4 * (id - 1))
+    if (end < begin || end > this.#text.length) throw invalidPart()
+    return recordFragment(head ?? indicatorJson(this.#string(j), this.#string(j + 1), this.#string(j + 2)), this.#text.slice(begin, end))
+  }
+
+  #itemsEnd = -1
+
+  /** Where the items' strings end (the tails begin). */
+  #lastEnd (): number {
+    if (this.#itemsEnd >= 0) return this.#itemsEnd
+    let last = 0
+    for (let k = this.#ends.length - 1; k >= 0; k--) {
+      if ((this.#ends[k] as number) >= 0) {
+        last = this.#ends[k] as number
+        break
+      }
+    }
+    this.#itemsEnd = last
+    return last
+  }
+}

@@ -13,6 +13,8 @@ import { INDICATOR_TYPES } from '../engine/index.ts'
 import type { HistorySink } from '../history/types.ts'
 import type { FeedRefresher } from '../intel/index.ts'
 import type { IntelService } from '../pool/intel-service.ts'
+import type { RetroHunter } from '../pool/retro-hunt.ts'
+import type { WebhookSender } from '../pool/webhook-sender.ts'
 
 /** What the scrape reads. */
 export interface MetricSources {
@@ -20,6 +22,10 @@ export interface MetricSources {
   intel: IntelService
   history: HistorySink
   feeds: Pick<FeedRefresher, 'rows'>
+  /** Retro-hunt passes and hits (absent: not counted). */
+  retroHunt?: Pick<RetroHunter, 'state'>
+  /** Webhook deliveries (absent: not counted). */
+  webhooks?: Pick<WebhookSender, 'state'>
 }
 
 /** Seconds: from a cached single verdict (~1 ms) to a 10,000-indicator bulk under load (seconds). */
@@ -66,6 +72,18 @@ export class Metrics implements VerdictObserver, FeedbackObserver {
     runningTotal('iocv_history_store_writes_total', 'History batches written to the store (one transaction each)', () => sources.history.state().storeWrites)
     runningTotal('iocv_history_store_write_seconds_total', 'Seconds the store took to write history batches; per batch = this / iocv_history_store_writes_total',
       () => sources.history.state().storeWriteSeconds)
+    const hunt = sources.retroHunt
+    if (hunt !== undefined) {
+      runningTotal('iocv_retro_hunt_passes_total', 'Retro-hunt passes finished (one per snapshot swap), failed ones included', () => hunt.state().passes)
+      runningTotal('iocv_retro_hunt_failed_passes_total', 'Retro-hunt passes that failed', () => hunt.state().failedPasses)
+      runningTotal('iocv_retro_hunt_hits_total', 'Retro-hunt hits recorded', () => hunt.state().hits)
+    }
+    const hooks = sources.webhooks
+    if (hooks !== undefined) {
+      runningTotal('iocv_retro_hunt_deliveries_total', 'Retro-hunt webhook deliveries that reached their receiver (2xx)', () => hooks.state().delivered)
+      runningTotal('iocv_retro_hunt_delivery_retries_total', 'Retro-hunt webhook attempts that failed and will be retried', () => hooks.state().retried)
+      runningTotal('iocv_retro_hunt_deliveries_failed_total', 'Retro-hunt webhook deliveries given up after 24 h of retries', () => hooks.state().failed)
+    }
     const gauge = (name: string, help: string, read: () => number): void => {
       // eslint-disable-next-line no-new
       new Gauge({ name, help, registers, collect () { this.set(read()) } })

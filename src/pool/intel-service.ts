@@ -59,6 +59,8 @@ export class IntelService {
   /** Every generation not yet closed (the current one and those waiting for their leases). */
   private readonly live = new Set<Generation>()
   private closing: Promise<void> | null = null
+  /** Told of every swap: the snapshot replaced and the new one (the retro-hunt, retro-hunt.ts). */
+  private readonly swapListeners: Array<(prev: SnapshotData, next: SnapshotData) => void> = []
 
   /** `build`: how `data` was obtained (buildSnapshot), shown by the sources status. */
   constructor (data: SnapshotData, poolOptions: ScoringPoolOptions, source: IntelSourceOptions, build: BuildInfo | null = null) {
@@ -176,10 +178,20 @@ export class IntelService {
       await next.destroy()
       throw new PoolClosedError()
     }
+    const prev = this.current.data
     this.retire(this.current)
     this.current = new Generation(data, next, build)
     this.live.add(this.current)
+    if (prev.header.version !== next.snapshot.version) for (const fn of this.swapListeners) fn(prev, data)
     return { version: next.snapshot.version, data_timestamp: next.snapshot.dataTimestamp, warm: build?.warm ?? true, build_ms: Math.round(build?.ms ?? 0) }
+  }
+
+  /**
+   * Calls `fn` after every swap with the snapshot replaced and the new one, a reload's or an adopted fleet
+   * generation's (a swap that keeps the same version swaps nothing new).
+   */
+  onSwap (fn: (prev: SnapshotData, next: SnapshotData) => void): void {
+    this.swapListeners.push(fn)
   }
 
   /** Closes a replaced generation once its leases are released. */

@@ -15,6 +15,8 @@ import { decodeCursor, toRows, validateFilters, validateLimit, type HistoryRow }
 import { StoreError } from '../errors.ts'
 import { kPostgresMigrations } from './migrations/postgres/index.ts'
 import { PostgresPort } from './postgres-port.ts'
+import { RetroHuntStore } from './retro-hunt.ts'
+import { WebhookStore } from './webhooks.ts'
 import { SqlStore } from './sql-store.ts'
 import type { HistoryRecord, JournalMark, SearchFilters, SearchPage, Store } from './types.ts'
 
@@ -65,11 +67,17 @@ export class PostgresStore extends SqlStore implements Store {
   readonly #moveBatch: number
   /** History: parts, blocks, day partitions (history/postgres-history.ts). */
   readonly #history: PostgresHistory
+  /** Retro-hunt hits and its reads of history blocks, over this store's port. */
+  readonly retroHunt: RetroHuntStore
+  /** Retro-hunt webhooks and deliveries, over this store's port. */
+  readonly webhooks: WebhookStore
 
   constructor (options: PostgresStoreOptions) {
     const pool = port(options)
     super(pool)
     this.#port = pool
+    this.retroHunt = new RetroHuntStore(pool, 'postgres')
+    this.webhooks = new WebhookStore(pool, 'postgres')
     this.#schema = options.schema ?? kDefaultSchema
     this.#s = `"${this.#schema}"`
     this.#moveBatch = options.moveBatch ?? kMoveBatch

@@ -19,6 +19,8 @@ import {
 import { StoreError } from '../errors.ts'
 import { kSqliteMigrations, type SqliteMigration } from './migrations/sqlite/index.ts'
 import { SqlitePort, sqliteError } from './sqlite-port.ts'
+import { RetroHuntStore } from './retro-hunt.ts'
+import { WebhookStore } from './webhooks.ts'
 import { SqlStore } from './sql-store.ts'
 import type { HistoryRecord, JournalMark, SearchFilters, SearchPage, Store } from './types.ts'
 
@@ -94,6 +96,10 @@ export class SqliteStore extends SqlStore implements Store {
   #stmts: Statements | null = null
   readonly #searchCache = new Map<string, Database.Statement>()
   #closed = false
+  /** Retro-hunt hits and its reads of history blocks, over this store's port. */
+  readonly retroHunt: RetroHuntStore
+  /** Retro-hunt webhooks and deliveries, over this store's port. */
+  readonly webhooks: WebhookStore
 
   constructor (options: SqliteStoreOptions) {
     const db = open(options)
@@ -101,6 +107,8 @@ export class SqliteStore extends SqlStore implements Store {
     super(port)
     this.#port = port
     this.#db = db
+    this.retroHunt = new RetroHuntStore(port, 'sqlite')
+    this.webhooks = new WebhookStore(port, 'sqlite')
   }
 
   // Prepared on first use: the tables must exist, which migrate() guarantees.

@@ -159,6 +159,8 @@ import type { HistoryRow } from '../history/rows.ts'
 import type { HistoryPart } from '../history/block.ts'
 import type { HistoryRecord, SearchFilters, SearchPage } from '../history/types.ts'
 import type { Accounts } from './accounts.ts'
+import type { RetroHuntStore } from './retro-hunt.ts'
+import type { WebhookStore } from './webhooks.ts'
 
 export type { HistoryIndicator, HistoryRecord, HistorySource, SearchFilters, SearchPage } from '../history/types.ts'
 
@@ -174,6 +176,10 @@ export interface JournalMark {
 export interface Store {
   /** Dashboard users and sessions. */
   readonly accounts: Accounts
+  /** Retro-hunt hits, and the reads of history blocks a pass makes (retro-hunt.ts). */
+  readonly retroHunt: RetroHuntStore
+  /** Retro-hunt webhooks and their deliveries (webhooks.ts). */
+  readonly webhooks: WebhookStore
   /** Creates or upgrades the schema; safe to run concurrently from several processes. */
   migrate (): Promise<void>
   /** Creates a key; throws INVALID_KEY_OPTIONS for an unknown permission, a bad tenant or a bad quota. */

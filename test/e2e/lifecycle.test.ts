@@ -61,8 +61,8 @@ test('a destroy stops every part in reverse order, each once, and a close afterw
   await svc.app.close()
   const stopped = [...events('part destroyed'), ...events('part closed')]
   assert.deepEqual(stopped.sort(), [...kNames].sort(), 'each part stopped once')
-  assert.deepEqual(events('part destroyed'), ['http', 'feeds', 'intel', 'history'], 'the parts with work to stop now, in reverse')
-  assert.deepEqual(events('part closed'), ['fleet', 'quota', 'store', 'data-dir'], 'then the others, closed, in reverse')
+  assert.deepEqual(events('part destroyed'), ['http', 'feeds', 'webhooks', 'intel', 'history'], 'the parts with work to stop now, in reverse')
+  assert.deepEqual(events('part closed'), ['retro-hunt', 'fleet', 'quota', 'store', 'data-dir'], 'then the others, closed, in reverse')
 })
 
 test('a start that fails at the scoring pool stops what started in reverse (history after scoring), and frees the data dir', async (t) => {
@@ -111,6 +111,6 @@ test('a destroy during a feed download aborts the download and returns at once',
   const cut = new Promise<void>((resolve) => { req.socket.once('close', () => resolve()) })
   await svc.destroy()
   await cut
-  assert.deepEqual(events('part destroyed'), ['http', 'feeds', 'intel', 'history'])
+  assert.deepEqual(events('part destroyed'), ['http', 'feeds', 'webhooks', 'intel', 'history'])
   assert.equal(svc.feeds.rows()[0]?.status, 'pending', 'an aborted download records nothing')
 })

@@ -3,7 +3,7 @@
 /* global document, window, fetch, Blob, URL, FileReader, sessionStorage */
 
 const $ = (sel) => document.querySelector(sel)
-const state = { session: null, page: 'lookup', bulkRows: [], sort: { key: 'score', dir: -1 }, historyCursor: null, verdict: null, allowCursor: null, feedbackCursor: null }
+const state = { session: null, page: 'lookup', bulkRows: [], sort: { key: 'score', dir: -1 }, historyCursor: null, verdict: null, allowCursor: null, feedbackCursor: null, retroCursor: null }
 const kSvg = 'http://www.w3.org/2000/svg'
 
 function showError (message) {
@@ -59,6 +59,7 @@ function show (page) {
   if (page === 'history' && $('#history-table tbody').children.length === 0) searchHistory(false).catch((e) => showError(e.message))
   if (page === 'allowlist') loadAllowlist(false).catch((e) => showError(e.message))
   if (page === 'feedback') Promise.all([loadSummary(), loadFeedback(false)]).catch((e) => showError(e.message))
+  if (page === 'retro') loadRetroHits(false).catch((e) => showError(e.message))
 }
 
 function signedIn (session) {
@@ -76,7 +77,7 @@ function signedOut () {
   state.session = null
   state.verdict = null
   // Nothing of the previous user's tenant stays on a page the next user could open.
-  for (const id of ['#history-table', '#allow-table', '#fbl-table', '#summary-table', '#bulk-table']) $(`${id} tbody`).replaceChildren()
+  for (const id of ['#history-table', '#allow-table', '#fbl-table', '#summary-table', '#bulk-table', '#retro-table']) $(`${id} tbody`).replaceChildren()
   for (const id of ['#lookup-result', '#bulk-result']) $(id).hidden = true
   sessionStorage.removeItem('iocv-signed-in')
   $('#nav').hidden = true
@@ -377,6 +378,42 @@ $('#fbl-form').addEventListener('submit', (ev) => {
   loadFeedback(false).catch((e) => showError(e.message))
 })
 $('#fbl-next').addEventListener('click', () => loadFeedback(true).catch((e) => showError(e.message)))
+
+// ---- retro-hunt page -------------------------------------------------------------------------------------------
+
+const kMatchNames = { exact: 'listed', parent_domain: 'parent domain listed', containing_network: 'network listed', announcing_as: 'AS listed' }
+
+async function loadRetroHits (more) {
+  const q = new URLSearchParams({ limit: '50' })
+  if ($('#retro-min').value !== '') q.set('min_score', $('#retro-min').value)
+  if ($('#retro-category').value.trim() !== '') q.set('category', $('#retro-category').value.trim())
+  if (more && state.retroCursor !== null) q.set('cursor', state.retroCursor)
+  const page = await api('GET', `/api/v2/mgmt/retro-hunt/hits?${q}`)
+  state.retroCursor = page.next_cursor
+  const rows = page.hits.map((h) => {
+    const look = el('button', { type: 'button', 'aria-label': `Look up ${h.indicator.value}` }, 'Look up')
+    look.addEventListener('click', () => {
+      // The Lookup page explains the verdict now: every signal with its evidence.
+      show('lookup')
+      $('#indicator').value = h.indicator.value
+      $('#lookup-form').requestSubmit()
+    })
+    return el('tr', { 'data-id': h.id }, el('td', {}, h.found_at.slice(0, 19).replace('T', ' ')), el('td', {}, h.indicator.value), el('td', {}, h.indicator.type),
+      el('td', {}, `${h.then.score} ${h.then.category}`), el('td', {}, h.now.score), el('td', {}, h.now.category),
+      el('td', {}, `${kMatchNames[h.cause.match] ?? h.cause.match}: ${h.cause.listed_value} (${h.cause.source})`),
+      el('td', {}, `${h.queried.count}x, last ${h.queried.last_at.slice(0, 10)}`), el('td', {}, look))
+  })
+  if (more) $('#retro-table tbody').append(...rows)
+  else $('#retro-table tbody').replaceChildren(...rows)
+  $('#retro-status').textContent = $('#retro-table tbody').children.length === 0 ? 'No retro-hunt hits match.' : ''
+  $('#retro-next').hidden = page.next_cursor === null
+}
+
+$('#retro-form').addEventListener('submit', (ev) => {
+  ev.preventDefault()
+  loadRetroHits(false).catch((e) => showError(e.message))
+})
+$('#retro-next').addEventListener('click', () => loadRetroHits(true).catch((e) => showError(e.message)))
 
 // ---- bulk ------------------------------------------------------------------------------------------------------
 

@@ -222,6 +222,49 @@ export class Snapshot {
     return ((this.filter[b >>> 5] as number) & (1 << (b & 31))) !== 0
   }
 
+  /**
+   * Calls `fn` with every listing key of the hash table (its two lanes) and its first entry (as find returns it):
+   * how a retro-hunt compares two snapshots (diff.ts). Registry (asnInfo) keys are walked too; their values are not
+   * listing entries, and callers skip them with isListingKey.
+   */
+  forEachKey (fn: (h1: number, h2: number, head: number) => void): void {
+    const { keys, vals } = this.table
+    for (let i = 0; i < vals.length; i++) {
+      const v = vals[i] as number
+      if (v !== 0) fn(keys[i * 2] as number, keys[i * 2 + 1] as number, v)
+    }
+  }
+
+  /** Whether a key of the table holds listing entries (not the registry facts of an AS number). */
+  isListingKey (h1: number, h2: number): boolean {
+    return this.asnInfoKeys().get(h1) !== h2
+  }
+
+  #asnInfoKeys: Map<number, number> | null = null
+
+  /**
+   * The keys of the registry's AS records (first lane to second), computed once: every AS number of the registry's
+   * ranges (~80,000), which are the numbers the compiler gives a record (compile.ts insertAsnKeys).
+   */
+  private asnInfoKeys (): Map<number, number> {
+    if (this.#asnInfoKeys !== null) return this.#asnInfoKeys
+    const out = new Map<number, number>()
+    const pair: KeyPair = { h1: 0, h2: 0 }
+    const numbers = new Set<number>()
+    for (const r of [this.asn4v, this.asn6v]) for (let i = 0; i < r.length; i++) numbers.add(r[i] as number)
+    for (const asn of numbers) {
+      hashWords(KeyTag.asnInfo, asn, 0, 0, 0, 0, pair)
+      out.set(pair.h1, pair.h2)
+    }
+    this.#asnInfoKeys = out
+    return out
+  }
+
+  /** Listing entries in the snapshot (entry values from find/entryNext are 1 to this). */
+  get entryCount (): number {
+    return this.entries.length / kEntryStride
+  }
+
   /** The plain data to post to another thread (the buffer is shared, not copied). */
   get data (): SnapshotData {
     return { header: this.header, buffer: this.buffer }

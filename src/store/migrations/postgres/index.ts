@@ -13,9 +13,11 @@ import m007 from './007-sign-in-failures.ts'
 import m008 from './008-history-parts.ts'
 import m009 from './009-change-feed.ts'
 import m010 from './010-fleet.ts'
+import m011 from './011-retro-hunt.ts'
+import m012 from './012-webhooks.ts'
 
 /** One step: the SQL script for the schema `s` (a quoted identifier), run inside the migration's transaction. */
 export type PostgresMigration = (s: string) => string
 
 /** Every migration, index i upgrading to version i + 1. */
-export const kPostgresMigrations: readonly PostgresMigration[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010]
+export const kPostgresMigrations: readonly PostgresMigration[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010, m011, m012]

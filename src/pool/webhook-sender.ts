@@ -1,0 +1,319 @@
+/**
+ * Retro-hunt webhooks (docs/API.md "Retro-hunt webhooks"): each batch of new hits at or above a webhook's min_score
+ * becomes one delivery, POSTed as `{ "event": "retro_hunt.hits", "delivery_id", "hits" }` with
+ *   X-IOC-Delivery: <delivery id>
+ *   X-IOC-Timestamp: <unix seconds of the attempt>
+ *   X-IOC-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>" under the webhook's secret>
+ * (the scheme Stripe and GitHub receivers know). A timeout, a connection error or a non-2xx answer is retried with
+ * exponential backoff and full jitter (from IOC_WEBHOOK_RETRY_BASE_MS, at most an hour apart) for up to 24 hours,
+ * then the delivery is marked failed. Deliveries live in the store, so retries outlive a restart, and an instance
+ * claims one before sending it (a lease), so a fleet sends each once.
+ *
+ * SSRF: a URL whose host resolves to a loopback, link-local, private or otherwise non-unicast address is refused when
+ * the webhook is created and again at every connection (the addresses checked are the ones connected to, so a name
+ * that resolves elsewhere later is caught), unless IOC_WEBHOOK_ALLOW_PRIVATE=1. Secrets: stored sealed
+ * (AES-256-GCM under the webhook key), opened only to sign, never logged, never in an error or a listing.
+ */
+import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto'
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import ipaddr from 'ipaddr.js'
+import { Agent, request } from 'undici'
+import type { Store, WebhookWithSecret } from '../store/index.ts'
+import type { TenantHit } from './retro-pass.ts'
+
+/** Longest wait between attempts, ms. */
+const kMaxBackoffMs = 3_600_000
+/** How long a delivery is retried, ms. */
+export const kRetryWindowMs = 24 * 3_600_000
+/** Deliveries claimed per poll, and sent at once. */
+const kBatch = 8
+/** Hits per delivery at most (a bigger batch is cut into several deliveries). */
+const kMaxHitsPerDelivery = 500
+
+/** The webhook key: 32 bytes from IOC_WEBHOOK_SECRET_KEY (hex or base64), or a file made once in the data directory. */
+export function webhookKey (configured: string | null, file: string): Buffer {
+  if (configured !== null) {
+    const key = /^[0-9a-fA-F]{64}$/.test(configured) ? Buffer.from(configured, 'hex') : Buffer.from(configured, 'base64')
+    if (key.length !== 32) throw new Error('IOC_WEBHOOK_SECRET_KEY must hold 32 bytes (64 hex digits or base64)')
+    return key
+  }
+  if (existsSync(file)) {
+    const key = Buffer.from(readFileSync(file, 'utf8').trim(), 'base64')
+    if (key.length === 32) return key
+    throw new Error(`the webhook key file ${file} is damaged`)
+  }
+  const key = randomBytes(32)
+  writeFileSync(file, key.toString('base64') + '\n', { mode: 0o600, flag: 'wx' })
+  return key
+}
+
+/** Seals a secret for the store: `v1.<iv>.<tag>.<ciphertext>`, base64url. */
+export function sealSecret (key: Buffer, secret: string): string {
+  const iv = randomBytes(12)
+  const c = createCipheriv('aes-256-gcm', key, iv)
+  const ct = Buffer.concat([c.update(secret, 'utf8'), c.final()])
+  return `v1.${iv.toString('base64url')}.${c.getAuthTag().toString('base64url')}.${ct.toString('base64url')}`
+}
+
+/** Opens a sealed secret; throws when it was sealed under another key or altered. */
+export function openSecret (key: Buffer, sealed: string): string {
+  const [v, iv, tag, ct] = sealed.split('.')
+  if (v !== 'v1' || iv === undefined || tag === undefined || ct === undefined) throw new Error('sealed webhook secret of an unknown form')
+  const d = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64url'))
+  d.setAuthTag(Buffer.from(tag, 'base64url'))
+  return Buffer.concat([d.update(Buffer.from(ct, 'base64url')), d.final()]).toString('utf8')
+}
+
+/** A new signing secret (shown once). */
+export function newWebhookSecret (): string {
+  return `whsec_${randomBytes(32).toString('base64url')}`
+}
+
+/** The signature header's value for a body sent at `timestamp` (unix seconds). */
+export function signatureOf (secret: string, timestamp: number, body: string): string {
+  return `sha256=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`
+}
+
+/** Whether an address may be a webhook's: public unicast only. */
+export function publicAddress (address: string): boolean {
+  if (!ipaddr.isValid(address)) return false
+  let a = ipaddr.parse(address)
+  if (a.kind() === 'ipv6' && (a as ipaddr.IPv6).isIPv4MappedAddress()) a = (a as ipaddr.IPv6).toIPv4Address()
+  return a.range() === 'unicast'
+}
+
+/** Why a webhook URL is refused, or null when it is accepted (its host resolved and every address checked). */
+export async function refusedUrl (raw: string, allowPrivate: boolean): Promise<string | null> {
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    return 'url is not a valid URL'
+  }
+  if (url.protocol !== 'https:' && !(allowPrivate && url.protocol === 'http:')) return 'url must be https:// (http:// only with IOC_WEBHOOK_ALLOW_PRIVATE=1)'
+  if (url.username !== '' || url.password !== '') return 'url must not hold credentials'
+  if (url.hash !== '') return 'url must not hold a fragment'
+  let addresses: LookupAddress[]
+  try {
+    addresses = await resolve(url.hostname.replace(/^\[|\]$/g, ''))
+  } catch {
+    return 'url host does not resolve'
+  }
+  if (!allowPrivate && addresses.some((a) => !publicAddress(a.address))) return 'url host resolves to a loopback, link-local, private or reserved address'
+  return null
+}
+
+async function resolve (host: string): Promise<LookupAddress[]> {
+  return await new Promise((resolve, reject) => {
+    dnsLookup(host, { all: true, verbatim: true }, (err, addresses) => { err === null ? resolve(addresses) : reject(err) })
+  })
+}
+
+type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void
+
+/** A `lookup` for net.connect that refuses a host with any non-public address (SSRF), at connection time. */
+function guardedLookup (allowPrivate: boolean) {
+  return (host: string, options: { all?: boolean } | number, cb: LookupCallback): void => {
+    resolve(host).then((addresses) => {
+      if (!allowPrivate && addresses.some((a) => !publicAddress(a.address))) {
+        const err: NodeJS.ErrnoException = new Error('webhook host resolves to a non-public address')
+        err.code = 'EWEBHOOKADDRESS'
+        cb(err, '')
+        return
+      }
+      const all = typeof options === 'object' && options.all === true
+      const first = addresses[0]
+      if (first === undefined) {
+        const err: NodeJS.ErrnoException = new Error('webhook host has no address')
+        err.code = 'ENOTFOUND'
+        cb(err, '')
+        return
+      }
+      if (all) cb(null, addresses)
+      else cb(null, first.address, first.family)
+    }, (err: NodeJS.ErrnoException) => { cb(err, '') })
+  }
+}
+
+/** What the sender logs (never a secret, a header or a body). */
+export interface SenderLogger {
+  info: (obj: object, msg: string) => void
+  warn: (obj: object, msg: string) => void
+  error: (obj: object, msg: string) => void
+}
+
+/** Options of the sender. */
+export interface WebhookSenderOptions {
+  store: Store
+  key: Buffer
+  allowPrivate: boolean
+  /** First retry wait, ms (doubled per attempt, full jitter, at most an hour). */
+  retryBaseMs: number
+  /** Longest an attempt may take, ms. */
+  timeoutMs: number
+  logger: SenderLogger
+}
+
+/** Counters for /metrics. */
+export interface WebhookState { delivered: number, retried: number, failed: number }
+
+/** Queues deliveries of new hits and sends due ones. */
+export class WebhookSender {
+  readonly #o: WebhookSenderOptions
+  readonly #agent: Agent
+  readonly #state: WebhookState = { delivered: 0, retried: 0, failed: 0 }
+  #timer: NodeJS.Timeout | null = null
+  #polling: Promise<void> | null = null
+  #closed = false
+  readonly #aborts = new Set<AbortController>()
+
+  constructor (options: WebhookSenderOptions) {
+    this.#o = options
+    this.#agent = new Agent({ connect: { lookup: guardedLookup(options.allowPrivate) as never, timeout: options.timeoutMs }, headersTimeout: options.timeoutMs, bodyTimeout: options.timeoutMs })
+  }
+
+  /** Counters. */
+  state (): Readonly<WebhookState> {
+    return this.#state
+  }
+
+  /** A new webhook's secret, sealed for the store. */
+  seal (secret: string): string {
+    return sealSecret(this.#o.key, secret)
+  }
+
+  /** Why a webhook URL is refused (SSRF guard, scheme), or null. */
+  async checkUrl (url: string): Promise<string | null> {
+    return await refusedUrl(url, this.#o.allowPrivate)
+  }
+
+  /** Starts polling for due deliveries (those of a previous run included). */
+  start (): void {
+    const every = Math.min(1000, Math.max(10, this.#o.retryBaseMs))
+    this.#timer = setInterval(() => { this.#kick() }, every)
+    this.#timer.unref()
+    this.#kick()
+  }
+
+  /** Queues one delivery per webhook of each tenant for the hits at or above its min_score, and starts sending. */
+  async enqueueHits (hits: readonly TenantHit[]): Promise<void> {
+    const byTenant = new Map<string, TenantHit[]>()
+    for (const h of hits) {
+      const list = byTenant.get(h.tenant)
+      if (list === undefined) byTenant.set(h.tenant, [h])
+      else list.push(h)
+    }
+    const db = this.#o.store.webhooks
+    for (const [tenant, list] of byTenant) {
+      for (const hook of await db.forTenant(tenant)) {
+        const picked = list.filter((h) => h.now.score >= hook.minScore).map(({ tenant: _t, ...hit }) => hit)
+        for (let i = 0; i < picked.length; i += kMaxHitsPerDelivery) {
+          const id = db.newDeliveryId()
+          const chunk = picked.slice(i, i + kMaxHitsPerDelivery)
+          await db.enqueue({ id, webhookId: hook.id, tenant, hits: chunk.length, body: JSON.stringify({ event: 'retro_hunt.hits', delivery_id: id, hits: chunk }) })
+        }
+      }
+    }
+    this.#kick()
+  }
+
+  #kick (): void {
+    if (this.#closed || this.#polling !== null) return
+    this.#polling = this.#poll().catch((err: unknown) => {
+      this.#o.logger.error({ err }, 'webhook deliveries could not be read')
+    }).finally(() => { this.#polling = null })
+  }
+
+  async #poll (): Promise<void> {
+    for (;;) {
+      if (this.#closed) return
+      const due = await this.#o.store.webhooks.claimDue(Date.now(), kBatch, this.#o.timeoutMs * 2 + 5_000)
+      if (due.length === 0) return
+      await Promise.all(due.map(async (d) => { await this.#attempt(d) }))
+    }
+  }
+
+  async #attempt (d: { id: string, webhookId: string, body: string, attempts: number, createdMs: number }): Promise<void> {
+    const db = this.#o.store.webhooks
+    const hook = await db.get(d.webhookId)
+    if (hook === null) return // deleted meanwhile: its deliveries went with it
+    const error = await this.#send(hook, d)
+    const now = Date.now()
+    if (error === null) {
+      this.#state.delivered++
+      await db.attempted(d.id, { status: 'delivered', error: null, nextAt: now }, now)
+      this.#o.logger.info({ webhook: hook.id, delivery: d.id, attempts: d.attempts + 1 }, 'webhook delivery sent')
+      return
+    }
+    const wait = Math.min(kMaxBackoffMs, this.#o.retryBaseMs * 2 ** d.attempts) * Math.random()
+    const nextAt = now + Math.max(1, Math.round(wait))
+    if (nextAt > d.createdMs + kRetryWindowMs) {
+      this.#state.failed++
+      await db.attempted(d.id, { status: 'failed', error, nextAt: now }, now)
+      this.#o.logger.warn({ webhook: hook.id, delivery: d.id, attempts: d.attempts + 1, error }, 'webhook delivery failed for good')
+      return
+    }
+    this.#state.retried++
+    await db.attempted(d.id, { status: 'pending', error, nextAt }, now)
+    this.#o.logger.info({ webhook: hook.id, delivery: d.id, attempts: d.attempts + 1, error, retry_in_ms: nextAt - now }, 'webhook delivery will be retried')
+  }
+
+  /** One attempt: null when the receiver answered 2xx, else why not (no secret in it). */
+  async #send (hook: WebhookWithSecret, d: { id: string, body: string }): Promise<string | null> {
+    let secret: string
+    try {
+      secret = openSecret(this.#o.key, hook.secretSealed)
+    } catch {
+      return 'the webhook secret cannot be opened with this service\'s webhook key'
+    }
+    const ts = Math.floor(Date.now() / 1000)
+    const abort = new AbortController()
+    this.#aborts.add(abort)
+    const timer = setTimeout(() => { abort.abort() }, this.#o.timeoutMs)
+    try {
+      const res = await request(hook.url, {
+        method: 'POST',
+        dispatcher: this.#agent,
+        signal: abort.signal,
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': 'ioc-verdict-webhook',
+          'x-ioc-delivery': d.id,
+          'x-ioc-timestamp': String(ts),
+          'x-ioc-signature': signatureOf(secret, ts, d.body)
+        },
+        body: d.body
+      })
+      await res.body.dump({ limit: 64 * 1024 }).catch(() => {})
+      return res.statusCode >= 200 && res.statusCode < 300 ? null : `HTTP ${res.statusCode}`
+    } catch (err) {
+      if (abort.signal.aborted) return `no answer within ${this.#o.timeoutMs} ms`
+      const e = err as NodeJS.ErrnoException
+      if (e.code === 'EWEBHOOKADDRESS' || (e.cause as NodeJS.ErrnoException | undefined)?.code === 'EWEBHOOKADDRESS') return 'the host resolves to a non-public address'
+      return `connection failed (${e.code ?? (e.cause as NodeJS.ErrnoException | undefined)?.code ?? 'error'})`
+    } finally {
+      clearTimeout(timer)
+      this.#aborts.delete(abort)
+    }
+  }
+
+  /** Stops polling and waits for attempts in flight (each bounded by the timeout). */
+  async close (): Promise<void> {
+    this.#closed = true
+    if (this.#timer !== null) clearInterval(this.#timer)
+    this.#timer = null
+    await this.#polling
+    await this.#agent.close()
+  }
+
+  /** Aborts attempts in flight (their deliveries stay pending: the lease ends and they are sent again). */
+  async destroy (): Promise<void> {
+    this.#closed = true
+    if (this.#timer !== null) clearInterval(this.#timer)
+    this.#timer = null
+    for (const a of this.#aborts) a.abort()
+    await this.#polling?.catch(() => {})
+    await this.#agent.destroy()
+  }
+}

@@ -1,0 +1,95 @@
+/**
+ * `ioc-verdict retro-hunt run`: one pass by hand against the current snapshot finds a tenant's earlier query of an
+ * indicator the sample feeds list, prints the hit as a JSON line and records it once; bad arguments exit 2.
+ */
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { randomUUID } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, test } from 'node:test'
+import { HistoryItems } from '../../src/history/block.ts'
+import { SqliteStore } from '../../src/store/index.ts'
+import { kTestIntelCache } from '../helper.ts'
+
+const kRoot = join(import.meta.dirname, '..', '..')
+const kMain = join(kRoot, 'bin', 'ioc-verdict.js')
+const kDataDir = mkdtempSync(join(tmpdir(), 'iocv-retro-cli-'))
+after(() => rmSync(kDataDir, { recursive: true, force: true }))
+
+interface Run { code: number | null, stdout: string, stderr: string }
+
+async function cli (args: string[], env: Record<string, string> = {}): Promise<Run> {
+  return await new Promise((resolve) => {
+    execFile(process.execPath, [kMain, ...args], {
+      cwd: kRoot,
+      env: { PATH: process.env.PATH, IOC_DATA_DIR: kDataDir, IOC_LOG_LEVEL: 'warn', IOC_INTEL_CACHE_DIR: kTestIntelCache, ...env }
+    }, (err, stdout, stderr) => {
+      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stdout, stderr })
+    })
+  })
+}
+
+test('retro-hunt run records and prints a hit for an earlier query that the current snapshot now convicts, once', { timeout: 180_000 }, async () => {
+  // A day ago tenant acme was told "unknown, 10" about a domain the sample feeds list (data/feeds/README.md).
+  const store = new SqliteStore({ path: join(kDataDir, 'ioc-verdict.db') })
+  await store.migrate()
+  const items = new HistoryItems(2)
+  items.addVerdict('domain', 'malware-c2.example', 'malware-c2.example', '"risk":{"score":10,"strength":"weak","category":"unknown","evidence_saturation":"none"},"scores":null,"labels":[],"label_count":0,"action_taken":"allowed","action_source":"proxy"')
+  items.addVerdict('domain', 'quiet-retro.example', 'quiet-retro.example', '"risk":{"score":50,"strength":"weak","category":"unknown","evidence_saturation":"none"},"scores":null,"labels":[],"label_count":0,"action_taken":null,"action_source":null')
+  const ts = Date.now() - 86_400_000
+  const date = new Date(ts).toISOString()
+  const id = randomUUID()
+  store.writeHistoryPartsSync([{
+    uid: id,
+    ts,
+    date,
+    day: date.slice(0, 10),
+    tenant: 'acme',
+    requestId: id,
+    bulkRequestId: null,
+    httpStatus: 200,
+    authType: 'api_key',
+    apikey: 'kacme',
+    userId: null,
+    envelope: JSON.stringify({ date, request_id: id, tenant: 'acme' }),
+    count: 2,
+    part: items.encode()
+  }])
+  await store.close()
+
+  const first = await cli(['retro-hunt', 'run'])
+  assert.equal(first.code, 0, first.stderr)
+  const hits = first.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, any>)
+  assert.equal(hits.length, 1, first.stdout)
+  const hit = hits[0] as Record<string, any>
+  assert.equal(hit.tenant, 'acme')
+  assert.deepEqual(hit.indicator, { type: 'domain', value: 'malware-c2.example' })
+  assert.deepEqual(hit.then, { score: 10, category: 'unknown' })
+  assert.ok(hit.now.score >= 20)
+  assert.deepEqual(hit.queried.key_ids, ['kacme'])
+  assert.deepEqual(hit.queried.action_sources, ['proxy'])
+  assert.equal(hit.cause.match, 'exact')
+  assert.match(first.stderr, /1 new hits/)
+
+  const again = await cli(['retro-hunt', 'run', '--since', new Date(Date.now() - 7 * 86_400_000).toISOString()])
+  assert.equal(again.code, 0, again.stderr)
+  assert.equal(again.stdout, '', 'a hit is recorded once per tenant, indicator and cause')
+  const later = await cli(['retro-hunt', 'run', '--since', new Date(Date.now() - 3_600_000).toISOString()])
+  assert.equal(later.code, 0)
+  assert.match(later.stderr, /0 new hits; 0 tenants, 0 blocks, 0 history records/, 'history older than the window is not read')
+})
+
+test('retro-hunt with a bad command, a bad --since, or the lookback off and no --since exits 2', async () => {
+  const [sub, since, off] = await Promise.all([
+    cli(['retro-hunt', 'frob']),
+    cli(['retro-hunt', 'run', '--since', 'yesterday']),
+    cli(['retro-hunt', 'run'], { IOC_RETRO_HUNT_DAYS: '0' })
+  ])
+  for (const r of [sub, since, off]) {
+    assert.equal(r.code, 2, r.stderr)
+    assert.equal(r.stdout, '')
+  }
+  assert.match(off.stderr, /IOC_RETRO_HUNT_DAYS=0/)
+})

@@ -1,0 +1,28 @@
+/**
+ * One-shot worker running one retro-hunt pass (src/pool/retro-pass.ts) off the main thread, on a store connection of
+ * its own. The parent posts 'stop' to end it early: the pass stops between parts, the store is closed by this thread
+ * (never left to teardown: native handles), and the result so far is posted.
+ */
+import { parentPort, workerData } from 'node:worker_threads'
+import type { StoreOptions } from '../src/config.ts'
+import { runRetroPass, type RetroPassInput } from '../src/pool/retro-pass.ts'
+import { openStore } from '../src/store/index.ts'
+
+/** Input of a pass. */
+export interface RetroHuntRequest { store: StoreOptions, input: RetroPassInput }
+
+const req = workerData as RetroHuntRequest
+let stop = false
+parentPort?.on('message', (m: unknown) => { if (m === 'stop') stop = true })
+try {
+  const store = await openStore(req.store)
+  try {
+    const result = await runRetroPass(store, req.input, () => stop)
+    parentPort?.postMessage({ ok: true, result })
+  } finally {
+    await store.close()
+  }
+} catch (err) {
+  parentPort?.postMessage({ ok: false, message: (err as Error).message })
+}
+parentPort?.close()
