@@ -10,7 +10,7 @@
  * --postgres names a database the bench may create and drop throwaway schemas in (iocv_bench_<hex>). The lz4 variant
  * is skipped when the server cannot compress with lz4.
  */
-import { randomBytes, randomUUID } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { availableParallelism, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -18,7 +18,7 @@ import { parseArgs } from 'node:util'
 import pg from 'pg'
 import { Snapshot } from '../src/engine/index.ts'
 import { historyParts } from '../src/history/codec.ts'
-import type { HistoryEnvelope } from '../src/history/types.ts'
+import { benchEnvelope } from './history-envelope.ts'
 import { loadManifest, loadSnapshot } from '../src/intel/index.ts'
 import { scoreBulkChunk, type ChunkItem } from '../src/pool/score-chunk.ts'
 import { PostgresStore, SqliteStore, type HistoryPart, type JournalMark } from '../src/store/index.ts'
@@ -49,27 +49,6 @@ function freshIndicators (n: number): ChunkItem[] {
   return out
 }
 
-function envelope (count: number): HistoryEnvelope {
-  return {
-    date: new Date().toISOString(),
-    request_id: randomUUID(),
-    bulk_request_id: randomUUID(),
-    http_status: 200,
-    auth_type: 'api_key',
-    tenant: 'bench',
-    apikey: 'benchkeyaaaa',
-    user_id: null,
-    evidence_details: 'none',
-    label_details: 'top',
-    source: { channel: 'siem', product: 'bench' },
-    scoring_version: null,
-    query_type: 'bench',
-    project_id: null,
-    project_name: null,
-    count
-  }
-}
-
 log(`load average ${loadavg().map((x) => x.toFixed(2)).join(' ')} on ${availableParallelism()} cores; encoding parts...`)
 const feeds = await loadManifest(join(import.meta.dirname, '..', 'data', 'feeds', 'manifest.json'))
 const snapshot = new Snapshot((await loadSnapshot({ feeds, cacheDir: join(tmpdir(), 'ioc-verdict-bench-intel') })).data)
@@ -78,7 +57,7 @@ const encoded: Uint8Array[] = []
 for (let i = 0; i < kParts; i++) encoded.push(scoreBulkChunk(freshIndicators(kPart), params, { snapshot, cache: null }).history)
 const batch = (): HistoryPart[] => {
   const out: HistoryPart[] = []
-  historyParts(envelope(kParts * kPart), encoded, out)
+  historyParts(benchEnvelope(kParts * kPart), encoded, out)
   return out
 }
 

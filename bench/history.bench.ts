@@ -22,7 +22,7 @@
  *
  * Results are printed and written to bench/results/history.json.
  */
-import { randomBytes, randomUUID } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -34,7 +34,7 @@ import { loadConfig, type StoreOptions } from '../src/config.ts'
 import { Snapshot } from '../src/engine/index.ts'
 import { loadManifest, loadSnapshot } from '../src/intel/index.ts'
 import { startHistory, type HistoryClient } from '../src/history/client.ts'
-import type { HistoryEnvelope } from '../src/history/types.ts'
+import { benchEnvelope } from './history-envelope.ts'
 import { historyParts } from '../src/history/codec.ts'
 import { scoreBulkChunk, type ChunkItem } from '../src/pool/score-chunk.ts'
 import { PostgresStore, SqliteStore, type HistoryPart } from '../src/store/index.ts'
@@ -91,27 +91,6 @@ function freshIndicators (n: number): Array<{ type?: string, value: string }> {
     }
   }
   return out
-}
-
-function envelope (count: number): HistoryEnvelope {
-  return {
-    date: new Date().toISOString(),
-    request_id: randomUUID(),
-    bulk_request_id: randomUUID(),
-    http_status: 200,
-    auth_type: 'api_key',
-    tenant: 'bench',
-    apikey: 'benchkeyaaaa',
-    user_id: null,
-    evidence_details: 'none',
-    label_details: 'top',
-    source: { channel: 'siem', product: 'bench' },
-    scoring_version: null,
-    query_type: 'bench',
-    project_id: null,
-    project_name: null,
-    count
-  }
 }
 
 // --- stores -----------------------------------------------------------------------------------------------------
@@ -241,7 +220,7 @@ async function phase1 (kind: Kind) {
         // Each envelope gets its own copies (as each request has its own); the journal write is not awaited here, so
         // requests overlap as concurrent ones do.
         submitted += kBulk
-        history.submit(envelope(kBulk), [a.slice(), b.slice()]).catch(() => { failed += kBulk })
+        history.submit(benchEnvelope(kBulk), [a.slice(), b.slice()]).catch(() => { failed += kBulk })
         await new Promise((resolve) => setImmediate(resolve)) // lets status messages and the sampler in
       } else {
         await sleep(5) // at the cap: leave the CPU to the writer instead of spinning
@@ -280,7 +259,7 @@ async function breakdown (kind: Kind): Promise<Record<string, number>> {
     const n = kDistinctParts * kPart
     let t = performance.now()
     const storeParts: HistoryPart[] = []
-    historyParts(envelope(n), parts, storeParts)
+    historyParts(benchEnvelope(n), parts, storeParts)
     const expandUs = (performance.now() - t) * 1000 / n
     const store = bs.options.kind === 'sqlite' ? new SqliteStore({ path: bs.options.path }) : new PostgresStore({ url: bs.options.url, schema: bs.options.schema as string })
     await store.migrate()
