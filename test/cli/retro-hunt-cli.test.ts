@@ -3,7 +3,6 @@
  * indicator the sample feeds list, prints the hit as a JSON line and records it once; bad arguments exit 2.
  */
 import assert from 'node:assert/strict'
-import { execFile } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -12,23 +11,14 @@ import { after, test } from 'node:test'
 import { HistoryItems } from '../../src/history/block.ts'
 import { SqliteStore } from '../../src/store/index.ts'
 import { kTestIntelCache } from '../helper.ts'
+import { runCli } from '../fixtures/serve-process.ts'
 
-const kRoot = join(import.meta.dirname, '..', '..')
-const kMain = join(kRoot, 'bin', 'ioc-verdict.js')
 const kDataDir = mkdtempSync(join(tmpdir(), 'iocv-retro-cli-'))
 after(() => rmSync(kDataDir, { recursive: true, force: true }))
 
-interface Run { code: number | null, stdout: string, stderr: string }
-
-async function cli (args: string[], env: Record<string, string> = {}): Promise<Run> {
-  return await new Promise((resolve) => {
-    execFile(process.execPath, [kMain, ...args], {
-      cwd: kRoot,
-      env: { PATH: process.env.PATH, IOC_DATA_DIR: kDataDir, IOC_LOG_LEVEL: 'warn', IOC_INTEL_CACHE_DIR: kTestIntelCache, ...env }
-    }, (err, stdout, stderr) => {
-      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stdout, stderr })
-    })
-  })
+/** Runs the CLI with this file's data dir and the shared test intel cache. */
+async function cli (args: string[], env: Record<string, string> = {}): Promise<{ code: number | null, stdout: string, stderr: string }> {
+  return await runCli(args, { env: { IOC_DATA_DIR: kDataDir, IOC_LOG_LEVEL: 'warn', IOC_INTEL_CACHE_DIR: kTestIntelCache, ...env } })
 }
 
 test('retro-hunt run records and prints a hit for an earlier query that the current snapshot now convicts, once', { timeout: 180_000 }, async () => {
