@@ -20,7 +20,7 @@ export class RequestLogger {
     this.#bindings = bindings
   }
 
-  /** The pino child, made now if no line made it before. */
+  /** Whether the pino child has been made (a line was written, or a child of this logger asked for). */
   get made (): boolean {
     return this.#child !== null
   }
