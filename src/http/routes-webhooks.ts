@@ -85,7 +85,7 @@ export function webhookRoutes (app: FastifyInstance, deps: WebhookRouteDeps): vo
         properties: {
           url: { type: 'string', minLength: 1, maxLength: 2048 },
           min_score: { type: 'integer', minimum: 0, maximum: 100, default: 65, description: 'Hits whose score now is at least this are sent' },
-          description: { type: 'string', maxLength: 200 }
+          description: { type: 'string', maxLength: 200, pattern: '^[^\\u0000-\\u001f\\u007f-\\u009f]*$' }
         }
       },
       response: { 201: kCreated, ...errorsOf(400, 401, 403) }

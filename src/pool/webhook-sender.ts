@@ -79,18 +79,30 @@ export function signatureOf (secret: string, timestamp: number, body: string): s
 export function publicAddress (address: string): boolean {
   if (!ipaddr.isValid(address)) return false
   let a = ipaddr.parse(address)
-  if (a.kind() === 'ipv6' && (a as ipaddr.IPv6).isIPv4MappedAddress()) a = (a as ipaddr.IPv6).toIPv4Address()
+  if (a.kind() === 'ipv6') {
+    const v6 = a as ipaddr.IPv6
+    if (v6.isIPv4MappedAddress()) a = v6.toIPv4Address()
+    // ipaddr.js calls every IPv6 address it has no range for "unicast", the deprecated IPv4-compatible ::a.b.c.d
+    // (::127.0.0.1) among them: only global unicast (2000::/3) is public.
+    else if (!v6.match(kGlobalUnicast)) return false
+  }
   return a.range() === 'unicast'
 }
 
+const kGlobalUnicast = ipaddr.IPv6.parseCIDR('2000::/3')
+
 /** Why a webhook URL is refused, or null when it is accepted (its host resolved and every address checked). */
 export async function refusedUrl (raw: string, allowPrivate: boolean): Promise<string | null> {
+  // The URL is stored and listed as sent: no space or control character a log line or a page would show.
+  // eslint-disable-next-line no-control-regex -- finding control characters is what it is for
+  if (/[\u0000-\u0020\u007f-\u009f]/.test(raw)) return 'url must not hold spaces or control characters'
   let url: URL
   try {
     url = new URL(raw)
   } catch {
     return 'url is not a valid URL'
   }
+  if (url.port === '0') return 'url port must not be 0'
   if (url.protocol !== 'https:' && !(allowPrivate && url.protocol === 'http:')) return 'url must be https:// (http:// only with IOC_WEBHOOK_ALLOW_PRIVATE=1)'
   if (url.username !== '' || url.password !== '') return 'url must not hold credentials'
   if (url.hash !== '') return 'url must not hold a fragment'

@@ -190,11 +190,15 @@ test('webhook URLs on private addresses, http:// and bad input are refused; only
   }
   for (const url of ['https://127.0.0.1/hook', 'https://localhost/hook', 'https://10.1.2.3/x', 'https://169.254.169.254/latest', 'https://[::1]/x',
     'https://[::ffff:127.0.0.1]/x', 'https://192.168.0.1/', 'https://0.0.0.0/', 'http://example.com/hook', 'ftp://example.com/', 'not a url',
-    'https://user:pass@example.com/']) {
+    'https://user:pass@example.com/', 'https://[::127.0.0.1]/x', 'https://[::a9fe:a9fe]/x', 'https://1.1.1.1:0/',
+    'https://1.1.1.1/\r\nX-Injected: 1', 'https://1.1.1.1/a b']) {
     assert.deepEqual(await post({ url }), { status: 400, code: 'INVALID_REQUEST' }, url)
   }
   assert.deepEqual(await post({ url: 'https://example.com/', min_score: 101 }), { status: 400, code: 'INVALID_REQUEST' })
   assert.deepEqual(await post({ url: 'https://example.com/', extra: 1 }), { status: 400, code: 'INVALID_REQUEST' })
+  const control = await svc.app.inject({ method: 'POST', url: '/api/v2/mgmt/webhooks', headers: { 'x-api-key': admin }, payload: { url: 'https://example.com/', description: 'a\u001b[31mred' } })
+  assert.equal(control.statusCode, 400)
+  assert.match(control.json().message, /description/, 'refused for its description, before the URL is resolved')
   assert.deepEqual(await post({ url: 'https://example.com/' }, mgmt), { status: 403, code: 'PERMISSION_DENIED' })
   const list = await svc.app.inject({ method: 'GET', url: '/api/v2/mgmt/webhooks', headers: { 'x-api-key': mgmt } })
   assert.deepEqual(list.json(), { webhooks: [] })
