@@ -60,8 +60,12 @@ interface DayBlock extends BlockState { tenant: string, day: string, stored: boo
 /** An open block as read. */
 interface OpenBlockRow { id: string, day: string, tenant: string, n: number, min_ts: string, max_ts: string, types: string, filter: Buffer }
 
-/** What a batch took under the writers' lock: the first of its reserved ids, and the open blocks its parts join. */
-interface Reserved { item: number, req: number, block: number, blocks: number, open: Map<string, DayBlock> }
+/**
+ * What a batch took under the writers' lock: the first of its reserved ids, the open blocks its parts join, and the
+ * ids of blocks marked open that are not the newest of their tenant and day (left open by versions before 2026-11-27;
+ * the batch closes them).
+ */
+interface Reserved { item: number, req: number, block: number, blocks: number, open: Map<string, DayBlock>, stale: DayBlock[] }
 
 const kDayMs = 86_400_000
 /** Longest a partition's creation or removal waits for the locks it needs (running searches, a batch), in ms. */
@@ -309,12 +313,17 @@ export class PostgresHistory {
     const s = this.#s
     const touched = new Map<number, DayBlock>()
     const current = new Map(reserved.open)
+    /** Stored blocks to close that no part joins in this batch (their row is otherwise left as it is). */
+    const closed = [...reserved.stale]
     let nextBlock = reserved.block
     for (const p of parts) {
       const key = `${p.tenant}\u0000${p.day}`
       let b = current.get(key)
       if (b === undefined || blockIsFull(b, p.n)) {
-        if (b !== undefined) b.open = false
+        if (b !== undefined) {
+          b.open = false
+          if (!touched.has(b.id)) closed.push(b)
+        }
         if (nextBlock >= reserved.block + reserved.blocks) throw new Error('more blocks than reserved')
         b = { ...newBlock(nextBlock++), tenant: p.tenant, day: p.day, stored: false, open: true }
         current.set(key, b)
@@ -340,9 +349,15 @@ export class PostgresHistory {
     const sql = `INSERT INTO ${s}.history_blocks (day, id, tenant, n, min_ts, max_ts, types, open, filter) VALUES ${values.join(', ')} ` +
       'ON CONFLICT (id, day) DO UPDATE SET n = excluded.n, min_ts = excluded.min_ts, max_ts = excluded.max_ts, types = excluded.types, ' +
       'open = excluded.open, filter = excluded.filter'
-    if (usage === null || usage.length === 0) return sql
+    // A block the batch's parts did not fit in is closed without rewriting its filter: left open, it would be read
+    // back (filter and all) by every later batch of its tenant and day.
+    const close = closed.length === 0
+      ? ''
+      : `UPDATE ${s}.history_blocks SET open = false WHERE open AND (id, day) IN (SELECT * FROM unnest(` +
+        `ARRAY[${closed.map((b) => b.id).join(', ')}]::bigint[], ARRAY[${closed.map((b) => lit(b.day)).join(', ')}]::date[])); `
+    if (usage === null || usage.length === 0) return close + sql
     // Deltas are sorted, so concurrent batches lock counter rows in the same order and cannot deadlock.
-    return `WITH blocks AS (${sql}) INSERT INTO ${s}.usage AS u (tenant, day, key_id, count) SELECT * FROM unnest(` +
+    return `${close}WITH blocks AS (${sql}) INSERT INTO ${s}.usage AS u (tenant, day, key_id, count) SELECT * FROM unnest(` +
       `ARRAY[${usage.map((d) => lit(d.tenant)).join(', ')}]::text[], ARRAY[${usage.map((d) => lit(d.day)).join(', ')}]::date[], ` +
       `ARRAY[${usage.map((d) => lit(d.keyId)).join(', ')}]::text[], ARRAY[${usage.map((d) => d.count).join(', ')}]::bigint[]) ` +
       'ON CONFLICT (tenant, day, key_id) DO UPDATE SET count = u.count + excluded.count'
@@ -535,13 +550,17 @@ function reservedOf (head: readonly pg.QueryResult[]): Reserved {
   const rows = (head[head.length - 1]?.rows ?? []) as Array<{ item: string | undefined, req: string | undefined, block: string, blocks: number } & Partial<OpenBlockRow>>
   const first = rows[0]
   const open = new Map<string, DayBlock>()
-  // Ordered by id: were there two open blocks of one tenant and day, the newer one is taken.
+  const stale: DayBlock[] = []
+  // Ordered by id: were there two open blocks of one tenant and day, the newer one is taken and the older closed.
   for (const r of rows) {
     if (r.id === null || r.id === undefined) continue
     const b = r as OpenBlockRow
-    open.set(`${b.tenant}\u0000${b.day}`, {
+    const key = `${b.tenant}\u0000${b.day}`
+    const older = open.get(key)
+    if (older !== undefined) stale.push(older)
+    open.set(key, {
       id: Number(b.id), n: b.n, minTs: Number(b.min_ts), maxTs: Number(b.max_ts), types: Number(b.types), filter: b.filter, tenant: b.tenant, day: b.day, stored: true, open: true
     })
   }
-  return { item: Number(first?.item ?? 0), req: Number(first?.req ?? 0), block: Number(first?.block), blocks: Number(first?.blocks), open }
+  return { item: Number(first?.item ?? 0), req: Number(first?.req ?? 0), block: Number(first?.block), blocks: Number(first?.blocks), open, stale }
 }

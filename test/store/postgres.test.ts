@@ -158,6 +158,28 @@ test('PostgreSQL: a batch becomes part and request rows with consecutive ids, in
   ])
 })
 
+test('PostgreSQL: a block a batch does not fit in is closed, and a tenant and day keeps one open block', async (t) => {
+  const fresh = await freshSchema(t, 1, 2)
+  if (fresh === null) return
+  const { schema, admin } = fresh
+  const store = fresh.stores[0] as PostgresStore
+  await store.migrate()
+  const batch = (b: number): ReturnType<typeof toRows> => toRows(Array.from({ length: 10_000 }, (_, i) => historyRecord({
+    date: '2024-03-01T00:00:00.000Z', request_id: `r${b}`, tenant: 'fill', indicator: { type: 'ip', value: `10.${b}.${i >> 8}.${i & 255}`, normalized: null }
+  })))
+  const blocks = async (): Promise<unknown[]> =>
+    (await admin.query(`SELECT n, open FROM "${schema}".history_blocks ORDER BY id`)).rows
+  // 10,000 items fit a block once: each later batch starts a block and closes the one before, which it did not join.
+  for (let b = 0; b < 3; b++) await store.writeHistoryRows(batch(b))
+  assert.deepEqual(await blocks(), [{ n: 10_000, open: false }, { n: 10_000, open: false }, { n: 10_000, open: true }])
+  // A block left open by an earlier version beside the newest: the next batch closes it too.
+  await admin.query(`UPDATE "${schema}".history_blocks SET open = true WHERE id = (SELECT min(id) FROM "${schema}".history_blocks)`)
+  await store.writeHistoryRows(batch(3))
+  assert.deepEqual(await blocks(), [{ n: 10_000, open: false }, { n: 10_000, open: false }, { n: 10_000, open: false }, { n: 10_000, open: true }])
+  const found = await store.searchHistory('fill', { indicator_value: '10.1.3.7' }, 10, null)
+  assert.deepEqual(found.results.map((r) => r.request_id), ['r1'])
+})
+
 /** Rows of schema version 7 (one row per indicator), inserted as that version's writer stored them. */
 async function insertRowHistory (admin: pg.Client, schema: string, requests: HistoryRecord[][]): Promise<void> {
   const s = `"${schema}"`
