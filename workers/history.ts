@@ -119,38 +119,69 @@ async function replayLegacySpool (s: Store): Promise<void> {
   }
 }
 
-/** Writes journalled records to the store up to the durable end; on a failure, schedules a retry. */
+/** A batch read from the journal: its parts, the parts this version cannot read, and where it ends. */
+interface Batch { parts: HistoryPart[], bad: HistoryPart[], next: number }
+
+/** The batch that starts at `from` (up to the durable end); null when the journal holds nothing more. */
+function readBatch (from: number): Batch | null {
+  durable = Math.max(durable, shared.durable)
+  if (from >= durable) return null
+  const got = reader.read(from, durable, cfg.batch, kMaxBatchBytes)
+  if (got.next === from) return null
+  const parts: HistoryPart[] = []
+  const bad: HistoryPart[] = []
+  // A part this version cannot read is set aside as it came, for an operator; the rest of the request is kept.
+  for (const f of got.frames) historyParts(f.envelope, f.parts, parts, (p) => bad.push(p))
+  return { parts, bad, next: got.next }
+}
+
+/** Writes one batch with the journal position after it, in one store transaction. */
+async function writeBatch (s: Store, batch: Batch): Promise<void> {
+  if (batch.bad.length > 0) setAside(batch.bad)
+  const mark = { journal: cfg.journalId, position: batch.next }
+  try {
+    const t0 = performance.now()
+    await s.writeHistoryParts(batch.parts, mark)
+    writes++
+    writeSeconds += (performance.now() - t0) / 1000
+    written += countOf(batch.parts)
+  } catch (err) {
+    if (!isPoison(err)) throw err
+    setAside(partRows(batch.parts))
+    await s.writeHistoryParts([], mark)
+  }
+}
+
+/**
+ * Writes journalled records to the store up to the durable end; on a failure, schedules a retry. While the store
+ * writes a batch, the next one is read and decoded: PostgreSQL stores a batch in its own server process, so this
+ * thread's share of the next batch no longer waits for it (SQLite writes on this thread, where the two still take
+ * turns). A batch read ahead and not written (a failure, a stop) is read again from `committed` by the next pass.
+ */
 async function pumpOnce (): Promise<void> {
   if (stopping) return
   try {
     store ??= await openStore(cfg.store)
     committed ??= await store.journalPosition(cfg.journalId)
     await replayLegacySpool(store)
-    while (committed < (durable = Math.max(durable, shared.durable))) {
+    let batch = readBatch(committed)
+    while (batch !== null) {
       if (stopping) break
-      const got = reader.read(committed, durable, cfg.batch, kMaxBatchBytes)
-      if (got.next === committed) break
-      const parts: HistoryPart[] = []
-      const bad: HistoryPart[] = []
-      // A part this version cannot read is set aside as it came, for an operator; the rest of the request is kept.
-      for (const f of got.frames) historyParts(f.envelope, f.parts, parts, (p) => bad.push(p))
-      if (bad.length > 0) setAside(bad)
-      const mark = { journal: cfg.journalId, position: got.next }
+      const writing = writeBatch(store, batch)
+      let ahead: Batch | null = null
+      let failedAhead: { err: unknown } | null = null
       try {
-        const t0 = performance.now()
-        await store.writeHistoryParts(parts, mark)
-        writes++
-        writeSeconds += (performance.now() - t0) / 1000
-        written += countOf(parts)
+        ahead = readBatch(batch.next)
       } catch (err) {
-        if (!isPoison(err)) throw err
-        setAside(partRows(parts))
-        await store.writeHistoryParts([], mark)
+        failedAhead = { err } // after the write settles: what it committed must count first
       }
-      committed = got.next
+      await writing
+      committed = batch.next
       status()
+      if (failedAhead !== null) throw failedAhead.err
       // A turn of the event loop between batches: a 'stop' waiting in the queue is seen here.
       await nextTurn()
+      batch = ahead ?? readBatch(committed)
     }
     lastError = null
     retryMs = kRetryMinMs
