@@ -79,6 +79,7 @@ export const kSuites = {
     'history/writer-parts.test.ts',
     'pool/intel-service.test.ts',
     'pool/recycle.test.ts',
+    'pool/retro-thread.test.ts',
     'store/index.test.ts',
     'store/migrations.test.ts',
     'store/postgres.test.ts',

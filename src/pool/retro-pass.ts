@@ -64,6 +64,8 @@ export interface RetroPassResult {
   /** Matched indicators beyond kMaxCandidates, not re-scored. */
   matchedDropped: number
   hits: TenantHit[]
+  /** Whether the pass ran on a thread at the lowest CPU priority (workers/retro-hunt.ts; absent on the caller's thread). */
+  lowPriority?: boolean
   ms: number
   /** Of which computing the raised keys, and scoring and recording the matched indicators. */
   diffMs: number

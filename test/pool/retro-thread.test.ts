@@ -1,0 +1,58 @@
+/**
+ * The retro-hunt pass's thread runs at the lowest CPU priority (src/pool/thread-priority.ts), and only that thread:
+ * the main thread and threads started elsewhere keep theirs.
+ */
+import assert from 'node:assert/strict'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { test } from 'node:test'
+import { Worker } from 'node:worker_threads'
+import { passOnThread } from '../../src/pool/retro-hunt.ts'
+import { compileSnapshot, loadManifest } from '../../src/intel/index.ts'
+import { smallRegistries } from '../helper.ts'
+
+const kLinux = process.platform === 'linux'
+
+/** The nice value of thread `tid` of this process, from /proc (field 19 of stat). */
+function niceOf (tid: number): number {
+  const stat = readFileSync(`/proc/${process.pid}/task/${tid}/stat`, 'utf8')
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16])
+}
+
+test('lowerThisThreadPriority (src/pool/thread-priority.ts) sets nice 19 on the calling thread only', { skip: kLinux ? false : 'per-thread priority is Linux only' }, async () => {
+  const before = niceOf(process.pid)
+  const worker = new Worker(new URL('../fixtures/lower-priority-thread.ts', import.meta.url), { execArgv: ['--import', 'tsx'] })
+  try {
+    const shown = new Promise<{ lowered: boolean, tid: number }>((resolve) => worker.once('message', resolve))
+    const { lowered, tid } = await shown
+    assert.equal(lowered, true)
+    assert.notEqual(tid, process.pid)
+    assert.equal(niceOf(tid), 19)
+    assert.equal(niceOf(process.pid), before, 'the main thread keeps its priority')
+  } finally {
+    worker.postMessage('exit')
+    await new Promise((resolve) => worker.once('exit', resolve))
+  }
+})
+
+test('a retro-hunt pass on its thread runs at the lowest priority', { timeout: 120_000 }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'ioc-retro-thread-'))
+  t.after(() => { rmSync(dir, { recursive: true, force: true }) })
+  const compile = async (body: string): Promise<Awaited<ReturnType<typeof compileSnapshot>>> => {
+    const d = mkdtempSync(join(dir, 'v-'))
+    writeFileSync(join(d, 'mal.txt'), body)
+    writeFileSync(join(d, 'manifest.json'), JSON.stringify({
+      feeds: [{ name: 'mal', format: 'plain', path: 'mal.txt', direction: 'malicious', group: 'threat_feed', subgroup: 'malware_distribution', category: 'malware', confidence: 0.8, half_life_days: 0 }]
+    }))
+    const r = smallRegistries()
+    return await compileSnapshot({ feeds: await loadManifest(join(d, 'manifest.json')), now: new Date(), asnDir: r.IOC_ASN_DIR, countryDir: r.IOC_COUNTRY_DIR })
+  }
+  const prev = await compile('a.example\n')
+  const next = await compile('a.example\nb.example\n')
+  const pass = passOnThread({ kind: 'sqlite', path: join(dir, 'store.db') }, { prev, next, sinceMs: 0, dutyPercent: 100 })
+  const result = await pass.result
+  await pass.stop()
+  assert.equal(result.raised, 1)
+  assert.equal(result.lowPriority, kLinux)
+})
