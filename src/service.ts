@@ -124,7 +124,7 @@ export const kServiceParts: readonly PartSpec[] = [
   {
     name: 'retro-hunt',
     start: '`RetroHunter` (`src/pool/retro-hunt.ts`): told of every snapshot swap, runs one retro-hunt pass per swap on a thread of its own',
-    close: 'starts no new pass; a running pass stops at its next part and closes its store connection',
+    close: 'starts no new pass and notes a waiting one as owed to the next start; a running pass stops at its next part and closes its store connection',
     destroy: '-'
   },
   {
@@ -252,11 +252,15 @@ export async function startService (config: Readonly<Config>, options: { logger?
       retentionDays: config.retentionDays,
       dutyPercent: config.retroHuntDutyPercent,
       logger: logger.child({ component: 'retro-hunt' }),
-      onHits: async (hits) => { await webhooks.enqueueHits(hits) }
+      onHits: async (hits) => { await webhooks.enqueueHits(hits) },
+      owed: store.retroHunt
     })
     // In a fleet every instance swaps to each generation; only the leader, which published it, hunts (once per
     // generation). Alone (or on SQLite) this instance leads.
     intel.onSwap((prev, next) => { if (fleet.leading) hunter.onSwap(prev, next) })
+    // A pass cut by the last stop (or a crash, or a leader that died) runs again, on the instance that leads.
+    fleet.onLead(() => { void hunter.resumeOwed(intel.data) })
+    if (fleet.leading) void hunter.resumeOwed(intel.data)
     return hunter
   }, (hunter) => ({ close: async () => { await hunter.close() } }))
 

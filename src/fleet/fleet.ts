@@ -108,6 +108,8 @@ export class Fleet {
   /** The feed states last shared by this leader (null: none yet, or sharing failed). */
   private sharedStatus: string | null = null
   private rebuilding: Promise<ReloadResult> | null = null
+  /** Told when this instance takes the lead (onLead). */
+  private readonly leadListeners: Array<() => void> = []
   /** Generations adopted from another instance since start. */
   adopted = 0
   /** Generations this instance published since start. */
@@ -281,10 +283,16 @@ export class Fleet {
     return await this.election.use(session, fn)
   }
 
+  /** Calls `fn` whenever this instance takes the fleet's lead (not for leading it had before). */
+  onLead (fn: () => void): void {
+    this.leadListeners.push(fn)
+  }
+
   private lead (session: pg.Client): void {
     this.session = session
     this.sharedStatus = null
     this.options.logger.info({ instance: this.instance }, 'this instance leads the fleet: it fetches feeds and publishes the snapshot')
+    for (const fn of this.leadListeners) fn()
     void (async () => {
       try {
         await this.onSession(async (c) => {

@@ -37,7 +37,19 @@ export interface RetroHunterOptions {
   logger: RetroLogger
   /** Told of the hits each pass recorded (not awaited past close). */
   onHits?: (hits: TenantHit[]) => Promise<void> | void
+  /** Where a pass owed after a stop or a crash is kept (the store's retroHunt); without it none is kept. */
+  owed?: OwedPasses
 }
+
+/** The store's note of a pass owed (src/store/retro-hunt.ts). */
+export interface OwedPasses {
+  noteOwed: (sinceMs: number, now?: number) => Promise<number>
+  owed: () => Promise<number | null>
+  clearOwed: (note: number) => Promise<void>
+}
+
+/** A pass to run: from `prev` to `next`, or over every listing of `next` when prev is null; `owedSince` widens its lookback. */
+interface PendingPass { prev: SnapshotData | null, next: SnapshotData, owedSince: number | null }
 
 /** Counters for /metrics. */
 export interface RetroHuntState {
@@ -88,7 +100,9 @@ export function passOnThread (store: StoreOptions, input: { prev: SnapshotData |
 /** Runs a pass per snapshot swap, one at a time. */
 export class RetroHunter {
   readonly #o: RetroHunterOptions
-  #pending: { prev: SnapshotData, next: SnapshotData } | null = null
+  #pending: PendingPass | null = null
+  /** A pass of this process failed: the next one runs over every listing (what it missed is not known). */
+  #wholeNext = false
   #running: { done: Promise<void>, stop: () => Promise<void> } | null = null
   #closed = false
   readonly #state: RetroHuntState = { passes: 0, failedPasses: 0, hits: 0, running: false, last: null }
@@ -110,8 +124,30 @@ export class RetroHunter {
   /** A snapshot swap: queues a pass from `prev` to `next` (merged with one already waiting). */
   onSwap (prev: SnapshotData, next: SnapshotData): void {
     if (this.#closed || !this.enabled) return
-    this.#pending = this.#pending === null ? { prev, next } : { prev: this.#pending.prev, next }
+    this.#pending = this.#pending === null ? { prev, next, owedSince: null } : { ...this.#pending, next }
     this.#kick()
+  }
+
+  /**
+   * Runs a pass over every listing of `current` when the store says one is owed: a pass was cut by a stop, a crash
+   * or a failure, or one waited when the service stopped. Called once the service runs, and when an instance of a
+   * fleet takes the lead. The pass's lookback reaches back to where the owed pass's did (within the retention).
+   */
+  async resumeOwed (current: SnapshotData): Promise<boolean> {
+    if (this.#closed || !this.enabled || this.#o.owed === undefined) return false
+    let since: number | null
+    try {
+      since = await this.#o.owed.owed()
+    } catch (err) {
+      this.#o.logger.error({ err }, 'retro-hunt: could not read whether a pass is owed')
+      return false
+    }
+    if (since === null || this.#closed) return false
+    const waiting = this.#pending
+    this.#pending = { prev: null, next: waiting?.next ?? current, owedSince: Math.min(since, waiting?.owedSince ?? since) }
+    this.#o.logger.info({ retro_hunt: { owed_since: new Date(since).toISOString() } }, 'retro-hunt: a pass owed since the last stop runs over every listing')
+    this.#kick()
+    return true
   }
 
   /** Resolves once no pass runs or waits (tests, the CLI). */
@@ -121,20 +157,30 @@ export class RetroHunter {
 
   #kick (): void {
     if (this.#running !== null || this.#pending === null || this.#closed) return
-    const { prev, next } = this.#pending
+    const { next, owedSince } = this.#pending
+    const prev = this.#wholeNext ? null : this.#pending.prev
     this.#pending = null
-    const sinceMs = lookbackStart(Date.now(), this.#o.days, this.#o.retentionDays)
+    this.#wholeNext = false
+    const now = Date.now()
+    const sinceMs = this.#sinceMs(now, owedSince)
+    // Noted before the pass's result is awaited and cleared only after it finished uncut, so a stop, a crash or a
+    // failure leaves it for the next start (resumeOwed).
+    const noted = this.#note(sinceMs, now)
     const pass = passOnThread(this.#o.store, { prev, next, sinceMs, dutyPercent: this.#o.dutyPercent })
     this.#state.running = true
     const done = pass.result.then(async (r) => {
       this.#state.passes++
       this.#state.hits += r.hits.length
       this.#state.last = { ...r, hits: r.hits.length }
-      this.#o.logger.info({ retro_hunt: { ...this.#state.last, ms: Math.round(r.ms), version: next.header.version } }, 'retro-hunt pass finished')
+      this.#o.logger.info({ retro_hunt: { ...this.#state.last, ms: Math.round(r.ms), version: next.header.version, whole: prev === null } }, 'retro-hunt pass finished')
+      const note = await noted
+      const cleared = note !== null && r.cut !== true ? this.#clear(note) : null
       if (r.hits.length > 0 && this.#o.onHits !== undefined) await this.#o.onHits(r.hits)
+      await cleared
     }, (err: unknown) => {
       this.#state.passes++
       this.#state.failedPasses++
+      this.#wholeNext = true
       this.#o.logger.error({ err }, 'retro-hunt pass failed')
     }).catch((err: unknown) => {
       this.#o.logger.error({ err }, 'retro-hunt hits could not be handed on')
@@ -146,6 +192,33 @@ export class RetroHunter {
     this.#running = { done, stop: pass.stop }
   }
 
+  /** The lookback start of a pass at `now`, widened to `owedSince` (never past the retention). */
+  #sinceMs (now: number, owedSince: number | null): number {
+    const since = lookbackStart(now, this.#o.days, this.#o.retentionDays)
+    if (owedSince === null || owedSince >= since) return since
+    return this.#o.retentionDays > 0 ? Math.max(owedSince, now - this.#o.retentionDays * kDayMs) : owedSince
+  }
+
+  /** Clears the debt a pass noted when it started (it finished uncut), unless noted again since; a failure is logged. */
+  async #clear (note: number): Promise<void> {
+    try {
+      await this.#o.owed?.clearOwed(note)
+    } catch (err) {
+      this.#o.logger.error({ err }, 'retro-hunt: could not clear the owed pass (the next start runs it again)')
+    }
+  }
+
+  /** Notes a pass owed from `sinceMs`: the note's number, or null (logged) when the store could not. */
+  async #note (sinceMs: number, now: number): Promise<number | null> {
+    if (this.#o.owed === undefined) return null
+    try {
+      return await this.#o.owed.noteOwed(sinceMs, now)
+    } catch (err) {
+      this.#o.logger.error({ err }, 'retro-hunt: could not note the pass as owed (a stop during it will not resume it)')
+      return null
+    }
+  }
+
   /**
    * No new pass starts; a running pass stops at its next part (its hits so far are kept) and closes its store, its
    * thread terminated after kStopGraceMs if it does not. Also what destroy does: terminating the thread at once could
@@ -153,7 +226,10 @@ export class RetroHunter {
    */
   async close (): Promise<void> {
     this.#closed = true
+    const waiting = this.#pending
     this.#pending = null
+    // A pass that waited is owed to the next start (a running one noted itself when it started).
+    if (waiting !== null) await this.#note(this.#sinceMs(Date.now(), waiting.owedSince), Date.now())
     const r = this.#running
     if (r === null) return
     await r.stop()

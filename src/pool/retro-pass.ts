@@ -64,6 +64,8 @@ export interface RetroPassResult {
   /** Matched indicators beyond kMaxCandidates, not re-scored. */
   matchedDropped: number
   hits: TenantHit[]
+  /** Whether a stop cut the pass before it had scanned every tenant (its hits so far are recorded). */
+  cut?: boolean
   /** Whether the pass ran on a thread at the lowest CPU priority (workers/retro-hunt.ts; absent on the caller's thread). */
   lowPriority?: boolean
   ms: number
@@ -128,6 +130,7 @@ export async function runRetroPass (store: Store, input: RetroPassInput, stopped
     await rescore(store, tenant, found, next, raised, cache, result.hits)
     result.rescoreMs += performance.now() - r0
   }
+  result.cut = stopped()
   result.ms = performance.now() - t0
   const cpu = process.cpuUsage(cpu0)
   result.cpuMs = (cpu.user + cpu.system) / 1000

@@ -167,6 +167,30 @@ export class RetroHuntStore {
     return rows.map((r) => ({ id: Number(r.id), n: Number(r.n), req: Number(r.req), part: r.part }))
   }
 
+  /**
+   * Notes that a pass is owed: one started (and may be cut by a stop or a crash before it finishes) or one waited
+   * when the service stopped. `sinceMs` is its lookback start; an older one already owed is kept. Returns the note's
+   * number, which only this note has: clearOwed with it clears the debt unless another note was made since.
+   */
+  async noteOwed (sinceMs: number, now = Date.now()): Promise<number> {
+    const rows = await this.#db.all<{ notes: number | string }>('INSERT INTO {retro_hunt_owed} (id, since_ms, notes, noted_at) VALUES (1, ?, 1, ?) ' +
+      'ON CONFLICT (id) DO UPDATE SET since_ms = CASE WHEN excluded.since_ms < {retro_hunt_owed}.since_ms ' +
+      'THEN excluded.since_ms ELSE {retro_hunt_owed}.since_ms END, notes = {retro_hunt_owed}.notes + 1, noted_at = excluded.noted_at ' +
+      'RETURNING notes', [sinceMs, new Date(now).toISOString()])
+    return Number(rows[0]?.notes)
+  }
+
+  /** The lookback start of the pass owed, or null when none is. */
+  async owed (): Promise<number | null> {
+    const r = (await this.#db.all<{ since_ms: number | string }>('SELECT since_ms FROM {retro_hunt_owed} WHERE id = 1', []))[0]
+    return r === undefined ? null : Number(r.since_ms)
+  }
+
+  /** A pass that made note `note` finished uncut: the debt is cleared, unless a note was made after it. */
+  async clearOwed (note: number): Promise<void> {
+    await this.#db.run('DELETE FROM {retro_hunt_owed} WHERE id = 1 AND notes = ?', [note])
+  }
+
   /** A request's date (epoch ms) and key id, or null when it is gone (purged). */
   async request (id: number): Promise<RetroRequest | null> {
     const sql = this.#dialect === 'sqlite'
@@ -175,6 +199,21 @@ export class RetroHuntStore {
     const r = (await this.#db.all<{ id: number | string, ts: number | string, apikey: string }>(sql, [id]))[0]
     return r === undefined ? null : { id: Number(r.id), ts: Number(r.ts), apikey: r.apikey }
   }
+}
+
+/**
+ * The owed-pass table both stores create (schema version 12 on SQLite, 13 on PostgreSQL): one row at most, kept while
+ * a pass is owed (RetroHunter: a pass cut by a stop or a crash, or one that waited at a stop).
+ */
+export function retroHuntOwedSchema (table: string): string {
+  return `
+  CREATE TABLE ${table} (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    since_ms BIGINT NOT NULL,                -- the earliest lookback start (epoch ms) a pass owes
+    notes BIGINT NOT NULL,                   -- notes made since the debt began: a pass clears only its own
+    noted_at TEXT NOT NULL                   -- ISO 8601 UTC: when the last note was made
+  );
+  `
 }
 
 /** The hits table both stores create (TEXT timestamps, ISO 8601 UTC, which sort as they compare). */

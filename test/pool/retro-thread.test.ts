@@ -1,6 +1,7 @@
 /**
  * The retro-hunt pass's thread runs at the lowest CPU priority (src/pool/thread-priority.ts), and only that thread:
- * the main thread and threads started elsewhere keep theirs.
+ * the main thread and threads started elsewhere keep theirs. The hunter notes in the store a pass owed at a stop, and
+ * a hunter that starts later runs it over every listing.
  */
 import assert from 'node:assert/strict'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -8,7 +9,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { Worker } from 'node:worker_threads'
-import { passOnThread } from '../../src/pool/retro-hunt.ts'
+import { passOnThread, RetroHunter } from '../../src/pool/retro-hunt.ts'
+import { SqliteStore } from '../../src/store/index.ts'
 import { compileSnapshot, loadManifest } from '../../src/intel/index.ts'
 import { smallRegistries } from '../helper.ts'
 
@@ -55,4 +57,56 @@ test('a retro-hunt pass on its thread runs at the lowest priority', { timeout: 1
   await pass.stop()
   assert.equal(result.raised, 1)
   assert.equal(result.lowPriority, kLinux)
+})
+
+test('a pass waiting at a stop is owed to the next hunter, which runs it over every listing and clears it', { timeout: 120_000 }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'ioc-retro-owed-'))
+  const store = new SqliteStore({ path: join(dir, 'store.db') })
+  await store.migrate()
+  t.after(async () => {
+    await store.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  const compile = async (body: string): Promise<Awaited<ReturnType<typeof compileSnapshot>>> => {
+    const d = mkdtempSync(join(dir, 'v-'))
+    writeFileSync(join(d, 'mal.txt'), body)
+    writeFileSync(join(d, 'manifest.json'), JSON.stringify({
+      feeds: [{ name: 'mal', format: 'plain', path: 'mal.txt', direction: 'malicious', group: 'threat_feed', subgroup: 'malware_distribution', category: 'malware', confidence: 0.8, half_life_days: 0 }]
+    }))
+    const r = smallRegistries()
+    return await compileSnapshot({ feeds: await loadManifest(join(d, 'manifest.json')), now: new Date(), asnDir: r.IOC_ASN_DIR, countryDir: r.IOC_COUNTRY_DIR })
+  }
+  const s1 = await compile('a.example\n')
+  const s2 = await compile('a.example\nb.example\n')
+  const s3 = await compile('a.example\nb.example\nc.example\n')
+  const logged: string[] = []
+  const logger = { info: (_o: object, msg: string) => { logged.push(msg) }, error: (_o: object, msg: string) => { logged.push(msg) } }
+  const hunter = (): RetroHunter => new RetroHunter({ store: { kind: 'sqlite', path: join(dir, 'store.db') }, days: 30, retentionDays: 0, dutyPercent: 100, logger, owed: store.retroHunt })
+
+  const first = hunter()
+  first.onSwap(s1, s2) // runs
+  first.onSwap(s2, s3) // waits behind it
+  assert.equal(first.state().running, true)
+  await first.close()
+  assert.notEqual(await store.retroHunt.owed(), null, 'the waiting pass is owed')
+
+  const second = hunter()
+  assert.equal(await second.resumeOwed(s3), true)
+  await second.idle()
+  assert.equal(await store.retroHunt.owed(), null, 'cleared once the pass finished')
+  assert.equal(second.state().passes, 1)
+  const whole = second.state().last?.raised ?? 0
+  assert.ok(whole >= 3, `every listing of the snapshot counts as raised (${whole})`)
+  assert.equal(second.state().last?.cut, false)
+  assert.equal(await second.resumeOwed(s3), false, 'nothing is owed any more')
+  await second.close()
+
+  // A hunter without a debt to resume, whose pass finishes: nothing is left owed.
+  const third = hunter()
+  third.onSwap(s2, s3)
+  await third.idle()
+  assert.equal(await store.retroHunt.owed(), null)
+  assert.equal(third.state().last?.raised, 1, 'a swap raises what it added')
+  await third.close()
+  assert.equal(logged.filter((m) => m.includes('could not')).length, 0, logged.join('; '))
 })

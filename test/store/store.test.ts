@@ -666,6 +666,23 @@ for (const backend of storeBackends) {
       await assert.rejects(store.purgeHistory(new Date('nope')), { code: 'INVALID_REQUEST' })
     })
 
+    await t.test('a retro-hunt pass owed keeps the oldest lookback and is cleared only by the last note made', async () => {
+      const owed = store.retroHunt
+      assert.equal(await owed.owed(), null)
+      const first = await owed.noteOwed(5_000)
+      const second = await owed.noteOwed(9_000) // a later pass with a shorter lookback
+      assert.equal(await owed.owed(), 5_000)
+      assert.notEqual(first, second)
+      // The first pass finishing does not clear what was noted after it; the last note's pass does.
+      await owed.clearOwed(first)
+      assert.equal(await owed.owed(), 5_000)
+      const third = await owed.noteOwed(1_000)
+      await owed.clearOwed(second)
+      assert.equal(await owed.owed(), 1_000)
+      await owed.clearOwed(third)
+      assert.equal(await owed.owed(), null)
+    })
+
     await t.test('close is idempotent and later calls reject with STORE_CLOSED', async () => {
       const other = await h.openAnother()
       await other.ping()

@@ -1,0 +1,109 @@
+/**
+ * A retro-hunt pass owed (cut by a stop or a crash: the note a pass makes when it starts, cleared only when it
+ * finishes uncut) is run by the next start on the same data directory: a pass over every listing of its snapshot,
+ * with no swap, that finds the hit the cut pass would have found, then clears the debt. Which passes note a debt, and
+ * when, is tested on the hunter itself (test/pool/retro-thread.test.ts).
+ */
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { test } from 'node:test'
+import { loadConfig } from '../../src/config.ts'
+import { startService, type Service } from '../../src/service.ts'
+import { smallRegistries } from '../helper.ts'
+
+const kDomain = 'retro-resume.example'
+
+async function waitFor<T> (what: string, fn: () => Promise<T | null>, timeoutMs = 90_000): Promise<T> {
+  const end = Date.now() + timeoutMs
+  for (;;) {
+    const v = await fn()
+    if (v !== null) return v
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+}
+
+test('a pass owed at a stop runs at the next start, over every listing, and finds the hit', { timeout: 240_000 }, async (t) => {
+  let body = 'unrelated-resume-entry.example\n'
+  const server = createServer((_req, res) => { res.end(body) })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const dir = mkdtempSync(join(tmpdir(), 'ioc-retro-resume-'))
+  t.after(async () => {
+    server.closeAllConnections()
+    await new Promise((resolve) => server.close(resolve))
+    rmSync(dir, { recursive: true, force: true })
+  })
+  const manifest = join(dir, 'manifest.json')
+  writeFileSync(manifest, JSON.stringify({
+    feeds: [{
+      name: 'resume_feed',
+      format: 'plain',
+      direction: 'malicious',
+      group: 'threat_feed',
+      subgroup: 'malware_distribution',
+      category: 'malware',
+      confidence: 0.95,
+      half_life_days: 0,
+      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/list.txt`,
+      refresh_seconds: 3600,
+      timeout_seconds: 5
+    }]
+  }))
+  const env = {
+    IOC_DATA_DIR: join(dir, 'data'),
+    IOC_FEEDS: manifest,
+    IOC_POOL_SIZE: '0',
+    IOC_BOOTSTRAP_KEY: '0',
+    IOC_LOG_LEVEL: 'silent',
+    IOC_HISTORY_FLUSH_MS: '20',
+    IOC_FEED_MIN_SHRINK_PERCENT: '0',
+    IOC_RETRO_HUNT_DUTY_PERCENT: '100',
+    ...smallRegistries()
+  }
+
+  // The first run hunts nothing (lookback 0): a tenant asks about the domain, then the feed starts listing it.
+  let svc: Service | null = await startService(loadConfig({ ...env, IOC_RETRO_HUNT_DAYS: '0' }))
+  t.after(async () => { await svc?.app.close() })
+  const key = (await svc.store.createKey({ tenant: 'tenant-r', permissions: ['verdict', 'mgmt'], quota: null })).key
+  const admin = (await svc.store.createKey({ tenant: 'ops', permissions: ['verdict', 'mgmt', 'admin'], quota: null })).key
+  const refresh = async (s: Service): Promise<void> => {
+    const res = await s.app.inject({ method: 'POST', url: '/api/v2/mgmt/intel/sources/refresh', headers: { 'x-api-key': admin } })
+    assert.equal(res.statusCode, 200)
+  }
+  await refresh(svc)
+  const asked = await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict', headers: { 'x-api-key': key }, payload: { indicator: { value: kDomain } } })
+  assert.equal(asked.statusCode, 200)
+  const then = { score: asked.json().risk.score, category: asked.json().risk.category }
+  const first = svc
+  await waitFor('the query in history', async () => {
+    const res = await first.app.inject({ method: 'GET', url: `/api/v2/mgmt/enrich-logs/search-history?indicator_value=${kDomain}`, headers: { 'x-api-key': key } })
+    return res.statusCode === 200 && res.json().results.length > 0 ? true : null
+  })
+  body = `unrelated-resume-entry.example\n${kDomain}\n`
+  await refresh(svc)
+  // What a pass leaves when the process dies during it: the note it made as it started, never cleared.
+  await svc.store.retroHunt.noteOwed(Date.now() - 86_400_000)
+  await svc.app.close()
+  svc = null
+
+  // The next start: the pass owed runs by itself, with no swap.
+  svc = await startService(loadConfig(env))
+  const second = svc
+  const hits = await waitFor('the hit of the owed pass', async () => {
+    const res = await second.app.inject({ method: 'GET', url: '/api/v2/mgmt/retro-hunt/hits', headers: { 'x-api-key': key } })
+    assert.equal(res.statusCode, 200, res.body)
+    return res.json().hits.length > 0 ? res.json().hits : null
+  }, 60_000)
+  assert.equal(hits.length, 1)
+  assert.equal(hits[0].indicator.value, kDomain)
+  assert.deepEqual(hits[0].cause, { signal_id: 'resume_feed:exact', source: 'resume_feed', match: 'exact', listed_value: kDomain })
+  assert.deepEqual(hits[0].then, then)
+  await second.retroHunt.idle()
+  assert.equal(await second.store.retroHunt.owed(), null, 'the debt is cleared once the pass finished')
+  assert.equal(second.retroHunt.state().last?.cut, false)
+  assert.equal(second.retroHunt.state().passes, 1)
+})
