@@ -5,54 +5,24 @@
  * when, is tested on the hunter itself (test/pool/retro-thread.test.ts).
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { loadConfig } from '../../src/config.ts'
 import { startService, type Service } from '../../src/service.ts'
+import { waitFor } from '../fixtures/read-history.ts'
+import { feedHost, writeFeedManifest } from '../fixtures/retro-feed.ts'
 import { smallRegistries } from '../helper.ts'
 
 const kDomain = 'retro-resume.example'
 
-async function waitFor<T> (what: string, fn: () => Promise<T | null>, timeoutMs = 90_000): Promise<T> {
-  const end = Date.now() + timeoutMs
-  for (;;) {
-    const v = await fn()
-    if (v !== null) return v
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
-}
-
 test('a pass owed at a stop runs at the next start, over every listing, and finds the hit', { timeout: 240_000 }, async (t) => {
-  let body = 'unrelated-resume-entry.example\n'
-  const server = createServer((_req, res) => { res.end(body) })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const host = await feedHost(t, 'unrelated-resume-entry.example\n')
   const dir = mkdtempSync(join(tmpdir(), 'ioc-retro-resume-'))
-  t.after(async () => {
-    server.closeAllConnections()
-    await new Promise((resolve) => server.close(resolve))
-    rmSync(dir, { recursive: true, force: true })
-  })
+  t.after(() => { rmSync(dir, { recursive: true, force: true }) })
   const manifest = join(dir, 'manifest.json')
-  writeFileSync(manifest, JSON.stringify({
-    feeds: [{
-      name: 'resume_feed',
-      format: 'plain',
-      direction: 'malicious',
-      group: 'threat_feed',
-      subgroup: 'malware_distribution',
-      category: 'malware',
-      confidence: 0.95,
-      half_life_days: 0,
-      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/list.txt`,
-      refresh_seconds: 3600,
-      timeout_seconds: 5
-    }]
-  }))
+  writeFeedManifest(manifest, 'resume_feed', host.url)
   const env = {
     IOC_DATA_DIR: join(dir, 'data'),
     IOC_FEEDS: manifest,
@@ -81,9 +51,9 @@ test('a pass owed at a stop runs at the next start, over every listing, and find
   const first = svc
   await waitFor('the query in history', async () => {
     const res = await first.app.inject({ method: 'GET', url: `/api/v2/mgmt/enrich-logs/search-history?indicator_value=${kDomain}`, headers: { 'x-api-key': key } })
-    return res.statusCode === 200 && res.json().results.length > 0 ? true : null
+    return res.statusCode === 200 && res.json().results.length > 0 ? true : undefined
   })
-  body = `unrelated-resume-entry.example\n${kDomain}\n`
+  host.set(`unrelated-resume-entry.example\n${kDomain}\n`)
   await refresh(svc)
   // What a pass leaves when the process dies during it: the note it made as it started, never cleared.
   await svc.store.retroHunt.noteOwed(Date.now() - 86_400_000)
@@ -96,7 +66,7 @@ test('a pass owed at a stop runs at the next start, over every listing, and find
   const hits = await waitFor('the hit of the owed pass', async () => {
     const res = await second.app.inject({ method: 'GET', url: '/api/v2/mgmt/retro-hunt/hits', headers: { 'x-api-key': key } })
     assert.equal(res.statusCode, 200, res.body)
-    return res.json().hits.length > 0 ? res.json().hits : null
+    return res.json().hits.length > 0 ? res.json().hits : undefined
   }, 60_000)
   assert.equal(hits.length, 1)
   assert.equal(hits[0].indicator.value, kDomain)

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { createHmac, timingSafeEqual } from 'node:crypto'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer, type IncomingHttpHeaders } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -19,6 +19,7 @@ import { request } from 'undici'
 import { loadConfig } from '../../src/config.ts'
 import { newWebhookSecret, signatureOf } from '../../src/pool/webhook-sender.ts'
 import { startService, type Service } from '../../src/service.ts'
+import { writeFeedManifest } from '../fixtures/retro-feed.ts'
 import { kTestIntelCache, serviceEnv, smallRegistries } from '../helper.ts'
 
 type Json = Record<string, any>
@@ -81,21 +82,7 @@ test('a new hit is delivered signed, and a receiver failing twice gets it on the
   t.after(async () => { feed.closeAllConnections(); await new Promise((resolve) => feed.close(resolve)) })
   const dir = mkdtempSync(join(tmpdir(), 'ioc-retro-hooks-feeds-'))
   t.after(() => rmSync(dir, { recursive: true, force: true }))
-  writeFileSync(join(dir, 'manifest.json'), JSON.stringify({
-    feeds: [{
-      name: 'hook_feed',
-      format: 'plain',
-      direction: 'malicious',
-      group: 'threat_feed',
-      subgroup: 'malware_distribution',
-      category: 'malware',
-      confidence: 0.95,
-      half_life_days: 0,
-      url: `http://127.0.0.1:${(feed.address() as AddressInfo).port}/list.txt`,
-      refresh_seconds: 3600,
-      timeout_seconds: 5
-    }]
-  }))
+  writeFeedManifest(join(dir, 'manifest.json'), 'hook_feed', `http://127.0.0.1:${(feed.address() as AddressInfo).port}/list.txt`)
   const svc = await service(t, {
     IOC_FEEDS: join(dir, 'manifest.json'),
     IOC_WEBHOOK_ALLOW_PRIVATE: '1',

@@ -4,14 +4,13 @@
  * refresh, exactly the tenants that asked get hits, with `then` what each was answered and `now` today's verdict.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test, type TestContext } from 'node:test'
 import { loadConfig } from '../../src/config.ts'
 import { startService, type Service } from '../../src/service.ts'
+import { feedHost, writeFeedManifest } from '../fixtures/retro-feed.ts'
 import { CleanupList, kTestIntelCache, pgSchemaCleanups, smallRegistries, type Cleanups } from '../helper.ts'
 
 type Json = Record<string, any>
@@ -21,18 +20,6 @@ const kHost = 'www.retro-parent.example'
 const kParent = 'retro-parent.example'
 const kAddress = '91.92.93.77'
 const kBlock = '91.92.93.0/24'
-
-/** A feed on 127.0.0.1 whose body the test sets. */
-async function feedHost (t: TestContext): Promise<{ url: string, set: (body: string) => void }> {
-  let body = '# empty\n'
-  const server = createServer((_req, res) => { res.end(body) })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.after(async () => {
-    server.closeAllConnections()
-    await new Promise((resolve) => server.close(resolve))
-  })
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/list.txt`, set: (b) => { body = b } }
-}
 
 async function waitFor<T> (what: string, fn: () => Promise<T | null>, timeoutMs = 90_000): Promise<T> {
   const end = Date.now() + timeoutMs
@@ -50,21 +37,7 @@ async function scenario (t: TestContext, cleanups: Cleanups, env: Record<string,
   const dir = mkdtempSync(join(tmpdir(), 'ioc-retro-test-'))
   t.after(() => rmSync(dir, { recursive: true, force: true }))
   const manifest = join(dir, 'manifest.json')
-  writeFileSync(manifest, JSON.stringify({
-    feeds: [{
-      name: 'retro_feed',
-      format: 'plain',
-      direction: 'malicious',
-      group: 'threat_feed',
-      subgroup: 'malware_distribution',
-      category: 'malware',
-      confidence: 0.95,
-      half_life_days: 0,
-      url: host.url,
-      refresh_seconds: 3600,
-      timeout_seconds: 5
-    }]
-  }))
+  writeFeedManifest(manifest, 'retro_feed', host.url)
   const config = loadConfig({
     IOC_DATA_DIR: dir,
     IOC_FEEDS: manifest,

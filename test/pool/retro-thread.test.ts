@@ -16,6 +16,17 @@ import { smallRegistries } from '../helper.ts'
 
 const kLinux = process.platform === 'linux'
 
+/** Compiles a snapshot of one malicious feed listing `body`'s lines, its files in a new folder under `dir`. */
+async function compileFeed (dir: string, body: string): Promise<Awaited<ReturnType<typeof compileSnapshot>>> {
+  const d = mkdtempSync(join(dir, 'v-'))
+  writeFileSync(join(d, 'mal.txt'), body)
+  writeFileSync(join(d, 'manifest.json'), JSON.stringify({
+    feeds: [{ name: 'mal', format: 'plain', path: 'mal.txt', direction: 'malicious', group: 'threat_feed', subgroup: 'malware_distribution', category: 'malware', confidence: 0.8, half_life_days: 0 }]
+  }))
+  const r = smallRegistries()
+  return await compileSnapshot({ feeds: await loadManifest(join(d, 'manifest.json')), now: new Date(), asnDir: r.IOC_ASN_DIR, countryDir: r.IOC_COUNTRY_DIR })
+}
+
 /** The nice value of thread `tid` of this process, from /proc (field 19 of stat). */
 function niceOf (tid: number): number {
   const stat = readFileSync(`/proc/${process.pid}/task/${tid}/stat`, 'utf8')
@@ -41,15 +52,7 @@ test('lowerThisThreadPriority (src/pool/thread-priority.ts) sets nice 19 on the 
 test('a retro-hunt pass on its thread runs at the lowest priority', { timeout: 120_000 }, async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'ioc-retro-thread-'))
   t.after(() => { rmSync(dir, { recursive: true, force: true }) })
-  const compile = async (body: string): Promise<Awaited<ReturnType<typeof compileSnapshot>>> => {
-    const d = mkdtempSync(join(dir, 'v-'))
-    writeFileSync(join(d, 'mal.txt'), body)
-    writeFileSync(join(d, 'manifest.json'), JSON.stringify({
-      feeds: [{ name: 'mal', format: 'plain', path: 'mal.txt', direction: 'malicious', group: 'threat_feed', subgroup: 'malware_distribution', category: 'malware', confidence: 0.8, half_life_days: 0 }]
-    }))
-    const r = smallRegistries()
-    return await compileSnapshot({ feeds: await loadManifest(join(d, 'manifest.json')), now: new Date(), asnDir: r.IOC_ASN_DIR, countryDir: r.IOC_COUNTRY_DIR })
-  }
+  const compile = async (body: string): ReturnType<typeof compileFeed> => await compileFeed(dir, body)
   const prev = await compile('a.example\n')
   const next = await compile('a.example\nb.example\n')
   const pass = passOnThread({ kind: 'sqlite', path: join(dir, 'store.db') }, { prev, next, sinceMs: 0, dutyPercent: 100 })
@@ -67,15 +70,7 @@ test('a pass waiting at a stop is owed to the next hunter, which runs it over ev
     await store.close()
     rmSync(dir, { recursive: true, force: true })
   })
-  const compile = async (body: string): Promise<Awaited<ReturnType<typeof compileSnapshot>>> => {
-    const d = mkdtempSync(join(dir, 'v-'))
-    writeFileSync(join(d, 'mal.txt'), body)
-    writeFileSync(join(d, 'manifest.json'), JSON.stringify({
-      feeds: [{ name: 'mal', format: 'plain', path: 'mal.txt', direction: 'malicious', group: 'threat_feed', subgroup: 'malware_distribution', category: 'malware', confidence: 0.8, half_life_days: 0 }]
-    }))
-    const r = smallRegistries()
-    return await compileSnapshot({ feeds: await loadManifest(join(d, 'manifest.json')), now: new Date(), asnDir: r.IOC_ASN_DIR, countryDir: r.IOC_COUNTRY_DIR })
-  }
+  const compile = async (body: string): ReturnType<typeof compileFeed> => await compileFeed(dir, body)
   const s1 = await compile('a.example\n')
   const s2 = await compile('a.example\nb.example\n')
   const s3 = await compile('a.example\nb.example\nc.example\n')
