@@ -70,6 +70,7 @@ export const kSuites = {
     'http/single.test.ts'
   ],
   services: [
+    'fleet/rebuild.test.ts',
     'history/accounting.test.ts',
     'history/destroy.test.ts',
     'history/oversized-records.test.ts',

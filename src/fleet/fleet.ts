@@ -108,6 +108,8 @@ export class Fleet {
   /** The feed states last shared by this leader (null: none yet, or sharing failed). */
   private sharedStatus: string | null = null
   private rebuilding: Promise<ReloadResult> | null = null
+  /** The rebuild that follows the one running, for calls made while it runs. */
+  private rebuildNext: Promise<ReloadResult> | null = null
   /** Told when this instance takes the lead (onLead). */
   private readonly leadListeners: Array<() => void> = []
   /** Generations adopted from another instance since start. */
@@ -250,7 +252,16 @@ export class Fleet {
    * same time. An instance alone reloads as before.
    */
   async rebuild (): Promise<ReloadResult> {
-    this.rebuilding ??= this.rebuildOnce().finally(() => { this.rebuilding = null })
+    if (this.rebuilding !== null) {
+      // The one running may have read the feeds' copies before the change this call is for: one more follows it,
+      // shared by every call made meanwhile (at most one runs and one waits).
+      this.rebuildNext ??= this.rebuilding.catch(() => {}).then(async () => {
+        this.rebuildNext = null
+        return await this.rebuild()
+      })
+      return await this.rebuildNext
+    }
+    this.rebuilding = this.rebuildOnce().finally(() => { this.rebuilding = null })
     return await this.rebuilding
   }
 
