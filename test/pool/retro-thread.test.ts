@@ -49,7 +49,7 @@ test('lowerThisThreadPriority (src/pool/thread-priority.ts) sets nice 19 on the 
   }
 })
 
-test('a retro-hunt pass on its thread runs at the lowest priority', { timeout: 120_000 }, async (t) => {
+test('a retro-hunt pass on its thread runs at the lowest priority', { timeout: 300_000 }, async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'ioc-retro-thread-'))
   t.after(() => { rmSync(dir, { recursive: true, force: true }) })
   const compile = async (body: string): ReturnType<typeof compileFeed> => await compileFeed(dir, body)
@@ -62,7 +62,7 @@ test('a retro-hunt pass on its thread runs at the lowest priority', { timeout: 1
   assert.equal(result.lowPriority, kLinux)
 })
 
-test('a pass waiting at a stop is owed to the next hunter, which runs it over every listing and clears it', { timeout: 120_000 }, async (t) => {
+test('a pass waiting at a stop is owed to the next hunter, which runs it over every listing and clears it', { timeout: 300_000 }, async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'ioc-retro-owed-'))
   const store = new SqliteStore({ path: join(dir, 'store.db') })
   await store.migrate()
