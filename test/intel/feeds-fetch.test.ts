@@ -86,16 +86,36 @@ async function start (t: TestContext, dataDir: string, manifest: string, env: Re
   })
   const svc = await startService(config, { logger: pino({ level: 'info' }, sink) })
   let closed = false
-  t.after(async () => { if (!closed) await svc.app.close() })
+  const started = testServices.get(t) ?? []
+  testServices.set(t, started)
+  started.push(async () => { if (!closed) await svc.app.close() })
+  t.after(async () => { await closeServices(t) })
   const key = (await svc.store.createKey({ tenant: 't1', permissions: ['verdict', 'verdict_bulk', 'mgmt', 'admin'], quota: null })).key
   const close = svc.app.close.bind(svc.app)
   svc.app.close = (async () => { closed = true; await close() }) as typeof svc.app.close
   return { ...svc, key, dataDir, logs }
 }
 
+/**
+ * Services each test started, closed before its folders are removed: node:test runs after hooks in the order they
+ * were added, and a folder's comes first. Removed under a running service, a folder could gain a file mid-removal
+ * (ENOTEMPTY), which failed the hook and skipped the ones after it, so the service was never closed and its threads
+ * kept the test process from exiting.
+ */
+const testServices = new WeakMap<TestContext, Array<() => Promise<void>>>()
+
+async function closeServices (t: TestContext): Promise<void> {
+  const list = testServices.get(t) ?? []
+  testServices.delete(t)
+  for (const close of list.reverse()) await close()
+}
+
 function tempDir (t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'ioc-feeds-test-'))
-  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  t.after(async () => {
+    await closeServices(t)
+    rmSync(dir, { recursive: true, force: true })
+  })
   return dir
 }
 
