@@ -20,7 +20,12 @@ const kDomain = 'retro-resume.example'
 test('a pass owed at a stop runs at the next start, over every listing, and finds the hit', { timeout: 400_000 }, async (t) => {
   const host = await feedHost(t, 'unrelated-resume-entry.example\n')
   const dir = mkdtempSync(join(tmpdir(), 'ioc-retro-resume-'))
-  t.after(() => { rmSync(dir, { recursive: true, force: true }) })
+  let svc: Service | null = null
+  // One hook, the running service closed before the folder goes (after hooks run in the order they were added).
+  t.after(async () => {
+    await svc?.app.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
   const manifest = join(dir, 'manifest.json')
   writeFeedManifest(manifest, 'resume_feed', host.url)
   const env = {
@@ -36,8 +41,7 @@ test('a pass owed at a stop runs at the next start, over every listing, and find
   }
 
   // The first run hunts nothing (lookback 0): a tenant asks about the domain, then the feed starts listing it.
-  let svc: Service | null = await startService(loadConfig({ ...env, IOC_RETRO_HUNT_DAYS: '0' }))
-  t.after(async () => { await svc?.app.close() })
+  svc = await startService(loadConfig({ ...env, IOC_RETRO_HUNT_DAYS: '0' }))
   const key = (await svc.store.createKey({ tenant: 'tenant-r', permissions: ['verdict', 'mgmt'], quota: null })).key
   const admin = (await svc.store.createKey({ tenant: 'ops', permissions: ['verdict', 'mgmt', 'admin'], quota: null })).key
   const refresh = async (s: Service): Promise<void> => {
