@@ -19,6 +19,7 @@ import { request } from 'undici'
 import { loadConfig } from '../../src/config.ts'
 import { newWebhookSecret, signatureOf } from '../../src/pool/webhook-sender.ts'
 import { startService, type Service } from '../../src/service.ts'
+import { waitFor } from '../fixtures/read-history.ts'
 import { writeFeedManifest } from '../fixtures/retro-feed.ts'
 import { kTestIntelCache, serviceEnv, smallRegistries } from '../helper.ts'
 
@@ -46,16 +47,8 @@ async function receiver (t: TestContext, statuses: number[] = []): Promise<{ url
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, got }
 }
 
-// A bound, not a timing assertion: a refresh answers before its rebuild, and a pass runs at the lowest CPU priority.
-async function waitFor<T> (what: string, fn: () => Promise<T | null> | T | null, timeoutMs = 150_000): Promise<T> {
-  const end = Date.now() + timeoutMs
-  for (;;) {
-    const v = await fn()
-    if (v !== null) return v
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-}
+/** Waits bound for hits and deliveries: a refresh answers before its rebuild, and a pass runs at the lowest priority. */
+const kHitsMs = 150_000
 
 /** How a receiver checks a delivery: HMAC-SHA256 of "<timestamp>.<raw body>", compared in constant time. */
 function verifies (secret: string, r: Received): boolean {
@@ -127,13 +120,13 @@ test('a new hit is delivered signed, and a receiver failing twice gets it on the
   assert.equal(asked.status, 200)
   await waitFor('history stored', async () => {
     const r = await call('GET', '/api/v2/mgmt/enrich-logs/search-history?indicator_value=hooked-domain.example')
-    return r.status === 200 && r.body.results.length > 0 ? true : null
-  })
+    return r.status === 200 && r.body.results.length > 0 ? true : undefined
+  }, kHitsMs)
   feedBody = 'unrelated-hook-entry.example\nhooked-domain.example\n'
   await refresh()
   await svc.retroHunt.idle()
 
-  const delivered = await waitFor('a delivery', () => good.got.length > 0 ? good.got : null)
+  const delivered = await waitFor('a delivery', () => good.got.length > 0 ? good.got : undefined, kHitsMs)
   const first = delivered[0] as Received
   assert.ok(verifies(secret, first), 'the signature verifies with the secret')
   assert.ok(!verifies(secret.slice(0, -1) + (secret.endsWith('A') ? 'B' : 'A'), first), 'and not with another')
@@ -144,13 +137,13 @@ test('a new hit is delivered signed, and a receiver failing twice gets it on the
   assert.deepEqual(body.hits.map((h: Json) => h.indicator.value), ['hooked-domain.example'])
   assert.equal(body.hits[0].then.score, asked.body.risk.score)
 
-  const tries = await waitFor('three attempts', () => flaky.got.length >= 3 ? flaky.got : null)
+  const tries = await waitFor('three attempts', () => flaky.got.length >= 3 ? flaky.got : undefined, kHitsMs)
   assert.equal(new Set(tries.map((r) => r.headers['x-ioc-delivery'])).size, 1, 'every attempt is the same delivery')
   assert.ok(tries.every((r) => r.raw === tries[0]?.raw), 'with the same body')
   const deliveries = await waitFor('the flaky delivery recorded', async () => {
     const r = await call('GET', `/api/v2/mgmt/webhooks/${flakyHook.body.id as string}/deliveries`)
-    return r.body.deliveries?.[0]?.status === 'delivered' ? r.body.deliveries : null
-  })
+    return r.body.deliveries?.[0]?.status === 'delivered' ? r.body.deliveries : undefined
+  }, kHitsMs)
   assert.equal(deliveries.length, 1)
   assert.equal(deliveries[0].attempts, 3)
   assert.equal(deliveries[0].hits, 1)
@@ -209,7 +202,7 @@ test('the receiver example (examples/retro-hunt-receiver.mjs) accepts a signed d
   let err = ''
   child.stdout.on('data', (c: Buffer) => { out += String(c) })
   child.stderr.on('data', (c: Buffer) => { err += String(c) })
-  const url = await waitFor('the receiver listening', () => /listening on (\S+)/.exec(err)?.[1] ?? null)
+  const url = await waitFor('the receiver listening', () => /listening on (\S+)/.exec(err)?.[1], kHitsMs)
   const body = JSON.stringify({ event: 'retro_hunt.hits', delivery_id: 'dl_000000001aaaaaaaaaa', hits: [{ id: 'rh_x', indicator: { type: 'domain', value: 'a.example' } }] })
   const send = async (signature: string, ts = Math.floor(Date.now() / 1000)): Promise<number> => {
     const res = await request(url, { method: 'POST', headers: { 'content-type': 'application/json', 'x-ioc-timestamp': String(ts), 'x-ioc-signature': signature, 'x-ioc-delivery': 'dl_000000001aaaaaaaaaa' }, body })
@@ -221,6 +214,6 @@ test('the receiver example (examples/retro-hunt-receiver.mjs) accepts a signed d
   assert.equal(await send(signatureOf(secret, ts, body), ts), 204, 'a retry is accepted')
   assert.equal(await send(signatureOf(`${secret}x`, ts, body), ts), 401)
   assert.equal(await send(signatureOf(secret, ts - 3600, body), ts - 3600), 401, 'a stale timestamp is refused')
-  await waitFor('the hit printed', () => out.includes('a.example') ? true : null)
+  await waitFor('the hit printed', () => out.includes('a.example') ? true : undefined, kHitsMs)
   assert.equal(out.trim().split('\n').length, 1, 'printed once')
 })

@@ -10,6 +10,7 @@ import { join } from 'node:path'
 import { test, type TestContext } from 'node:test'
 import { loadConfig } from '../../src/config.ts'
 import { startService, type Service } from '../../src/service.ts'
+import { waitFor } from '../fixtures/read-history.ts'
 import { feedHost, writeFeedManifest } from '../fixtures/retro-feed.ts'
 import { CleanupList, kTestIntelCache, pgSchemaCleanups, smallRegistries, type Cleanups } from '../helper.ts'
 
@@ -20,16 +21,6 @@ const kHost = 'www.retro-parent.example'
 const kParent = 'retro-parent.example'
 const kAddress = '91.92.93.77'
 const kBlock = '91.92.93.0/24'
-
-async function waitFor<T> (what: string, fn: () => Promise<T | null>, timeoutMs = 90_000): Promise<T> {
-  const end = Date.now() + timeoutMs
-  for (;;) {
-    const v = await fn()
-    if (v !== null) return v
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
-}
 
 async function scenario (t: TestContext, cleanups: Cleanups, env: Record<string, string>): Promise<void> {
   const host = await feedHost(t)
@@ -85,7 +76,7 @@ async function scenario (t: TestContext, cleanups: Cleanups, env: Record<string,
     return res.statusCode === 200 && res.json().results.length > 0
   }
   for (const [key, value] of [[keys.a, kDomain], [keys.a, kAddress], [keys.b, kHost], [keys.b, kAddress], [keys.c, 'quiet-c.example']] as const) {
-    await waitFor(`history of ${value}`, async () => (await searched(key, value)) ? true : null)
+    await waitFor(`history of ${value}`, async () => (await searched(key, value)) ? true : undefined, 90_000)
   }
 
   host.set(`unrelated-retro-entry.example\n${kDomain}\n${kParent}\n${kBlock}\n`)
@@ -99,8 +90,8 @@ async function scenario (t: TestContext, cleanups: Cleanups, env: Record<string,
   }
   // The refresh answers before its rebuild, and a pass runs at the lowest CPU priority: on a busy machine the hits
   // can take a while (a bound, not a timing assertion).
-  const a = await waitFor('hits of tenant a', async () => { const h = await hitsOf(keys.a); return h.hits.length >= 2 ? h : null }, 150_000)
-  const b = await waitFor('hits of tenant b', async () => { const h = await hitsOf(keys.b); return h.hits.length >= 2 ? h : null }, 60_000)
+  const a = await waitFor('hits of tenant a', async () => { const h = await hitsOf(keys.a); return h.hits.length >= 2 ? h : undefined }, 150_000)
+  const b = await waitFor('hits of tenant b', async () => { const h = await hitsOf(keys.b); return h.hits.length >= 2 ? h : undefined }, 60_000)
   assert.deepEqual((await hitsOf(keys.c)).hits, [], 'a tenant that asked about none of them has no hit')
   assert.deepEqual((await hitsOf(admin)).hits, [], 'nor does a tenant that asked nothing')
 
