@@ -135,15 +135,23 @@ function readBatch (from: number): Batch | null {
   return { parts, bad, next: got.next }
 }
 
-/** Writes one batch with the journal position after it, in one store transaction. */
-async function writeBatch (s: Store, batch: Batch): Promise<void> {
+/**
+ * Writes one batch with the journal position after it, in one store transaction; `meanwhile` runs while the store
+ * waits on its server (Store.writeHistoryParts), and its time does not count as the write's.
+ */
+async function writeBatch (s: Store, batch: Batch, meanwhile: () => void): Promise<void> {
   if (batch.bad.length > 0) setAside(batch.bad)
   const mark = { journal: cfg.journalId, position: batch.next }
   try {
     const t0 = performance.now()
-    await s.writeHistoryParts(batch.parts, mark)
+    let aside = 0
+    await s.writeHistoryParts(batch.parts, mark, () => {
+      const t = performance.now()
+      meanwhile()
+      aside = performance.now() - t
+    })
     writes++
-    writeSeconds += (performance.now() - t0) / 1000
+    writeSeconds += (performance.now() - t0 - aside) / 1000
     written += countOf(batch.parts)
   } catch (err) {
     if (!isPoison(err)) throw err
@@ -154,9 +162,11 @@ async function writeBatch (s: Store, batch: Batch): Promise<void> {
 
 /**
  * Writes journalled records to the store up to the durable end; on a failure, schedules a retry. While the store
- * writes a batch, the next one is read and decoded: PostgreSQL stores a batch in its own server process, so this
- * thread's share of the next batch no longer waits for it (SQLite writes on this thread, where the two still take
- * turns). A batch read ahead and not written (a failure, a stop) is read again from `committed` by the next pass.
+ * commits a batch, the next one is read and decoded: PostgreSQL writes and syncs a batch in its own server process,
+ * so this thread's share of the next batch no longer waits for it (SQLite writes on this thread, where the two still
+ * take turns). The read waits for the commit to be sent: earlier, while the store streams the batch's parts, it would
+ * hold up the stream, and the server with it. A batch read ahead and not written (a failure, a stop) is read again
+ * from `committed` by the next pass.
  */
 async function pumpOnce (): Promise<void> {
   if (stopping) return
@@ -167,21 +177,25 @@ async function pumpOnce (): Promise<void> {
     let batch = readBatch(committed)
     while (batch !== null) {
       if (stopping) break
-      const writing = writeBatch(store, batch)
-      let ahead: Batch | null = null
-      let failedAhead: { err: unknown } | null = null
-      try {
-        ahead = readBatch(batch.next)
-      } catch (err) {
-        failedAhead = { err } // after the write settles: what it committed must count first
+      const next: { read: boolean, batch: Batch | null, failed: { err: unknown } | null } = { read: false, batch: null, failed: null }
+      const from = batch.next
+      const readNext = (): void => {
+        if (next.read) return
+        next.read = true
+        try {
+          next.batch = readBatch(from)
+        } catch (err) {
+          next.failed = { err } // after the write settles: what it committed must count first
+        }
       }
-      await writing
+      await writeBatch(store, batch, readNext)
+      readNext() // a store that did not call it (SQLite)
       committed = batch.next
       status()
-      if (failedAhead !== null) throw failedAhead.err
+      if (next.failed !== null) throw next.failed.err
       // A turn of the event loop between batches: a 'stop' waiting in the queue is seen here.
       await nextTurn()
-      batch = ahead ?? readBatch(committed)
+      batch = next.batch ?? readBatch(committed)
     }
     lastError = null
     retryMs = kRetryMinMs

@@ -217,17 +217,24 @@ export class PostgresHistory {
 
   /**
    * Writes parts with their usage counters in one transaction, and the journal mark when given. Parts get
-   * consecutive item ids in order; each run of parts with one uid becomes a request row.
+   * consecutive item ids in order; each run of parts with one uid becomes a request row. `meanwhile` runs once the
+   * commit is sent, while the server writes the batch (Store.writeHistoryParts).
    */
-  async write (parts: readonly HistoryPart[], mark: Mark | undefined): Promise<void> {
+  async write (parts: readonly HistoryPart[], mark: Mark | undefined, meanwhile?: () => void): Promise<void> {
     const todo = parts.filter((p) => p.count > 0)
     if (todo.length === 0 && mark === undefined) return
     const days = new Set<string>()
     for (const p of todo) days.add(p.day).add(nextDay(p.day))
+    let pending = meanwhile
+    const once = (): void => {
+      const fn = pending
+      pending = undefined
+      fn?.()
+    }
     for (let attempt = 1; ; attempt++) {
       await this.ensureDays(days)
       try {
-        await this.#write(todo, mark)
+        await this.#write(todo, mark, once)
         return
       } catch (err) {
         // 23514: no partition for a row. Another instance's purge dropped a day this store had seen: look again.
@@ -242,7 +249,7 @@ export class PostgresHistory {
    * read the open blocks; COPY the parts; COPY the request rows; write the blocks, add the usage counters and commit.
    * Statements other than the COPYs carry their values as literals (escaped), so that several go in one round trip.
    */
-  async #write (todo: readonly HistoryPart[], mark: Mark | undefined): Promise<void> {
+  async #write (todo: readonly HistoryPart[], mark: Mark | undefined, meanwhile: (() => void) | undefined): Promise<void> {
     const s = this.#s
     await this.#port.session(async (c) => {
       const begin = ['BEGIN']
@@ -252,7 +259,7 @@ export class PostgresHistory {
           'ON CONFLICT (journal) DO UPDATE SET position = excluded.position')
       }
       if (todo.length === 0) {
-        await inTransaction(c, begin.join('; '), async () => null)
+        await inTransaction(c, begin.join('; '), async () => null, meanwhile)
         return
       }
       const runs = requestRuns(todo)
@@ -274,7 +281,7 @@ export class PostgresHistory {
           requests.push({ id: req++, fields: todo[run.start] as HistoryPart, first, last: item - 1 })
         }
         return await this.#store(c, requests, stored, reserved, usageDeltas(todo))
-      })
+      }, meanwhile)
     })
   }
 
@@ -522,12 +529,16 @@ function reserve (sequence: string, n: number): string {
  * the statements that follow it at once (one round trip); `fn` gets their results and returns the transaction's last
  * statement, sent with COMMIT (one round trip), or null.
  */
-async function inTransaction (c: pg.PoolClient, begin: string, fn: (head: pg.QueryResult[]) => Promise<string | null>): Promise<void> {
+async function inTransaction (c: pg.PoolClient, begin: string, fn: (head: pg.QueryResult[]) => Promise<string | null>,
+  meanwhile?: () => void): Promise<void> {
   try {
     const head = await c.query(begin) as pg.QueryResult | pg.QueryResult[]
     const last = await fn(Array.isArray(head) ? head : [head])
     // After an error in the last statement the server skips COMMIT; the catch below rolls back.
-    await c.query(last === null ? 'COMMIT' : `${last}; COMMIT`)
+    const committed = c.query(last === null ? 'COMMIT' : `${last}; COMMIT`)
+    // The query is on the socket: the server writes (and syncs) the batch while the caller works.
+    meanwhile?.()
+    await committed
   } catch (err) {
     await c.query('ROLLBACK').catch(() => {})
     throw err

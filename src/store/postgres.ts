@@ -127,9 +127,9 @@ export class PostgresStore extends SqlStore implements Store {
    * Inserts encoded parts with their usage counters in one transaction (history/postgres-history.ts), saving the
    * journal mark in the same transaction when given.
    */
-  async writeHistoryParts (parts: readonly HistoryPart[], mark?: JournalMark): Promise<void> {
+  async writeHistoryParts (parts: readonly HistoryPart[], mark?: JournalMark, meanwhile?: () => void): Promise<void> {
     this.#port.assertOpen()
-    await this.#history.write(parts, mark)
+    await this.#history.write(parts, mark, meanwhile)
   }
 
   /** One page of a tenant's history, newest first. */

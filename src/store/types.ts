@@ -204,8 +204,12 @@ export interface Store {
   /**
    * The same for items as the scoring workers encoded them (history/block.ts): the history writer's hot path. SQLite
    * stores the parts as they are; PostgreSQL expands them into its rows.
+   *
+   * `meanwhile`, when given, is called at most once while the write waits on the database for its transaction's last
+   * step (PostgreSQL: once the commit is sent), so that the caller's own work overlaps the server's; a store that
+   * writes on the caller's thread (SQLite) does not call it. It must not throw.
    */
-  writeHistoryParts (parts: readonly HistoryPart[], mark?: JournalMark): Promise<void>
+  writeHistoryParts (parts: readonly HistoryPart[], mark?: JournalMark, meanwhile?: () => void): Promise<void>
   /**
    * How far the history journal named `journal` is written into this store (JournalMark.position), 0 when never.
    * writeHistoryParts with a mark stores it in the same transaction as the parts, so a replay after a crash writes

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { test, type TestContext } from 'node:test'
 import pg from 'pg'
+import { rowParts } from '../../src/history/blocks.ts'
 import { toRows } from '../../src/history/rows.ts'
 import { PostgresStore } from '../../src/store/postgres.ts'
 import { kPostgresMigrations } from '../../src/store/migrations/postgres/index.ts'
@@ -156,6 +157,36 @@ test('PostgreSQL: a batch becomes part and request rows with consecutive ids, in
     'rd:192.0.2.1', 'rd:192.0.2.0', 'rb:192.0.2.3', 'rb:192.0.2.2', 'rb:192.0.2.1', 'rb:192.0.2.0',
     'ra:192.0.2.1', 'ra:192.0.2.0', 'ra:192.0.2.2', 'ra:192.0.2.1', 'ra:192.0.2.0'
   ])
+})
+
+test('PostgreSQL: a batch calls its meanwhile once, after its statements are sent and before the write settles', async (t) => {
+  const fresh = await freshSchema(t, 1, 2)
+  if (fresh === null) return
+  const { schema, admin } = fresh
+  const store = fresh.stores[0] as PostgresStore
+  await store.migrate()
+  const parts = rowParts(toRows(Array.from({ length: 3 }, (_, i) => historyRecord({
+    date: '2024-01-01T00:00:00.000Z', request_id: 'rm', tenant: 'meanwhile', indicator: { type: 'ip', value: `192.0.2.${i}`, normalized: null }
+  }))))
+  const calls: string[] = []
+  const writing = store.writeHistoryParts(parts, { journal: 'j', position: 7 }, () => { calls.push('meanwhile') })
+  void writing.then(() => calls.push('settled'))
+  await writing
+  assert.deepEqual(calls, ['meanwhile', 'settled'])
+  const q = async (sql: string): Promise<unknown[]> => (await admin.query(sql.replaceAll('$s', `"${schema}"`))).rows
+  assert.deepEqual(await q('SELECT sum(n)::int AS n FROM $s.history_parts'), [{ n: 3 }])
+  assert.equal(await store.journalPosition('j'), 7)
+  // A mark alone commits too, and calls it once.
+  calls.length = 0
+  await store.writeHistoryParts([], { journal: 'j', position: 9 }, () => { calls.push('mark') })
+  assert.deepEqual(calls, ['mark'])
+  assert.equal(await store.journalPosition('j'), 9)
+  // A batch the server refuses (a mark that is not a safe integer) fails before its commit: no call.
+  calls.length = 0
+  await assert.rejects(store.writeHistoryParts(parts, { journal: 'j', position: 2 ** 60 }, () => { calls.push('refused') }),
+    { code: 'INVALID_REQUEST' })
+  assert.deepEqual(calls, [])
+  assert.deepEqual(await q('SELECT sum(n)::int AS n FROM $s.history_parts'), [{ n: 3 }])
 })
 
 test('PostgreSQL: a block a batch does not fit in is closed, and a tenant and day keeps one open block', async (t) => {
