@@ -6,8 +6,7 @@
  * pairs each request's parts with its envelope and hands them to the store, which keeps them as they are (SQLite) or
  * expands them into rows (PostgreSQL, history.rejected). No thread parses and re-serializes records on the way.
  */
-import { randomUUID } from 'node:crypto'
-import { column, optionalColumn } from './rows.ts'
+import { column, newRequestUid, optionalColumn } from './rows.ts'
 import { utcDayOf } from './utc-day.ts'
 import type { HistoryRequestFields } from './rows.ts'
 import { partCount, type HistoryPart } from './block.ts'
@@ -24,7 +23,7 @@ export function historyParts (envelope: HistoryEnvelope, parts: Uint8Array[], ou
   const ts = Date.parse(envelope.date)
   // One uid per request: the store keeps the envelope once and the items refer to it.
   const head: HistoryRequestFields = {
-    uid: randomUUID(),
+    uid: newRequestUid(),
     ts,
     date: envelope.date,
     day: utcDayOf(ts),

@@ -2,7 +2,7 @@
  * Store-independent handling of history: record validation and flattening into rows, usage deltas,
  * search filter validation and the opaque pagination cursor. SQLite and PostgreSQL differ only in SQL.
  */
-import { randomUUID } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import { StoreError } from '../errors.ts'
 import { isCanonicalIso, parseTimestamp, utcDayOf } from './utc-day.ts'
 import type { HistoryRecord, SearchFilters } from './types.ts'
@@ -19,6 +19,29 @@ export const MAX_SEARCH_LIMIT = 1000
  * Part of the schema (migration 1 of both stores): changing it needs a new migration that rebuilds the index.
  */
 export const MAX_INDEXED_CHARS = 512
+
+/** This process's tag in request uids: what tells two processes' uids of one millisecond apart. */
+const kUidProcess = randomBytes(6).toString('hex')
+let uidMs = 0
+let uidSeq = 0
+
+/**
+ * A new request uid (HistoryRequestFields.uid): 9 base-36 digits of milliseconds, 4 of a counter within the
+ * millisecond, then this process's random tag. A process's uids strictly increase, even if the clock steps back, so
+ * SQLite's unique index on them takes each at its end: random UUIDs, which land anywhere in that index, cost a
+ * single call's history about 10 us more (docs/PERFORMANCE.md). Nothing reads the time out of a uid.
+ */
+export function newRequestUid (): string {
+  const now = Date.now()
+  if (now > uidMs) {
+    uidMs = now
+    uidSeq = 0
+  } else if (++uidSeq === 36 ** 4) {
+    uidMs++
+    uidSeq = 0
+  }
+  return `${uidMs.toString(36).padStart(9, '0')}${uidSeq.toString(36).padStart(4, '0')}${kUidProcess}`
+}
 
 /** The request-level fields of a history record as the stores keep them (columns sanitized with column()). */
 export interface HistoryRequestFields {
@@ -154,7 +177,7 @@ export function toRows (records: readonly HistoryRecord[]): HistoryRow[] {
       throw new StoreError('INVALID_RECORD', `history record ${i}: not serializable as JSON`, { cause: err })
     }
     const row: HistoryRow = {
-      uid: previous !== null && previous.envelope === halves.envelope ? previous.uid : randomUUID(),
+      uid: previous !== null && previous.envelope === halves.envelope ? previous.uid : newRequestUid(),
       ts,
       date,
       day: utcDayOf(ts),

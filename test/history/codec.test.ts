@@ -4,12 +4,13 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { HistoryItems } from '../../src/history/codec.ts'
+import { HistoryItems, historyParts } from '../../src/history/codec.ts'
+import type { HistoryPart } from '../../src/history/block.ts'
 import { itemTail, kInvalidVerdictMembers } from '../../src/history/record.ts'
 import { itemFragment } from '../fixtures/history-record.ts'
 import { historyRows } from '../fixtures/history-rows.ts'
 import type { HistoryEnvelope } from '../../src/history/types.ts'
-import { recordJson, type HistoryRow } from '../../src/history/rows.ts'
+import { newRequestUid, recordJson, type HistoryRow } from '../../src/history/rows.ts'
 
 const kEnvelope: HistoryEnvelope = {
   date: '2026-11-21T10:00:00.000Z',
@@ -227,4 +228,23 @@ test('a part of an unknown format or with a damaged member table is refused, not
   damaged.writeUInt32LE(7, 12 + 8 + 16) // the item's tail id: no such tail
   assert.throws(() => rowsOf(damaged), { code: 'INVALID_RECORD' })
   assert.equal(rowsOf(part).length, 1, 'the intact part still reads')
+})
+
+test('request uids of one process strictly increase, are unique and keep one form, one per request', () => {
+  const uids = Array.from({ length: 50_000 }, () => newRequestUid())
+  for (let i = 1; i < uids.length; i++) assert.ok((uids[i - 1] as string) < (uids[i] as string), `uid ${i} does not follow the one before`)
+  assert.equal(new Set(uids).size, uids.length)
+  for (const uid of [uids[0], uids[uids.length - 1]]) assert.match(uid as string, /^[0-9a-z]{9}[0-9a-z]{4}[0-9a-f]{12}$/)
+  // The writer gives each request one, shared by its parts, and the next request a later one.
+  const parts: HistoryPart[] = []
+  const encoded = (n: number): Uint8Array => {
+    const items = new HistoryItems()
+    for (let i = 0; i < n; i++) items.add('ip', `192.0.2.${i}`, null, itemFragment({ type: 'ip', value: `192.0.2.${i}`, normalized: null }, kInvalidVerdictMembers, null, null))
+    return items.encode()
+  }
+  historyParts(kEnvelope, [encoded(2), encoded(1)], parts)
+  historyParts({ ...kEnvelope, request_id: 'req-2', count: 1 }, [encoded(1)], parts)
+  assert.equal(parts.length, 3)
+  assert.equal(parts[0]?.uid, parts[1]?.uid)
+  assert.ok((parts[1]?.uid as string) < (parts[2]?.uid as string))
 })
