@@ -23,7 +23,7 @@ import { webhookRoutes } from './http/routes-webhooks.ts'
 import { registerOpenApi } from './http/openapi.ts'
 import { registerRateLimit } from './http/rate-limit.ts'
 import { kPackageVersion } from './http/request-fields.ts'
-import { requestLogger } from './http/request-logger.ts'
+import { AccessLog, requestLogger } from './http/request-logger.ts'
 import { keyRoutes } from './http/routes-keys.ts'
 import { TenantAllowlists } from './bulk/allowlist.ts'
 import { allowlistRoutes } from './http/routes-allowlist.ts'
@@ -85,6 +85,8 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     loggerInstance: deps.logger as FastifyBaseLogger,
     // A request's pino child is made when it writes a line (request-logger.ts), not for every request.
     childLoggerFactory: (logger, bindings, options) => requestLogger(logger as Logger, bindings, options) as unknown as FastifyBaseLogger,
+    // One line per request, as its answer is sent (request-logger.ts).
+    logController: new AccessLog(),
     bodyLimit: config.bodyLimit,
     genReqId: requestId,
     // Behind a reverse proxy, its X-Forwarded-For and X-Forwarded-Proto, from the listed addresses only (docs/OPERATIONS.md).

@@ -161,6 +161,47 @@ test('an API key in the query string is refused with 401 API_KEY_IN_QUERY and ne
   assert.ok(lines.some((l) => l.includes('?[redacted]')), 'URLs are logged without their query string')
 })
 
+test('each request writes one access line at info, when answered, with its request, status and time; arrivals only at debug', async (t) => {
+  for (const level of ['info', 'debug', 'warn']) {
+    const dir = mkdtempSync(join(tmpdir(), 'iocv-edges-'))
+    const lines: string[] = []
+    const sink = new Writable({ write (chunk: Buffer, _enc, cb) { lines.push(chunk.toString()); cb() } })
+    const config = loadConfig({ IOC_DATA_DIR: dir, IOC_LOG_LEVEL: level, IOC_POOL_SIZE: '0', IOC_BOOTSTRAP_KEY: '0', IOC_INTEL_CACHE_DIR: kTestIntelCache })
+    const svc = await startService(config, { logger: createLogger(config, sink) })
+    t.after(async () => { await svc.app.close(); rmSync(dir, { recursive: true, force: true }) })
+    const key = (await svc.store.createKey({ tenant: 't1', permissions: ['verdict'] })).key
+    lines.length = 0
+    const ok = await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict', headers: { 'x-api-key': key }, payload: { indicator: { value: '8.8.8.8' } } })
+    assert.equal(ok.statusCode, 200)
+    const missing = await svc.app.inject({ method: 'GET', url: '/api/v2/nowhere?q=1' })
+    assert.equal(missing.statusCode, 404)
+    const records = lines.flatMap((l) => l.split('\n')).filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>)
+    const of = (id: string, msg: string): Array<Record<string, unknown>> => records.filter((r) => r.reqId === id && r.msg === msg)
+    const okId = ok.headers['x-request-id'] as string
+    const missingId = missing.headers['x-request-id'] as string
+    if (level === 'warn') {
+      assert.deepEqual(of(okId, 'request completed'), [], level)
+      continue
+    }
+    const done = of(okId, 'request completed')
+    assert.equal(done.length, 1, `${level}: one completion line`)
+    const req = done[0]?.req as { method?: string, url?: string, remoteAddress?: string }
+    assert.deepEqual([req.method, req.url, req.remoteAddress], ['POST', '/api/v2/ioc/verdict', '127.0.0.1'])
+    assert.deepEqual(done[0]?.res, { statusCode: 200 })
+    assert.equal(done[0]?.level, 30)
+    assert.equal(typeof done[0]?.responseTime, 'number')
+    assert.equal((of(missingId, 'request completed')[0]?.res as { statusCode?: number } | undefined)?.statusCode, 404)
+    assert.equal((of(missingId, 'request completed')[0]?.req as { url?: string } | undefined)?.url, '/api/v2/nowhere?[redacted]')
+    // The arrival line: only at debug, before the completion line.
+    const arrived = of(okId, 'incoming request')
+    assert.equal(arrived.length, level === 'debug' ? 1 : 0, `${level}: arrival lines`)
+    if (level === 'debug') {
+      assert.equal(arrived[0]?.level, 20)
+      assert.ok(records.indexOf(arrived[0] as Record<string, unknown>) < records.indexOf(done[0] as Record<string, unknown>))
+    }
+  }
+})
+
 test('a lone surrogate in a bulk value is echoed escaped (\\ud800), not as replacement characters, on a scoring thread', async (t) => {
   const b = await build(t, { IOC_POOL_SIZE: '1' })
   const res = await b.app.inject({
