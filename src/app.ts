@@ -86,7 +86,7 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     // A request's pino child is made when it writes a line (request-logger.ts), not for every request.
     childLoggerFactory: (logger, bindings, options) => requestLogger(logger as Logger, bindings, options) as unknown as FastifyBaseLogger,
     // One line per request, as its answer is sent (request-logger.ts).
-    logController: new AccessLog(),
+    logController: new AccessLog(deps.logger),
     bodyLimit: config.bodyLimit,
     genReqId: requestId,
     // Behind a reverse proxy, its X-Forwarded-For and X-Forwarded-Proto, from the listed addresses only (docs/OPERATIONS.md).

@@ -10,7 +10,7 @@ import pino, { type Logger } from 'pino'
 import { buildApp } from './app.ts'
 import { Lifecycle, type PartSpec } from './lifecycle.ts'
 import { lockDataDir } from './data-dir-lock.ts'
-import { redactUrl } from './http/edges.ts'
+import { requestSerializer } from './http/request-logger.ts'
 import { storeOptions, type Config } from './config.ts'
 import { startHistory, type HistoryClient } from './history/client.ts'
 import { buildSnapshot, buildSummary, FeedRefresher, loadManifest, type IntelSourceOptions } from './intel/index.ts'
@@ -57,11 +57,6 @@ export interface Service {
 /** Where the intel snapshot comes from. */
 export function intelSource (config: Readonly<Config>): IntelSourceOptions & { feedsDir: string } {
   return { manifest: config.feeds, feedsDir: join(config.dataDir, 'feeds'), cacheDir: config.intelCacheDir ?? join(config.dataDir, 'intel'), asnDir: config.asnDir, countryDir: config.countryDir }
-}
-
-/** A request as its log lines show it: never its query string or headers (keys, cookies). */
-function requestSerializer (req: { method?: string, url?: string, ip?: string, socket?: { remotePort?: number } }): object {
-  return { method: req.method, url: redactUrl(req.url), remoteAddress: req.ip, remotePort: req.socket?.remotePort }
 }
 
 /** The service's logger: JSON lines on stdout; keys and URLs are redacted wherever they appear. */
