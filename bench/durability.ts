@@ -39,6 +39,7 @@ import { parseArgs } from 'node:util'
 import { Agent, request, type Dispatcher } from 'undici'
 import { defaults } from '../src/config.ts'
 import { mixedCorpus } from './corpus.ts'
+import { median } from './stats.ts'
 
 const kRoot = join(import.meta.dirname, '..')
 const kIntelCache = join(tmpdir(), 'ioc-verdict-bench-intel')
@@ -292,11 +293,6 @@ async function quiet (server: Server): Promise<void> {
     const b = processCpuMs(server.proc.pid)
     if (a === null || b === null || b - a < 15 || Date.now() > until) return
   }
-}
-
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length === 0 ? NaN : s.length % 2 === 1 ? s[s.length >> 1] as number : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2
 }
 
 // Both servers run side by side and the modes take turns, level by level and round by round (the order flips each

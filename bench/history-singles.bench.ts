@@ -23,15 +23,12 @@ import { loadManifest, loadSnapshot } from '../src/intel/index.ts'
 import { scoreBulkChunk } from '../src/pool/score-chunk.ts'
 import { SqliteStore, type HistoryPart } from '../src/store/index.ts'
 import { benchEnvelope } from './history-envelope.ts'
+import { median } from './stats.ts'
 
 const { values } = parseArgs({ options: { calls: { type: 'string', default: '10000' }, rounds: { type: 'string', default: '12' } } })
 const kCalls = Math.max(1, Number(values.calls))
 const kRounds = Math.max(3, Number(values.rounds))
 const kWarmup = 2
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length % 2 === 1 ? s[(s.length - 1) / 2] as number : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2
-}
 
 const feeds = await loadManifest(join(import.meta.dirname, '..', 'data', 'feeds', 'manifest.json'))
 const snapshot = new Snapshot((await loadSnapshot({ feeds, cacheDir: join(tmpdir(), 'ioc-verdict-bench-intel') })).data)

@@ -22,6 +22,7 @@ import { benchEnvelope } from './history-envelope.ts'
 import { loadManifest, loadSnapshot } from '../src/intel/index.ts'
 import { scoreBulkChunk, type ChunkItem } from '../src/pool/score-chunk.ts'
 import { PostgresStore, SqliteStore, type HistoryPart, type JournalMark } from '../src/store/index.ts'
+import { median } from './stats.ts'
 
 const { values } = parseArgs({ options: { postgres: { type: 'string' }, rounds: { type: 'string', default: '10' } } })
 if (values.postgres === undefined) throw new Error('--postgres URL is required')
@@ -30,10 +31,6 @@ const kRounds = Math.max(1, Number(values.rounds))
 const kParts = 20
 const kPart = 5_000
 const log = (line: string): void => { process.stderr.write(line + '\n') }
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length % 2 === 1 ? s[(s.length - 1) / 2] as number : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2
-}
 
 /** Random public-looking indicators: IPv4, domains and SHA-256 hashes (about 60/30/10). */
 function freshIndicators (n: number): ChunkItem[] {

@@ -39,6 +39,7 @@ import { historyParts } from '../src/history/codec.ts'
 import { scoreBulkChunk, type ChunkItem } from '../src/pool/score-chunk.ts'
 import { PostgresStore, SqliteStore, type HistoryPart } from '../src/store/index.ts'
 import { startService } from '../src/service.ts'
+import { median } from './stats.ts'
 
 const kRoot = join(import.meta.dirname, '..')
 const kIntelCache = join(tmpdir(), 'ioc-verdict-bench-intel')
@@ -70,10 +71,6 @@ const kPostgres = values.postgres ?? null
 const log = (line: string): void => { process.stderr.write(line + '\n') }
 const round = (x: number, d = 0): number => Math.round(x * 10 ** d) / 10 ** d
 const sleep = async (ms: number): Promise<void> => await new Promise((resolve) => setTimeout(resolve, ms))
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length === 0 ? NaN : s.length % 2 === 1 ? s[(s.length - 1) / 2] as number : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2
-}
 
 /** Random public-looking indicators: IPv4, domains and SHA-256 hashes (about 60/30/10), never repeated in practice. */
 function freshIndicators (n: number): Array<{ type?: string, value: string }> {

@@ -96,10 +96,7 @@ for (const durability of ['sync', 'async'] as const) {
     void client.flush()
     // Looked at every turn of the event loop, not every 50 ms: on an idle machine the writer copies these few hundred
     // records in less than that, and destroy() would come after it finished.
-    for (const end = Date.now() + 60_000; client.state().written === 0;) {
-      if (Date.now() > end) throw new Error('gave up waiting for the writer to be copying the backlog')
-      await new Promise((resolve) => setImmediate(resolve))
-    }
+    await waitFor('the writer to be copying the backlog', () => client.state().written > 0 ? true : undefined, 60_000, 0)
     const destroying = client.destroy(new Error('stop now (test)'))
     destroyed = true
     await destroying
