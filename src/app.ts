@@ -3,7 +3,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify'
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
 import type { Socket } from 'node:net'
 import { join } from 'node:path'
@@ -73,10 +73,29 @@ function isApiUrl (url: string): boolean {
 /** How long each plugin may take to load before the start fails (Fastify's default is 10 s). */
 const kPluginTimeoutMs = 120_000
 
-/** A client-supplied x-request-id is kept only if it is short and plain, so it cannot forge log lines. */
+/**
+ * A client-supplied x-request-id is kept only if it is short and plain, so it cannot forge log lines, and does not
+ * have an API key's form (`iocv_...`): a key sent there by mistake would be echoed and logged with every line.
+ */
 function requestId (req: { headers: Record<string, string | string[] | undefined> }): string {
   const h = req.headers['x-request-id']
-  return typeof h === 'string' && kRequestIdPattern.test(h) ? h : randomUUID()
+  return typeof h === 'string' && kRequestIdPattern.test(h) && !h.startsWith('iocv_') ? h : randomUUID()
+}
+
+/** The documented error body for any error a request meets, and its one log line (a 4xx's line: its code, never its message). */
+function answerError (err: FastifyError & { retryAfter?: number }, req: FastifyRequest, reply: FastifyReply): void {
+  const pub = toPublicError(err)
+  // Refusals by design (overload, quota, shutdown) are routine: one warn line, no stack.
+  if (kExpectedRefusals.has(pub.code)) req.log.warn({ code: pub.code, status: pub.status, reason: pub.message }, 'request refused')
+  else if (pub.status >= 500) req.log.error({ err }, 'request failed')
+  else req.log.info({ code: pub.code, status: pub.status }, 'request rejected')
+  if (kRetryAfterCodes.has(pub.code)) reply.header('retry-after', String(err.retryAfter ?? kOverloadRetryAfter))
+  reply.code(pub.status).type('application/json; charset=utf-8').send({
+    statusCode: pub.status,
+    code: pub.code,
+    error: STATUS_CODES[pub.status] ?? 'Error',
+    message: pub.message
+  })
 }
 
 /** Builds the Fastify app with every route. */
@@ -100,8 +119,10 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     http: { headersTimeout: config.headersTimeoutMs, requestTimeout: config.requestTimeoutMs, connectionsCheckingInterval: kConnectionsCheckMs },
     // Errors of Node's HTTP parser (431, 414, 408, malformed requests) get the documented body too.
     clientErrorHandler,
-    // Fastify's own URL errors (a bad encoding, an over-long path parameter) go through the error handler below.
-    frameworkErrors: (err, _req, reply) => { reply.send(err as never) },
+    // Fastify's own URL errors (a bad encoding, an over-long path parameter) get the documented body too. Not by
+    // reply.send(err): Fastify answers those with its default handler, whose body and log line hold the whole URL,
+    // query string and all.
+    frameworkErrors: (err, req, reply) => { answerError(err, req, reply) },
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } },
     // Fastify's default gives each plugin 10 s to load; on a host whose CPUs are saturated (a busy shared machine,
     // a deploy starting many instances at once) @fastify/swagger-ui alone took longer and the start failed. A start
@@ -154,20 +175,7 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   // whatever clients do. (A stalled request holds its connection for requestTimeout at most.)
   app.server.maxConnections = config.maxConnections
 
-  app.setErrorHandler((err: FastifyError & { retryAfter?: number }, req, reply) => {
-    const pub = toPublicError(err)
-    // Refusals by design (overload, quota, shutdown) are routine: one warn line, no stack.
-    if (kExpectedRefusals.has(pub.code)) req.log.warn({ code: pub.code, status: pub.status, reason: pub.message }, 'request refused')
-    else if (pub.status >= 500) req.log.error({ err }, 'request failed')
-    else req.log.info({ code: pub.code, status: pub.status }, 'request rejected')
-    if (kRetryAfterCodes.has(pub.code)) reply.header('retry-after', String(err.retryAfter ?? kOverloadRetryAfter))
-    reply.code(pub.status).type('application/json; charset=utf-8').send({
-      statusCode: pub.status,
-      code: pub.code,
-      error: STATUS_CODES[pub.status] ?? 'Error',
-      message: pub.message
-    })
-  })
+  app.setErrorHandler(answerError)
   app.setNotFoundHandler((req, reply) => {
     reply.code(404).send({ statusCode: 404, code: new NotFoundError('').code, error: 'Not Found', message: `no route ${req.method} ${req.url.split('?')[0] ?? ''}` })
   })

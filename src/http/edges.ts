@@ -14,11 +14,18 @@ const kKeyParams = new Set(['api_key', 'apikey', 'api-key', 'key', 'x-api-key', 
 /** Longest URL accepted (request line target), in bytes; routes take no more than a few hundred. */
 export const kMaxUrlLength = 8192
 
-/** A URL as logs may show it: the path, and no query string (it may carry secrets). */
+/** An absolute-form request target's scheme and user information (`http://user:password@`). */
+const kUserInfo = /^([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^/?#]*@/
+
+/**
+ * A URL as logs may show it: the path, and no query string or user information (either may carry secrets; a client
+ * may send an absolute URL, `http://user:password@host/path`, as its request target).
+ */
 export function redactUrl (url: string | undefined): string | undefined {
   if (url === undefined) return undefined
   const q = url.indexOf('?')
-  return q === -1 ? url : `${url.slice(0, q)}?[redacted]`
+  const path = q === -1 ? url : `${url.slice(0, q)}?[redacted]`
+  return path.charCodeAt(0) === 47 ? path : path.replace(kUserInfo, '$1[redacted]@') // 47: '/', the usual origin form
 }
 
 /** Throws for a URL over kMaxUrlLength and for any key in the query string (the app's first onRequest check). */

@@ -161,6 +161,33 @@ test('an API key in the query string is refused with 401 API_KEY_IN_QUERY and ne
   assert.ok(lines.some((l) => l.includes('?[redacted]')), 'URLs are logged without their query string')
 })
 
+test('a key in a bad URL, in a URL\'s user information or as the request id reaches neither a log line nor an answer', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'iocv-edges-'))
+  const lines: string[] = []
+  const sink = new Writable({ write (chunk: Buffer, _enc, cb) { lines.push(chunk.toString()); cb() } })
+  const config = loadConfig({ IOC_DATA_DIR: dir, IOC_LOG_LEVEL: 'debug', IOC_POOL_SIZE: '0', IOC_BOOTSTRAP_KEY: '0', IOC_INTEL_CACHE_DIR: kTestIntelCache })
+  const svc = await startService(config, { logger: createLogger(config, sink) })
+  t.after(async () => { await svc.app.close(); rmSync(dir, { recursive: true, force: true }) })
+  const key = (await svc.store.createKey({ tenant: 't1', permissions: ['verdict'] })).key
+  const secret = key.split('_').slice(2).join('_')
+  const port = Number(new URL(await svc.app.listen({ host: '127.0.0.1', port: 0 })).port)
+  // A bad percent-encoding in the path: Fastify's own error, answered with the documented body, the URL not echoed.
+  const bad = await rawExchange(port, `POST /api/v2/ioc/verdict/%ZZ?api_key=${key} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`)
+  assert.equal(bad.status, 400)
+  assert.deepEqual(JSON.parse(bad.body), { statusCode: 400, code: 'INVALID_REQUEST', error: 'Bad Request', message: 'the URL is not valid' })
+  // An absolute-form target with the key as its password (it authenticates nothing).
+  const absolute = await rawExchange(port, `POST http://iocv:${key}@127.0.0.1/api/v2/ioc/verdict HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`)
+  assert.equal(absolute.status, 401)
+  // The key sent as the request id: a fresh id is used instead.
+  const traced = await svc.app.inject({ method: 'GET', url: '/api/v2/ioc/health', headers: { 'x-request-id': key } })
+  assert.equal(traced.statusCode, 200)
+  assert.notEqual(traced.headers['x-request-id'], key)
+  assert.equal(await svc.app.inject({ method: 'GET', url: '/api/v2/ioc/health', headers: { 'x-request-id': 'trace-1' } }).then((r) => r.headers['x-request-id']), 'trace-1')
+  for (const text of [bad.headers, bad.body, absolute.headers, absolute.body, ...lines]) assert.ok(!text.includes(secret), `the key's secret in: ${text}`)
+  assert.ok(lines.some((l) => l.includes('"url":"http://[redacted]@127.0.0.1/api/v2/ioc/verdict"')), 'the user information is redacted')
+  assert.ok(lines.some((l) => l.includes('"code":"INVALID_REQUEST"') && l.includes('request rejected')), 'the bad URL is logged by its code')
+})
+
 test('each request writes one access line at info, when answered, with its request, status and time; arrivals only at debug', async (t) => {
   for (const level of ['info', 'debug', 'warn']) {
     const dir = mkdtempSync(join(tmpdir(), 'iocv-edges-'))
