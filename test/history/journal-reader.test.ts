@@ -4,7 +4,7 @@
  * not), and a frame damaged on disk is skipped with the rest of its segment, never misread.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { constants, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test, type TestContext } from 'node:test'
@@ -151,4 +151,41 @@ test('the shared durable end: the writer is told once after it asks to be woken,
   writer.sleep()
   assert.equal(main.publish(2 ** 40 + 13), true)
   assert.equal(writer.wakeTaken(), false)
+})
+
+/** The open-file flags (octal, from Linux's fdinfo) of this process's descriptors on `file`. */
+function flagsOf (file: string): number[] {
+  const out: number[] = []
+  for (const fd of readdirSync('/proc/self/fd')) {
+    let target = ''
+    try {
+      target = readlinkSync(`/proc/self/fd/${fd}`)
+    } catch {
+      continue // closed since the listing
+    }
+    if (target !== file) continue
+    const flags = /^flags:\s+([0-7]+)$/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'))?.[1]
+    if (flags !== undefined) out.push(Number.parseInt(flags, 8))
+  }
+  return out
+}
+
+test('a segment is written with O_DSYNC, so a group is synced by its write alone, after a rotation too', { skip: process.platform !== 'linux' }, async (t) => {
+  const dir = journalDir(t)
+  const journal = await Journal.open({ dir, limit: 1 << 30, segmentBytes: 4096, durability: 'sync', asyncWindowMs: 10, asyncWindowBytes: 1 << 20 })
+  t.after(async () => { await journal.close() })
+  const segment = (): string => join(dir, segmentName(listSegments(dir).at(-1) as number))
+  const first = segment()
+  assert.deepEqual(flagsOf(first).map((f) => (f & constants.O_DSYNC) !== 0), [true])
+  // Past segmentBytes the journal begins a new segment file: it is opened the same way.
+  await journal.append(envelope(0, 1), [Buffer.alloc(5000, 1)], () => {})
+  await journal.settle() // the rotation follows the group's write
+  const second = segment()
+  assert.notEqual(second, first)
+  const flags = flagsOf(second)
+  assert.equal(flags.length, 1)
+  assert.ok(((flags[0] as number) & constants.O_DSYNC) !== 0, 'O_DSYNC on the new segment')
+  assert.ok(((flags[0] as number) & constants.O_APPEND) !== 0, 'appends only')
+  await journal.append(envelope(1, 1), [Buffer.alloc(10, 2)], () => {})
+  assert.ok(journal.durable > 5000)
 })
