@@ -1,13 +1,14 @@
 /**
  * One-shot worker running one retro-hunt pass (src/pool/retro-pass.ts) off the main thread, on a store connection of
- * its own, at the lowest CPU priority where the system allows it per thread (src/pool/thread-priority.ts). The parent posts 'stop' to end it early: the pass stops between parts, the store is closed by this thread
- * (never left to teardown: native handles), and the result so far is posted.
+ * its own, at the lowest CPU priority where the system allows it per thread (src/pool/thread-priority.ts); its thread
+ * id is posted first ({ tid }). The parent posts 'stop' to end it early: the pass stops between parts, the store is
+ * closed by this thread (never left to teardown: native handles), and the result so far is posted.
  */
 import { parentPort, workerData } from 'node:worker_threads'
 import type { StoreOptions } from '../src/config.ts'
 import { runRetroPass, type RetroPassInput } from '../src/pool/retro-pass.ts'
 import { openStore } from '../src/store/index.ts'
-import { lowerThisThreadPriority } from '../src/pool/thread-priority.ts'
+import { lowerThisThreadPriority, thisThreadId } from '../src/pool/thread-priority.ts'
 
 /** Input of a pass. */
 export interface RetroHuntRequest { store: StoreOptions, input: RetroPassInput }
@@ -15,6 +16,9 @@ export interface RetroHuntRequest { store: StoreOptions, input: RetroPassInput }
 const req = workerData as RetroHuntRequest
 // Before anything else: the store's own work in this thread runs at this priority too.
 const lowPriority = lowerThisThreadPriority()
+// The parent gives this thread its priority back when it asks it to stop (src/pool/retro-hunt.ts passOnThread).
+const tid = thisThreadId()
+if (lowPriority && tid !== null) parentPort?.postMessage({ tid })
 let stop = false
 parentPort?.on('message', (m: unknown) => { if (m === 'stop') stop = true })
 try {

@@ -14,6 +14,7 @@ import type { StoreOptions } from '../config.ts'
 import type { SnapshotData } from '../engine/index.ts'
 import { kWorkerExecArgv, kWorkerShim, workerEntry } from '../worker-entry.ts'
 import type { RetroPassResult, TenantHit } from './retro-pass.ts'
+import { restoreThreadPriority } from './thread-priority.ts'
 
 /** Longest a stopped pass may take to close its store before its thread is terminated, ms. */
 const kStopGraceMs = 8_000
@@ -73,8 +74,16 @@ export function passOnThread (store: StoreOptions, input: { prev: SnapshotData |
   let settled = false
   let exited = false
   const exit = new Promise<void>((resolve) => worker.once('exit', () => { exited = true; resolve() }))
+  /** The thread's id once it posted it (it runs at the lowest priority); null before, or where it has none. */
+  let tid: number | null = null
+  let stopping = false
   const result = new Promise<RetroPassResult>((resolve, reject) => {
-    worker.once('message', (msg: { ok: true, result: RetroPassResult } | { ok: false, message: string }) => {
+    worker.on('message', (msg: { tid: number } | { ok: true, result: RetroPassResult } | { ok: false, message: string }) => {
+      if ('tid' in msg) {
+        tid = msg.tid
+        if (stopping) restoreThreadPriority(tid)
+        return
+      }
       settled = true
       if (msg.ok) resolve(msg.result)
       else reject(new Error(`retro-hunt pass failed: ${msg.message}`))
@@ -87,6 +96,10 @@ export function passOnThread (store: StoreOptions, input: { prev: SnapshotData |
   })
   const stop = async (): Promise<void> => {
     if (exited) return
+    // A stopping pass runs at normal priority where this process may raise it: at the lowest it could wait behind
+    // busy threads for most of the grace (thread-priority.ts restoreThreadPriority).
+    stopping = true
+    if (tid !== null) restoreThreadPriority(tid)
     worker.postMessage('stop')
     // The pass stops between parts and closes its store itself; a thread still busy after the grace is terminated.
     let timer: NodeJS.Timeout | undefined

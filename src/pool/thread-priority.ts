@@ -10,14 +10,41 @@
 import { readlinkSync } from 'node:fs'
 import { constants, setPriority } from 'node:os'
 
-/** Lowers the calling thread to the lowest priority (nice 19); false where it could not (not Linux, refused). */
-export function lowerThisThreadPriority (): boolean {
-  if (process.platform !== 'linux') return false
+/** This thread's id (Linux's tid, from /proc/thread-self), or null where there is none to read. */
+export function thisThreadId (): number | null {
+  if (process.platform !== 'linux') return null
   try {
     // "<pid>/task/<tid>"
     const tid = Number(readlinkSync('/proc/thread-self').split('/').pop())
-    if (!Number.isSafeInteger(tid) || tid <= 0) return false
+    return Number.isSafeInteger(tid) && tid > 0 ? tid : null
+  } catch {
+    return null
+  }
+}
+
+/** Lowers the calling thread to the lowest priority (nice 19); false where it could not (not Linux, refused). */
+export function lowerThisThreadPriority (): boolean {
+  const tid = thisThreadId()
+  if (tid === null) return false
+  try {
     setPriority(tid, constants.priority.PRIORITY_LOW)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Gives thread `tid` of this process its normal priority (nice 0) back, so that a background thread asked to stop
+ * gets the CPU to do so on a saturated machine: at nice 19 beside busy threads at nice 0 it may get well under 1% of a
+ * core, and closing its store would then hold up a shutdown for tens of seconds. Lowering a nice value needs
+ * privilege (root, CAP_SYS_NICE or an RLIMIT_NICE that allows it): false when refused, and the thread stops at its
+ * own pace within its grace.
+ */
+export function restoreThreadPriority (tid: number): boolean {
+  if (process.platform !== 'linux') return false
+  try {
+    setPriority(tid, constants.priority.PRIORITY_NORMAL)
     return true
   } catch {
     return false

@@ -1,6 +1,6 @@
 /**
  * The retro-hunt pass's thread runs at the lowest CPU priority (src/pool/thread-priority.ts), and only that thread:
- * the main thread and threads started elsewhere keep theirs. The hunter notes in the store a pass owed at a stop, and
+ * the main thread and threads started elsewhere keep theirs; a thread asked to stop gets its normal priority back. The hunter notes in the store a pass owed at a stop, and
  * a hunter that starts later runs it over every listing.
  */
 import assert from 'node:assert/strict'
@@ -10,6 +10,7 @@ import { join } from 'node:path'
 import { test } from 'node:test'
 import { Worker } from 'node:worker_threads'
 import { passOnThread, RetroHunter } from '../../src/pool/retro-hunt.ts'
+import { restoreThreadPriority } from '../../src/pool/thread-priority.ts'
 import { SqliteStore } from '../../src/store/index.ts'
 import { compileSnapshot, loadManifest } from '../../src/intel/index.ts'
 import { smallRegistries } from '../helper.ts'
@@ -43,6 +44,20 @@ test('lowerThisThreadPriority (src/pool/thread-priority.ts) sets nice 19 on the 
     assert.notEqual(tid, process.pid)
     assert.equal(niceOf(tid), 19)
     assert.equal(niceOf(process.pid), before, 'the main thread keeps its priority')
+  } finally {
+    worker.postMessage('exit')
+    await new Promise((resolve) => worker.once('exit', resolve))
+  }
+})
+
+test('restoreThreadPriority gives a lowered thread nice 0 back where the process may, and says when it may not', { skip: kLinux ? false : 'per-thread priority is Linux only' }, async () => {
+  const worker = new Worker(new URL('../fixtures/lower-priority-thread.ts', import.meta.url), { execArgv: ['--import', 'tsx'] })
+  try {
+    const { tid } = await new Promise<{ lowered: boolean, tid: number }>((resolve) => worker.once('message', resolve))
+    assert.equal(niceOf(tid), 19)
+    const mayRaise = process.getuid?.() === 0
+    assert.equal(restoreThreadPriority(tid), mayRaise)
+    assert.equal(niceOf(tid), mayRaise ? 0 : 19)
   } finally {
     worker.postMessage('exit')
     await new Promise((resolve) => worker.once('exit', resolve))
