@@ -119,7 +119,7 @@ export const kServiceParts: readonly PartSpec[] = [
   {
     name: 'retro-hunt',
     start: '`RetroHunter` (`src/pool/retro-hunt.ts`): told of every snapshot swap, runs one retro-hunt pass per swap on a thread of its own',
-    close: 'starts no new pass and notes a waiting one as owed to the next start; a running pass stops at its next part and closes its store connection',
+    close: 'starts no new pass and notes a waiting one as owed to the next start; a running pass gets back the normal priority of its thread (where the process may raise it), stops at its next part and closes its store connection',
     destroy: '-'
   },
   {
