@@ -8,17 +8,17 @@ import { parentPort, workerData } from 'node:worker_threads'
 import type { StoreOptions } from '../src/config.ts'
 import { runRetroPass, type RetroPassInput } from '../src/pool/retro-pass.ts'
 import { openStore } from '../src/store/index.ts'
-import { lowerThisThreadPriority, thisThreadId } from '../src/pool/thread-priority.ts'
+import { lowerThisThreadPriority } from '../src/pool/thread-priority.ts'
 
 /** Input of a pass. */
 export interface RetroHuntRequest { store: StoreOptions, input: RetroPassInput }
 
 const req = workerData as RetroHuntRequest
 // Before anything else: the store's own work in this thread runs at this priority too.
-const lowPriority = lowerThisThreadPriority()
+const tid = lowerThisThreadPriority()
+const lowPriority = tid !== null
 // The parent gives this thread its priority back when it asks it to stop (src/pool/retro-hunt.ts passOnThread).
-const tid = thisThreadId()
-if (lowPriority && tid !== null) parentPort?.postMessage({ tid })
+if (tid !== null) parentPort?.postMessage({ tid })
 let stop = false
 parentPort?.on('message', (m: unknown) => { if (m === 'stop') stop = true })
 try {

@@ -234,8 +234,9 @@ export class RetroHunter {
 
   /**
    * No new pass starts; a running pass gets its thread's normal priority back (passOnThread's stop), stops at its next
-   * part (its hits so far are kept) and closes its store, its thread terminated after kStopGraceMs if it does not. Also what destroy does: terminating the thread at once could
-   * cut a better-sqlite3 call, which aborts the process (docs/ARCHITECTURE.md "Lifecycle").
+   * part (its hits so far are kept) and closes its store, its thread terminated after kStopGraceMs if it does not.
+   * Also what destroy does: terminating the thread at once could cut a better-sqlite3 call, which aborts the process
+   * (docs/ARCHITECTURE.md "Lifecycle").
    */
   async close (): Promise<void> {
     this.#closed = true

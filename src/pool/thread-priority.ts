@@ -11,7 +11,7 @@ import { readlinkSync } from 'node:fs'
 import { constants, setPriority } from 'node:os'
 
 /** This thread's id (Linux's tid, from /proc/thread-self), or null where there is none to read. */
-export function thisThreadId (): number | null {
+function thisThreadId (): number | null {
   if (process.platform !== 'linux') return null
   try {
     // "<pid>/task/<tid>"
@@ -22,16 +22,24 @@ export function thisThreadId (): number | null {
   }
 }
 
-/** Lowers the calling thread to the lowest priority (nice 19); false where it could not (not Linux, refused). */
-export function lowerThisThreadPriority (): boolean {
-  const tid = thisThreadId()
-  if (tid === null) return false
+/** Sets thread `tid`'s nice value; false where it could not (not Linux, refused). */
+function setThreadPriority (tid: number, priority: number): boolean {
+  if (process.platform !== 'linux') return false
   try {
-    setPriority(tid, constants.priority.PRIORITY_LOW)
+    setPriority(tid, priority)
     return true
   } catch {
     return false
   }
+}
+
+/**
+ * Lowers the calling thread to the lowest priority (nice 19): its id, for restoreThreadPriority, or null where it
+ * could not (not Linux, refused).
+ */
+export function lowerThisThreadPriority (): number | null {
+  const tid = thisThreadId()
+  return tid !== null && setThreadPriority(tid, constants.priority.PRIORITY_LOW) ? tid : null
 }
 
 /**
@@ -42,11 +50,5 @@ export function lowerThisThreadPriority (): boolean {
  * own pace within its grace.
  */
 export function restoreThreadPriority (tid: number): boolean {
-  if (process.platform !== 'linux') return false
-  try {
-    setPriority(tid, constants.priority.PRIORITY_NORMAL)
-    return true
-  } catch {
-    return false
-  }
+  return setThreadPriority(tid, constants.priority.PRIORITY_NORMAL)
 }

@@ -47,6 +47,21 @@ async function listening (t: TestContext, env: Record<string, string> = {}): Pro
   return { port: Number(new URL(base).port), base, key: b.key }
 }
 
+/**
+ * An inline-mode service whose log lines at `level` are collected in `lines`, with a key of tenant t1 (verdict only);
+ * closed and its folder removed after the test.
+ */
+async function loggedService (t: TestContext, level: string): Promise<{ svc: Awaited<ReturnType<typeof startService>>, lines: string[], key: string }> {
+  const dir = mkdtempSync(join(tmpdir(), 'iocv-edges-'))
+  const lines: string[] = []
+  const sink = new Writable({ write (chunk: Buffer, _enc, cb) { lines.push(chunk.toString()); cb() } })
+  const config = loadConfig({ IOC_DATA_DIR: dir, IOC_LOG_LEVEL: level, IOC_POOL_SIZE: '0', IOC_BOOTSTRAP_KEY: '0', IOC_INTEL_CACHE_DIR: kTestIntelCache })
+  const svc = await startService(config, { logger: createLogger(config, sink) })
+  t.after(async () => { await svc.app.close(); rmSync(dir, { recursive: true, force: true }) })
+  const key = (await svc.store.createKey({ tenant: 't1', permissions: ['verdict'] })).key
+  return { svc, lines, key }
+}
+
 test('headers larger than the limit get 431 with the documented body and code HEADERS_TOO_LARGE', async (t) => {
   const { port } = await listening(t)
   const r = await rawExchange(port, `GET /api/v2/ioc/health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(40_000)}\r\n\r\n`)
@@ -130,13 +145,7 @@ test('connections beyond IOC_MAX_CONNECTIONS are closed as they arrive; the ones
 })
 
 test('an API key in the query string is refused with 401 API_KEY_IN_QUERY and never reaches a log line', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'iocv-edges-'))
-  const lines: string[] = []
-  const sink = new Writable({ write (chunk: Buffer, _enc, cb) { lines.push(chunk.toString()); cb() } })
-  const config = loadConfig({ IOC_DATA_DIR: dir, IOC_LOG_LEVEL: 'info', IOC_POOL_SIZE: '0', IOC_BOOTSTRAP_KEY: '0', IOC_INTEL_CACHE_DIR: kTestIntelCache })
-  const svc = await startService(config, { logger: createLogger(config, sink) })
-  t.after(async () => { await svc.app.close(); rmSync(dir, { recursive: true, force: true }) })
-  const key = (await svc.store.createKey({ tenant: 't1', permissions: ['verdict'] })).key
+  const { svc, lines, key } = await loggedService(t, 'info')
   for (const param of ['api_key', 'key', 'apikey', 'API_KEY']) {
     const res = await svc.app.inject({ method: 'POST', url: `/api/v2/ioc/verdict?${param}=${encodeURIComponent(key)}`, payload: { indicator: { value: '8.8.8.8' } } })
     assert.equal(res.statusCode, 401, param)
@@ -162,13 +171,7 @@ test('an API key in the query string is refused with 401 API_KEY_IN_QUERY and ne
 })
 
 test('a key in a bad URL, in a URL\'s user information or as the request id reaches neither a log line nor an answer', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'iocv-edges-'))
-  const lines: string[] = []
-  const sink = new Writable({ write (chunk: Buffer, _enc, cb) { lines.push(chunk.toString()); cb() } })
-  const config = loadConfig({ IOC_DATA_DIR: dir, IOC_LOG_LEVEL: 'debug', IOC_POOL_SIZE: '0', IOC_BOOTSTRAP_KEY: '0', IOC_INTEL_CACHE_DIR: kTestIntelCache })
-  const svc = await startService(config, { logger: createLogger(config, sink) })
-  t.after(async () => { await svc.app.close(); rmSync(dir, { recursive: true, force: true }) })
-  const key = (await svc.store.createKey({ tenant: 't1', permissions: ['verdict'] })).key
+  const { svc, lines, key } = await loggedService(t, 'debug')
   const secret = key.split('_').slice(2).join('_')
   const port = Number(new URL(await svc.app.listen({ host: '127.0.0.1', port: 0 })).port)
   // A bad percent-encoding in the path: Fastify's own error, answered with the documented body, the URL not echoed.
@@ -190,13 +193,7 @@ test('a key in a bad URL, in a URL\'s user information or as the request id reac
 
 test('each request writes one access line at info, when answered, with its request, status and time; arrivals only at debug', async (t) => {
   for (const level of ['info', 'debug', 'warn']) {
-    const dir = mkdtempSync(join(tmpdir(), 'iocv-edges-'))
-    const lines: string[] = []
-    const sink = new Writable({ write (chunk: Buffer, _enc, cb) { lines.push(chunk.toString()); cb() } })
-    const config = loadConfig({ IOC_DATA_DIR: dir, IOC_LOG_LEVEL: level, IOC_POOL_SIZE: '0', IOC_BOOTSTRAP_KEY: '0', IOC_INTEL_CACHE_DIR: kTestIntelCache })
-    const svc = await startService(config, { logger: createLogger(config, sink) })
-    t.after(async () => { await svc.app.close(); rmSync(dir, { recursive: true, force: true }) })
-    const key = (await svc.store.createKey({ tenant: 't1', permissions: ['verdict'] })).key
+    const { svc, lines, key } = await loggedService(t, level)
     lines.length = 0
     const ok = await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict', headers: { 'x-api-key': key }, payload: { indicator: { value: '8.8.8.8' } } })
     assert.equal(ok.statusCode, 200)
