@@ -12,7 +12,7 @@ import { ByteSink } from '../../src/bytes/byte-sink.ts'
 import type { Verdict } from '../../src/engine/types.ts'
 import {
   answerHead, clientPackr, invalidIndicator, invalidItemJson, invalidItemObject, itemEnd, itemHead, itemObject, kJsonAnswerEnd,
-  noneTail, packedNoneTail, packedWarnings, readBulkAnswer, readBulkItems, tailRest, verdictTail, writePackedItemHead, writePackedNoneTail
+  noneTail, packedNoneTail, packedWarnings, readBulkAnswer, readBulkItems, tailRest, verdictTail, writeItemHead, writePackedItemHead, writePackedNoneTail
 } from '../../src/pool/bulk-item.ts'
 import { createShardCache, scoreBulkChunk, type ChunkItem, type ScoringContext } from '../../src/pool/score-chunk.ts'
 import { sampleSnapshot } from '../helper.ts'
@@ -32,6 +32,30 @@ test('an invalid item\'s JSON text is the JSON of its object form, with and with
     assert.equal(invalidItemJson(indicator, warnings, errors), JSON.stringify(object))
     assert.deepEqual(Object.keys(object), [...kItemOrder, ...(warnings.length > 0 ? ['warnings'] : []), 'errors'])
     assert.deepEqual(clientPackr.unpack(clientPackr.pack(object)), object)
+  }
+})
+
+test('an item head written from pieces is itemHead of its indicator JSON, copied value or not, past a full buffer', () => {
+  const hash = 'ab'.repeat(32)
+  const long = `${'a'.repeat(60)}.example.com`
+  const cases: Array<['file_hash_sha256' | 'domain' | 'ip', string, string]> = [
+    ['file_hash_sha256', hash, hash],
+    ['file_hash_sha256', hash.toUpperCase(), hash],
+    ['domain', long, long],
+    ['domain', `${long}.`, long],
+    ['domain', 'bücher.example', 'xn--bcher-kva.example'],
+    ['domain', `"${'q'.repeat(50)}\\`, `"${'q'.repeat(50)}\\`],
+    ['ip', '198.51.100.7', '198.51.100.7']
+  ]
+  // Fills around the end of the sink's first buffer (1,024 bytes): some copies start with too little room left.
+  for (let fill = 800; fill < 1100; fill++) {
+    for (const [type, value, normalized] of cases) {
+      const sink = new ByteSink(1024)
+      for (let i = 0; i < fill; i++) sink.byte(0x78)
+      writeItemHead(sink, type, value, normalized)
+      const text = Buffer.from(sink.buf.subarray(0, sink.len)).toString()
+      assert.equal(text, 'x'.repeat(fill) + itemHead(JSON.stringify({ type, value, normalized })), `${type} ${value} after ${fill} bytes`)
+    }
   }
 })
 
