@@ -35,6 +35,15 @@ async function client (port: number): Promise<{ socket: Socket, text: () => stri
   return { socket, text: () => received, closed: once(socket, 'close').then(() => {}) }
 }
 
+/** Waits until `ok()` holds (its response closes a tick after it is delivered), failing with `what` after 10 s. */
+async function until (ok: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 10_000
+  while (!ok()) {
+    if (Date.now() > deadline) assert.fail(what)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+}
+
 /** Stops the server as Fastify's close does: the drain (preClose), then close, which resolves once connections end. */
 async function shutDown (server: Server, drain: ConnectionDrain): Promise<void> {
   await drain.drain()
@@ -103,4 +112,36 @@ test('a client that does not read its answer is cut after the grace, so the serv
   await shutDown(server, drain)
   assert.ok(c.text().length < 32 * 1024 * 1024, 'the answer was not all delivered')
   c.socket.destroy()
+})
+
+test('responses are followed until their connection delivers them, finishing in any order', async (t) => {
+  const finish = new Map<string, () => void>()
+  let arrived: () => void = () => {}
+  let waiting = 0
+  const { server, drain, port } = await serve(t, { noticeMs: 20, unreadGraceMs: 50 }, (req, res) => {
+    finish.set(req.url ?? '', () => { res.end('done') })
+    if (++waiting === 4) arrived()
+  })
+  const all = new Promise<void>((resolve) => { arrived = resolve })
+  const clients = await Promise.all(['/a', '/b', '/c', '/d'].map(async (path) => {
+    const c = await client(port)
+    c.socket.write(`GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`)
+    return c
+  }))
+  await all
+  assert.equal(drain.following, 4)
+  // The list is newest first: take one from its middle, then its head, then its tail, then the last.
+  const expected = [3, 2, 1, 0]
+  for (const [i, path] of ['/b', '/d', '/a', '/c'].entries()) {
+    finish.get(path)?.()
+    await until(() => drain.following === expected[i], `${expected[i]} followed after ${path}, not ${drain.following}`)
+  }
+  for (const c of clients) assert.match(c.text(), /^HTTP\/1.1 200 OK[\s\S]*done$/)
+  // A new response is followed again after the list emptied; the server still drains and closes.
+  const again = await client(port)
+  again.socket.write('GET /e HTTP/1.1\r\nHost: x\r\n\r\n')
+  await until(() => drain.following === 1, 'the new response followed')
+  finish.get('/e')?.()
+  await shutDown(server, drain)
+  assert.equal(drain.following, 0)
 })
