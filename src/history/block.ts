@@ -99,10 +99,10 @@ export class HistoryItems {
   private hashes: Uint32Array
   /** Tail id of each item (kNull: none). */
   private tailIds: Uint32Array
-  /** Tail ids by text, for the first kMaxSharedTails distinct tails. */
-  private readonly shared = new Map<string, number>()
+  /** Tail ids by text, for the first kMaxSharedTails distinct tails (a new map on reset(): see there). */
+  private shared = new Map<string, number>()
   /** Tail ids of those by the caller's number for their text (addVerdict's `tailKey`). */
-  private readonly sharedKeys = new Map<number, number>()
+  private sharedKeys = new Map<number, number>()
   /** End offset of each tail in UTF-16 code units, from the start of the tails. */
   private tailEnds: Uint32Array
   private tails = 0
@@ -210,8 +210,11 @@ export class HistoryItems {
   reset (): void {
     this.text.clear()
     this.tailText.clear()
-    if (this.shared.size > 0) this.shared.clear()
-    if (this.sharedKeys.size > 0) this.sharedKeys.clear()
+    // New maps, not clear(): clearing a map that has reached the old generation gives it a new table there and leaves
+    // the dead one holding the last call's tail texts, which then outlive the young generation's collections as if
+    // referenced (each call's tail promoted). A new map is young, and is dropped young.
+    if (this.shared.size > 0) this.shared = new Map()
+    if (this.sharedKeys.size > 0) this.sharedKeys = new Map()
     this.tails = 0
     this.tailEnd = 0
     this.types = 0
