@@ -296,6 +296,11 @@ interface Row {
   p99: number
   /** CPU the server process (all threads) spent per indicator, µs; null for a deployment this bench did not start. */
   serverCpuUsPerIndicator: number | null
+  /**
+   * Garbage collection time of the service's main thread per indicator, µs (its /metrics, iocv_nodejs_gc_duration_seconds);
+   * null for a target without them (floor, hello-world).
+   */
+  mainGcUsPerIndicator: number | null
   /** The bench client's own CPU while the level ran, % of one core. */
   clientCpuPercent: number
   errors: number
@@ -331,6 +336,7 @@ async function drive (spec: Spec, bodies: Buffer[], concurrency: number, duratio
   let errors = 0
   let shortened = false
   const statuses = new Map<string, number>()
+  const gc0 = await mainGcSeconds(target, dispatcher)
   const server0 = processCpuMs(target)
   const client0 = process.cpuUsage()
   const t0 = performance.now()
@@ -377,6 +383,7 @@ async function drive (spec: Spec, bodies: Buffer[], concurrency: number, duratio
   const seconds = (performance.now() - t0) / 1000
   const server1 = processCpuMs(target)
   const client = process.cpuUsage(client0)
+  const gc1 = gc0 === null ? null : await mainGcSeconds(target, dispatcher)
   lat.sort((a, b) => a - b)
   latencies?.push(...lat)
   const done = lat.length
@@ -397,12 +404,35 @@ async function drive (spec: Spec, bodies: Buffer[], concurrency: number, duratio
     p95: round1(pct(lat, 0.95)),
     p99: round1(pct(lat, 0.99)),
     serverCpuUsPerIndicator: server0 === null || server1 === null || done === 0 ? null : round1((server1 - server0) * 1000 / (done * perRequest)),
+    mainGcUsPerIndicator: gc0 === null || gc1 === null || done === 0 ? null : round1((gc1 - gc0) * 1e6 / (done * perRequest)),
     clientCpuPercent: round1((client.user + client.system) / 10 / (seconds * 1000)),
     errors,
     errorStatuses: [...statuses].map(([k, n]) => `${k} x${n}`).join(', '),
     shortened,
     historyDrainMs: null,
     sustainedIndicatorsPerSec: null
+  }
+}
+
+/**
+ * Seconds the service's main thread has spent collecting garbage (every kind), from its /metrics; null when the target
+ * has none (floor, hello-world) or they cannot be read. A young generation that promotes what should die young shows
+ * here first: each promoted byte is copied and later marked.
+ */
+async function mainGcSeconds (t: Target, dispatcher: Agent): Promise<number | null> {
+  try {
+    const res = await request(`${t.base}/metrics`, { dispatcher })
+    const text = await res.body.text()
+    if (res.statusCode !== 200) return null
+    let sum = 0
+    let seen = false
+    for (const m of text.matchAll(/^iocv_nodejs_gc_duration_seconds_sum\{[^}]*\} ([0-9.eE+-]+)$/gm)) {
+      sum += Number(m[1])
+      seen = true
+    }
+    return seen ? sum : null
+  } catch {
+    return null
   }
 }
 
@@ -436,6 +466,7 @@ const kColumns: Array<[string, (r: Row) => string, number]> = [
   ['p50 ms', (r) => ms(r.p50), 8],
   ['p99 ms', (r) => ms(r.p99), 8],
   ['srv µs/ind', (r) => r.serverCpuUsPerIndicator === null ? '-' : String(r.serverCpuUsPerIndicator), 10],
+  ['gc µs/ind', (r) => r.mainGcUsPerIndicator === null ? '-' : String(r.mainGcUsPerIndicator), 9],
   ['client cpu', (r) => `${r.clientCpuPercent}%`, 10],
   ['drain ms', (r) => r.historyDrainMs === null ? '-' : String(r.historyDrainMs), 8],
   ['sustained', (r) => r.sustainedIndicatorsPerSec === null ? '-' : String(r.sustainedIndicatorsPerSec), 9],
@@ -552,7 +583,7 @@ ${report.ratios.length > 0 ? `<h2>Ratios (same run)</h2><table><tr><th>figure</t
 <table><tr>${cols}</tr>
 ${body}</table>
 <p>Sizing: the sweep's knee, the last level before throughput rose by less than ${report.options.kneeGain * 100}% or p99 passed ${report.options.kneeP99}x the first level's.
-srv µs/ind: CPU of the server process, all threads, per indicator. sustained: indicators / (seconds + history drain).</p>
+srv µs/ind: CPU of the server process, all threads, per indicator. gc µs/ind: garbage collection time of the service's main thread per indicator (its /metrics). sustained: indicators / (seconds + history drain).</p>
 </body></html>
 `
 }
@@ -656,6 +687,7 @@ async function main (opts: Options): Promise<void> {
       p95: round1(pct(latencies, 0.95)),
       p99: round1(pct(latencies, 0.99)),
       serverCpuUsPerIndicator: null,
+      mainGcUsPerIndicator: null,
       clientCpuPercent: round1((client.user + client.system) / 10 / (seconds * 1000)),
       errors: sum((r) => r.errors),
       errorStatuses: instances.filter((r) => r.errors > 0).map((r) => `${r.target}: ${r.errorStatuses}`).join('; '),

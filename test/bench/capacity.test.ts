@@ -41,7 +41,7 @@ test('the capacity bench measures a deployment it did not start and writes the J
   assert.ok(existsSync(join(out, 'capacity.html')))
 
   const report = JSON.parse(readFileSync(join(out, 'capacity.json'), 'utf8')) as {
-    rows: Array<{ concurrency: number, indicatorsPerSec: number, requests: number, errors: number }>
+    rows: Array<{ concurrency: number, indicatorsPerSec: number, requests: number, errors: number, mainGcUsPerIndicator: number | null }>
     sizing: { indicators_per_sec: number, p99_ms: number, concurrency: number }
     sentence: string
     options: { key: string }
@@ -51,7 +51,10 @@ test('the capacity bench measures a deployment it did not start and writes the J
   for (const row of report.rows) {
     assert.ok(row.requests > 0)
     assert.equal(row.errors, 0)
+    // The service's main-thread garbage collection time, read from its /metrics around the level.
+    assert.ok(typeof row.mainGcUsPerIndicator === 'number' && row.mainGcUsPerIndicator >= 0, String(row.mainGcUsPerIndicator))
   }
+  assert.match(run.stdout, /srv µs\/ind +gc µs\/ind/)
   assert.ok(report.sizing.indicators_per_sec > 0)
   assert.ok(report.sizing.p99_ms > 0)
   assert.ok([1, 2].includes(report.sizing.concurrency))
