@@ -42,11 +42,13 @@ export const kLexical = {
  * on the first listing only.
  */
 export class HitSet {
-  /** Listings, one per source, in the order their sources were first seen; then lexical findings. */
+  /**
+   * Listings, one per source, in the order their sources were first seen; then lexical findings. A source's listing is
+   * found by a scan (an indicator has a few): a map by source id, cleared per indicator, made V8 allocate a new table
+   * in the old generation for each listed indicator once the map was there.
+   */
   private readonly listings: Hit[] = []
   private readonly lexical: Hit[] = []
-  /** Position in `listings` by source id. */
-  private readonly bySource = new Map<number, number>()
 
   /** True when nothing was added. */
   get empty (): boolean {
@@ -55,10 +57,7 @@ export class HitSet {
 
   /** Forgets every hit (the containers stay for the next indicator). */
   clear (): void {
-    if (this.listings.length > 0) {
-      this.listings.length = 0
-      this.bySource.clear()
-    }
+    if (this.listings.length > 0) this.listings.length = 0
     if (this.lexical.length > 0) this.lexical.length = 0
   }
 
@@ -67,14 +66,16 @@ export class HitSet {
       this.lexical.push(hit)
       return
     }
-    const at = this.bySource.get(hit.src.id)
-    if (at === undefined) {
-      this.bySource.set(hit.src.id, this.listings.length)
-      this.listings.push(hit)
+    const listings = this.listings
+    const id = hit.src.id
+    let at = 0
+    while (at < listings.length && (listings[at] as Hit).src.id !== id) at++
+    if (at === listings.length) {
+      listings.push(hit)
       return
     }
-    const prev = this.listings[at] as Hit
-    if (hit.attenuation > prev.attenuation || (hit.attenuation === prev.attenuation && hit.lastDay > prev.lastDay)) this.listings[at] = hit
+    const prev = listings[at] as Hit
+    if (hit.attenuation > prev.attenuation || (hit.attenuation === prev.attenuation && hit.lastDay > prev.lastDay)) listings[at] = hit
   }
 
   /**
