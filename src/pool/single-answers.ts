@@ -21,6 +21,13 @@ export interface KeptVerdict {
   history: string
   /** risk.category, for metrics. */
   category: string
+  /**
+   * The history part of the last call answered from this entry without log-only fields, and the value it was sent
+   * as: a call sending the same value again records the same bytes (the part holds the value, its normalized form
+   * and the tail, nothing of the request), so they are journalled again rather than encoded again. Never changed once
+   * made: the journal may still be writing it.
+   */
+  part: { value: string, bytes: Uint8Array } | null
 }
 
 /** Answers by key; bounded, least recently used evicted. */

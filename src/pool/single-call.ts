@@ -15,6 +15,8 @@ import { membersAfterIndicator, SingleAnswers, verdictJsonOpen, type KeptVerdict
 
 /** Single verdicts kept on the main thread (single-answers.ts), at most. */
 const kKeptSingles = 10_000
+/** A kept answer's history part is kept with it up to this size (a single call's part is a few hundred bytes). */
+const kMaxKeptPartBytes = 16 * 1024
 /** Verdicts the main thread's own cache shard holds at most, beside a pool of threads (768 bytes of ring each). */
 const kMainCacheSize = 20_000
 
@@ -85,7 +87,7 @@ export class SingleCalls {
       answer.verdict = null
       if (key !== null && ind !== null && out.members !== null && answer.category !== null) {
         const members = membersAfterIndicator(json, JSON.stringify(out.verdict.indicator))
-        if (members !== null) this.kept?.set(key, { members, history: out.members, category: answer.category })
+        if (members !== null) this.kept?.set(key, { members, history: out.members, category: answer.category, part: null })
       }
     }
     return answer
@@ -98,8 +100,15 @@ export class SingleCalls {
  */
 function keptOutput (kept: KeptVerdict, ind: NormalizedIndicator, item: ChunkItem, history: HistoryItems): SingleOutput {
   const value = item[1] as string
-  history.reset()
-  history.addVerdict(ind.type, value, ind.normalized, itemTail(kept.history, item[2], item[3]))
+  const plain = item[2] === null && item[3] === null
+  let part = plain && kept.part !== null && kept.part.value === value ? kept.part.bytes : null
+  if (part === null) {
+    history.reset()
+    history.addVerdict(ind.type, value, ind.normalized, itemTail(kept.history, item[2], item[3]))
+    part = history.encode()
+    // Only a small buffer: the history client hands large ones back to the scoring threads once written.
+    if (plain && part.buffer.byteLength <= kMaxKeptPartBytes) kept.part = { value, bytes: part }
+  }
   const indicatorJson = JSON.stringify({ type: ind.type, value, normalized: ind.normalized })
   return {
     verdict: null,
@@ -109,6 +118,6 @@ function keptOutput (kept: KeptVerdict, ind: NormalizedIndicator, item: ChunkIte
     errors: [],
     warnings: ind.warnings,
     cacheHit: true,
-    history: history.encode()
+    history: part
   }
 }
