@@ -15,8 +15,11 @@ import { membersAfterIndicator, SingleAnswers, verdictJsonOpen, type KeptVerdict
 
 /** Single verdicts kept on the main thread (single-answers.ts), at most. */
 const kKeptSingles = 10_000
-/** A kept answer's history part is kept with it up to this size (a single call's part is a few hundred bytes). */
-const kMaxKeptPartBytes = 16 * 1024
+/**
+ * A kept answer's history part is kept with it up to this size: a single call's part is a few hundred bytes, and the
+ * bound keeps the parts of kKeptSingles entries under 40 MiB whatever values are sent (up to 8,192 characters each).
+ */
+const kMaxKeptPartBytes = 4 * 1024
 /** Verdicts the main thread's own cache shard holds at most, beside a pool of threads (768 bytes of ring each). */
 const kMainCacheSize = 20_000
 
@@ -106,7 +109,7 @@ function keptOutput (kept: KeptVerdict, ind: NormalizedIndicator, item: ChunkIte
     history.reset()
     history.addVerdict(ind.type, value, ind.normalized, itemTail(kept.history, item[2], item[3]))
     part = history.encode()
-    // Only a small buffer: the history client hands large ones back to the scoring threads once written.
+    // Only a small buffer (also: the history client hands buffers of 64 KiB and more back to the scoring threads).
     if (plain && part.buffer.byteLength <= kMaxKeptPartBytes) kept.part = { value, bytes: part }
   }
   const indicatorJson = JSON.stringify({ type: ind.type, value, normalized: ind.normalized })
