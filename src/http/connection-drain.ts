@@ -46,9 +46,19 @@ export class ConnectionDrain {
   private stage: 'serving' | 'notice' | 'cutting' = 'serving'
   private grace: NodeJS.Timeout | null = null
 
+  /** The server's own closeIdleConnections (see the constructor). */
+  private readonly closeIdle: () => void
+
   constructor (server: Server, options: DrainOptions) {
     this.server = server
     this.options = options
+    // Node's server.close() (and Fastify's close) first destroys the connections it counts as idle, and it counts one
+    // whose answer was ended but still waits in the socket's buffer (a client slow to read it) as idle: that answer
+    // would be cut at once instead of getting the grace. While such an answer is followed after the notice, the idle
+    // close is left to the grace's closeAllConnections, or done as soon as the last such answer is delivered.
+    const closeIdle = server.closeIdleConnections.bind(server)
+    this.closeIdle = closeIdle
+    server.closeIdleConnections = () => { if (this.stage !== 'cutting' || !this.unread()) closeIdle() }
   }
 
   /** True from drain() on. */
@@ -65,8 +75,15 @@ export class ConnectionDrain {
     res.once('prefinish', () => { this.settle() })
     res.once('close', () => {
       this.unlink(node)
+      if (this.stage === 'cutting' && !this.unread()) this.closeIdle()
       this.settle()
     })
+  }
+
+  /** Whether an answer ended by the server is still not handed to the socket in full (its client reads slowly). */
+  private unread (): boolean {
+    for (let f = this.head; f !== null; f = f.next) if (f.res !== null && f.res.writableEnded && !f.res.writableFinished) return true
+    return false
   }
 
   /** Responses followed now (not yet delivered, connection open). */

@@ -114,6 +114,39 @@ test('a client that does not read its answer is cut after the grace, so the serv
   c.socket.destroy()
 })
 
+test('an answer ended before the server closes, to a client slow to read it, is delivered whole within the grace', async (t) => {
+  const size = 32 * 1024 * 1024
+  const { server, drain, port } = await serve(t, { noticeMs: 20, unreadGraceMs: 60_000 }, (req, res) => { res.end(req.url === '/small' ? 'ok' : Buffer.alloc(size)) })
+  // A keep-alive connection left idle after its answer (kept open well past the test, but for the drain): the server's
+  // close may end it once the slow answer is delivered.
+  server.keepAliveTimeout = 10 * 60_000
+  const idle = await client(port)
+  idle.socket.write('GET /small HTTP/1.1\r\nHost: x\r\n\r\n')
+  await until(() => idle.text().endsWith('ok'), 'the idle connection answered')
+  const c = await client(port)
+  c.socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n')
+  c.socket.pause()
+  while (c.text() === '') {
+    c.socket.resume()
+    await once(c.socket, 'data')
+    c.socket.pause()
+  }
+  const stopping = shutDown(server, drain)
+  // Past the notice and into the server's close, whose idle close would have cut this connection; then read.
+  await until(() => !server.listening, 'the server stopped listening')
+  c.socket.resume()
+  const body = (): number => c.text().length - (c.text().indexOf('\r\n\r\n') + 4)
+  await Promise.race([until(() => body() >= size, 'the whole answer read'), c.closed])
+  assert.match(c.text(), /^HTTP\/1.1 200 OK/)
+  assert.equal(body(), size, 'the whole answer was delivered')
+  // Delivered, the connections were let go at once, the idle one too: the close does not wait for the grace (60 s).
+  let timer: NodeJS.Timeout | undefined
+  const waited = new Promise<string>((resolve) => { timer = setTimeout(() => resolve('still closing after 30 s'), 30_000) })
+  assert.equal(await Promise.race([stopping.then(() => 'closed'), waited]), 'closed')
+  clearTimeout(timer)
+  await Promise.all([idle.closed, c.closed])
+})
+
 test('responses are followed until their connection delivers them, finishing in any order', async (t) => {
   const finish = new Map<string, () => void>()
   let arrived: () => void = () => {}
