@@ -35,6 +35,19 @@ async function client (port: number): Promise<{ socket: Socket, text: () => stri
   return { socket, text: () => received, closed: once(socket, 'close').then(() => {}) }
 }
 
+/** A connection that asked for `/` and read the first bytes of its answer, then stopped reading. */
+async function unreadAnswer (port: number): Promise<Awaited<ReturnType<typeof client>>> {
+  const c = await client(port)
+  c.socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n')
+  c.socket.pause()
+  while (c.text() === '') {
+    c.socket.resume()
+    await once(c.socket, 'data')
+    c.socket.pause()
+  }
+  return c
+}
+
 /** Waits until `ok()` holds (its response closes a tick after it is delivered), failing with `what` after 10 s. */
 async function until (ok: () => boolean, what: string): Promise<void> {
   const deadline = Date.now() + 10_000
@@ -100,14 +113,7 @@ test('after the notice an upload still arriving is cut, a running request is ans
 
 test('a client that does not read its answer is cut after the grace, so the server\'s close completes', async (t) => {
   const { server, drain, port } = await serve(t, { noticeMs: 20, unreadGraceMs: 50 }, (_req, res) => { res.end(Buffer.alloc(32 * 1024 * 1024)) })
-  const c = await client(port)
-  c.socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n')
-  c.socket.pause()
-  while (c.text() === '') {
-    c.socket.resume()
-    await once(c.socket, 'data')
-    c.socket.pause()
-  }
+  const c = await unreadAnswer(port)
   // The server's close resolves only once every connection has ended: the unread one was cut.
   await shutDown(server, drain)
   assert.ok(c.text().length < 32 * 1024 * 1024, 'the answer was not all delivered')
@@ -123,14 +129,7 @@ test('an answer ended before the server closes, to a client slow to read it, is 
   const idle = await client(port)
   idle.socket.write('GET /small HTTP/1.1\r\nHost: x\r\n\r\n')
   await until(() => idle.text().endsWith('ok'), 'the idle connection answered')
-  const c = await client(port)
-  c.socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n')
-  c.socket.pause()
-  while (c.text() === '') {
-    c.socket.resume()
-    await once(c.socket, 'data')
-    c.socket.pause()
-  }
+  const c = await unreadAnswer(port)
   const stopping = shutDown(server, drain)
   // Past the notice and into the server's close, whose idle close would have cut this connection; then read.
   await until(() => !server.listening, 'the server stopped listening')
