@@ -15,6 +15,9 @@ export function utf8Into (buf: Buffer, s: string, at: number): number {
   return kUtf8Write === undefined ? buf.write(s, at, 'utf8') : kUtf8Write.call(buf, s, at, buf.length - at)
 }
 
+/** Byte arrays up to this long are appended with a loop (ByteSink.bytes). */
+const kLoopCopy = 32
+
 /** Room a spare buffer may have beyond twice the output it takes. */
 const kSpareSlack = 64 * 1024
 
@@ -149,10 +152,22 @@ export class ByteSink {
     this.len = p
   }
 
+  /**
+   * Appends the bytes of `b`. Most a scoring thread appends are short (a member's key, a tail's head or end): up to
+   * kLoopCopy bytes are copied in a loop, which costs less than the typed-array set() call longer ones take.
+   */
   bytes (b: Uint8Array): void {
-    this.reserve(b.length)
+    const n = b.length
+    this.reserve(n)
+    if (n <= kLoopCopy) {
+      const buf = this.buf
+      let p = this.len
+      for (let i = 0; i < n; i++) buf[p++] = b[i] as number
+      this.len = p
+      return
+    }
     this.buf.set(b, this.len)
-    this.len += b.length
+    this.len += n
   }
 
   /** Appends one byte. */
@@ -168,6 +183,13 @@ export class ByteSink {
   copy (from: Uint8Array, start: number, end: number): void {
     const n = end - start
     this.reserve(n)
+    if (n <= kLoopCopy) {
+      const buf = this.buf
+      let p = this.len
+      for (let i = start; i < end; i++) buf[p++] = from[i] as number
+      this.len = p
+      return
+    }
     this.buf.set(new Uint8Array(from.buffer, from.byteOffset + start, n), this.len)
     this.len += n
   }

@@ -63,6 +63,22 @@ test('a sink grows past its first buffer, and take() copies: clearing and rewrit
   assert.equal(Buffer.from(first).toString(), `${text}!AByz`)
 })
 
+test('bytes() and copy() append short and long arrays alike, at the end of a sink that grows for them', () => {
+  for (const n of [0, 1, 31, 32, 33, 64, 300, 5000]) {
+    const src = Uint8Array.from({ length: n + 6 }, (_, i) => (i * 7 + 3) & 255)
+    const sink = new ByteSink(1024)
+    sink.write('x'.repeat(1020))
+    sink.bytes(src.subarray(3, 3 + n))
+    sink.copy(src, 3, 3 + n)
+    sink.byte(0x21)
+    const out = Buffer.from(sink.take())
+    assert.equal(out.length, 1020 + 2 * n + 1, `${n} bytes`)
+    assert.ok(out.subarray(1020, 1020 + n).equals(src.subarray(3, 3 + n)), `bytes() of ${n}`)
+    assert.ok(out.subarray(1020 + n, 1020 + 2 * n).equals(src.subarray(3, 3 + n)), `copy() of ${n}`)
+    assert.equal(out[out.length - 1], 0x21)
+  }
+})
+
 test('shrink lets a grown buffer go and keeps a small one', () => {
   const sink = new ByteSink(1024)
   sink.write('a'.repeat(100_000))
