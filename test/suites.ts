@@ -18,6 +18,7 @@ export const kSuites = {
   unit: [
     'bench/flame.test.ts',
     'bytes/byte-sink.test.ts',
+    'bytes/kept-bytes.test.ts',
     'config/config.test.ts',
     'engine/dga.test.ts',
     'engine/feeds.test.ts',

@@ -9,6 +9,7 @@ import { AllowMatcher, Assessor, kNoListing, type AllowRule, type Assessment, ty
 import type { IndicatorType, NormalizedIndicator } from '../engine/types.ts'
 import { ByteSink } from '../bytes/byte-sink.ts'
 import { fnv1aBytes } from '../bytes/fnv.ts'
+import { KeptBytes } from '../bytes/kept-bytes.ts'
 import { verdictMembers } from '../history/record.ts'
 import { HistoryItems } from '../history/codec.ts'
 import { jsonTailAround, packedTailAround, tailRest, type TailAround } from './bulk-item.ts'
@@ -66,8 +67,15 @@ export interface SharedTail extends TailAround {
    * For an unlisted address: the whole none tail (head, threat_context, end) already written for a key of its context
    * facts (chunk-writers.ts contextKey), so that addresses sharing their facts copy it once; bounded.
    */
-  written: Map<number, Uint8Array> | null
+  written: KeptBytes | null
 }
+
+/**
+ * Whole none tails kept per shared tail for addresses' context facts (a few hundred bytes each), and their bytes in
+ * all; past either the memo starts again.
+ */
+const kMaxWrittenTails = 4096
+const kMaxWrittenBytes = 2 << 20
 
 /** One context's scratch state (see the module comment). */
 export class ChunkScratch {
@@ -216,7 +224,7 @@ export class ChunkScratch {
       const around = format === 'json' ? jsonTailAround(riskJson, scoresJson, this.jsonOf(parts.actions)) : packedTailAround(parts.risk, parts.scores, parts.actions)
       const facet = this.facets.of(parts.risk, parts.scores, riskJson, scoresJson)
       const members = facet?.members ?? verdictMembers(riskJson, scoresJson, [])
-      tail = { ...around, key: key.buf.slice(0, key.len), riskJson, scoresJson, facet, members, category: parts.risk.category, listing: parts.listing, written: parts.listing === kNoListing ? new Map() : null }
+      tail = { ...around, key: key.buf.slice(0, key.len), riskJson, scoresJson, facet, members, category: parts.risk.category, listing: parts.listing, written: parts.listing === kNoListing ? new KeptBytes(kMaxWrittenTails, kMaxWrittenBytes) : null }
       if (memo.size >= kMaxSharedTails) memo.clear()
       // A key of another key's hash replaces it.
       memo.set(h, tail)

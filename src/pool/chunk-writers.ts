@@ -104,27 +104,16 @@ function writeShared (s: ChunkScratch, profile: ScoringProfile, ind: NormalizedI
   const tail = s.sharedTail(profile, format)
   const sink = s.body
   // An unlisted address whose context facts an earlier one shared: its whole tail is those bytes.
-  const key = tail.written === null ? -1 : contextKey(s.assessor.facts)
-  if (key >= 0) {
-    const written = tail.written?.get(key)
-    if (written !== undefined) {
-      sink.bytes(written)
-      return tail
-    }
-  }
+  const written = tail.written
+  const key = written === null ? -1 : contextKey(s.assessor.facts)
+  if (key >= 0 && written?.copyTo(key, sink) === true) return tail
   const start = sink.len
   sink.bytes(tail.head)
   writeContext(s.assessor.facts, tail.listing, s.snapshot, format === 'json' ? s.json : s.packed)
   sink.bytes(tail.end)
-  if (key >= 0 && tail.written !== null) {
-    if (tail.written.size >= kMaxWrittenTails) tail.written.clear()
-    tail.written.set(key, new Uint8Array(sink.buf.subarray(start, sink.len)))
-  }
+  if (key >= 0) written?.keep(key, sink, start)
   return tail
 }
-
-/** Tails kept per shared tail for addresses' context facts (a few hundred bytes each); past it the memo starts again. */
-const kMaxWrittenTails = 4096
 
 /** JSON at signal_details none. */
 class JsonNoneWriter implements ItemWriter {

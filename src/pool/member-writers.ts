@@ -7,27 +7,18 @@
  */
 import { kContextKeys, type MemberWriter } from '../engine/context.ts'
 import type { ByteSink } from '../bytes/byte-sink.ts'
+import { KeptBytes } from '../bytes/kept-bytes.ts'
 import { clientPackr, packHeader, packNumber, writePackedString } from './bulk-item.ts'
 
-/** Fact groups kept per writer at most; past it the kept bytes are dropped and written again as they come. */
+/**
+ * Fact groups kept per writer at most, and their bytes in all (a group is an AS number and its organisation, a
+ * country and its name: tens of bytes); past either the kept bytes are dropped and written again as they come.
+ */
 const kMaxGroups = 16_384
+const kMaxGroupBytes = 2 << 20
 const kNullBytes = Buffer.from('null')
 const kTrueBytes = Buffer.from('true')
 const kFalseBytes = Buffer.from('false')
-
-/** Kept bytes of fact groups, by group number. */
-class Groups {
-  private readonly kept = new Map<number, Uint8Array>()
-
-  get (group: number): Uint8Array | undefined {
-    return this.kept.get(group)
-  }
-
-  keep (group: number, sink: ByteSink, start: number): void {
-    if (this.kept.size >= kMaxGroups) this.kept.clear()
-    this.kept.set(group, new Uint8Array(sink.buf.subarray(start, sink.len)))
-  }
-}
 
 /** Writes the decimal digits of a non-negative integer below 2^32. */
 function writeUint (sink: ByteSink, n: number): void {
@@ -65,7 +56,7 @@ export class JsonMembers implements MemberWriter {
   private mark = 0
   /** `"name":` of each member name, by its number. */
   private readonly keys = kContextKeys.map((name) => Buffer.from(`${JSON.stringify(name)}:`))
-  private readonly groups = new Groups()
+  private readonly groups = new KeptBytes(kMaxGroups, kMaxGroupBytes)
 
   constructor (sink: ByteSink) {
     this.sink = sink
@@ -122,9 +113,7 @@ export class JsonMembers implements MemberWriter {
   /** A group's bytes never start with a comma: the writer puts one before them when they follow another member. */
   reuse (group: number): boolean {
     if (!this.first) this.sink.byte(0x2c)
-    const kept = this.groups.get(group)
-    if (kept !== undefined) {
-      this.sink.bytes(kept)
+    if (this.groups.copyTo(group, this.sink)) {
       this.first = false
       return true
     }
@@ -144,7 +133,7 @@ export class PackedMembers implements MemberWriter {
   private mark = 0
   /** Each member name packed, by its number. */
   private readonly keys = kContextKeys.map((name) => new Uint8Array(clientPackr.pack(name)))
-  private readonly groups = new Groups()
+  private readonly groups = new KeptBytes(kMaxGroups, kMaxGroupBytes)
 
   constructor (sink: ByteSink) {
     this.sink = sink
@@ -190,11 +179,7 @@ export class PackedMembers implements MemberWriter {
   close (): void {}
 
   reuse (group: number): boolean {
-    const kept = this.groups.get(group)
-    if (kept !== undefined) {
-      this.sink.bytes(kept)
-      return true
-    }
+    if (this.groups.copyTo(group, this.sink)) return true
     this.mark = this.sink.len
     return false
   }
