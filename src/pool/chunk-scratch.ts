@@ -15,7 +15,7 @@ import { HistoryItems } from '../history/codec.ts'
 import { jsonTailAround, packedTailAround, tailRest, type TailAround } from './bulk-item.ts'
 import { Facets, kNoFacet, type Facet } from './facets.ts'
 import { JsonMembers, PackedMembers } from './member-writers.ts'
-import { hash30, verdictHead, type VerdictCache, type VerdictTexts } from './verdict-cache.ts'
+import { verdictHead, type VerdictCache, type VerdictTexts } from './verdict-cache.ts'
 
 /** Scoring context of one thread: the snapshot it maps and its cache shard; `scratch` is made on first use. */
 export interface ScoringContext {
@@ -192,7 +192,7 @@ export class ChunkScratch {
   lookup (profile: ScoringProfile, ind: NormalizedIndicator): { a: Assessment, hit: boolean } {
     const cache = this.cache
     const key = this.cacheKey(profile, ind.type)
-    const h = cache === null ? 0 : hash30(key, ind.normalized)
+    const h = cache === null ? 0 : cache.hash(key, ind.normalized)
     const cached = cache?.get(key, h, ind.normalized)
     if (cached?.hasAssessment === true) return { a: cached.assessment(), hit: true }
     const a = this.assess(profile, ind)

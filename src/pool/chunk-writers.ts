@@ -22,7 +22,7 @@ import {
 } from './bulk-item.ts'
 import type { ChunkScratch, SharedTail } from './chunk-scratch.ts'
 import { kNoFacet, type Facet } from './facets.ts'
-import { hash30, type CachedVerdict, type VerdictTexts } from './verdict-cache.ts'
+import type { CachedVerdict, VerdictTexts } from './verdict-cache.ts'
 
 /** What an item writer tells of the item it wrote (one object per writer, overwritten by each item). */
 export interface ItemOutcome {
@@ -143,7 +143,7 @@ class JsonNoneWriter implements ItemWriter {
     const out = this.out
     const cache = s.cache
     const key = s.cacheKey(profile, ind.type)
-    const h = cache === null ? 0 : hash30(key, ind.normalized)
+    const h = cache === null ? 0 : cache.hash(key, ind.normalized)
     const cached = cache?.get(key, h, ind.normalized)
     if (cached?.hasTail === true) {
       sink.copy(cached.ring, cached.tailStart, cached.tailEnd)
@@ -187,7 +187,7 @@ class PackedNoneWriter implements ItemWriter {
     const out = this.out
     const cache = s.cache
     const key = s.cacheKey(profile, ind.type)
-    const h = cache === null ? 0 : hash30(key, ind.normalized)
+    const h = cache === null ? 0 : cache.hash(key, ind.normalized)
     const cached = cache?.get(key, h, ind.normalized)
     if (cached !== undefined) {
       out.hit = true

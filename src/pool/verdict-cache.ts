@@ -94,10 +94,44 @@ export function verdictHead (type: string, normalizedJson: string, flagsJson: st
  * `rest`, of `s + rest`, without joining them: a key may be given as two strings (its constant head and the value).
  */
 export function hash30 (s: string, rest = ''): number {
-  let h = kFnvOffset
+  return (fnvOn(fnvOn(kFnvOffset, s), rest) >>> 0) >>> 2
+}
+
+/** FNV-1a state `h` carried on over the UTF-16 units of `s`. */
+function fnvOn (h: number, s: string): number {
   for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), kFnvPrime)
-  for (let i = 0; i < rest.length; i++) h = Math.imul(h ^ rest.charCodeAt(i), kFnvPrime)
-  return (h >>> 0) >>> 2
+  return h
+}
+
+/**
+ * What the cache keeps of a key's head (the constant part before the normalized value, VerdictCache.hash): its
+ * FNV-1a state and its UTF-8 bytes, so that neither is made again for every value.
+ */
+interface KeyHead { state: number, bytes: Uint8Array }
+/** Key heads kept per cache (a few per snapshot version and profile: one per type); past it they are made again. */
+const kMaxKeyHeads = 256
+
+/**
+ * Writes `s` as UTF-8 into `r` at `at` and returns the bytes written: ASCII a byte at a time (a normalized value, as
+ * nearly every key's rest is, is a few dozen characters, cheaper to copy so than through the native writer), from the
+ * first other character on through utf8Into. The caller has made room for 3 bytes per unit.
+ */
+function writeKeyText (r: Buffer, s: string, at: number): number {
+  const n = s.length
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i)
+    if (c >= 0x80) return i + utf8Into(r, i === 0 ? s : s.slice(i), at + i)
+    r[at + i] = c
+  }
+  return n
+}
+
+/** Stores `v` (0 to 2^32 - 1) at `at` as uint32 little-endian, as writeUInt32LE does, without its argument checks. */
+function putU32 (r: Buffer, at: number, v: number): void {
+  r[at] = v & 255
+  r[at + 1] = (v >>> 8) & 255
+  r[at + 2] = (v >>> 16) & 255
+  r[at + 3] = v >>> 24
 }
 
 const kWhole = 0
@@ -216,6 +250,7 @@ export class VerdictCache {
   /** Logical write position: bytes written so far (skipped ring ends included); the physical offset is head % size. */
   private head = 0
   private readonly size: number
+  private readonly keyHeads = new Map<string, KeyHead>()
 
   constructor (max: number) {
     this.max = max
@@ -227,6 +262,28 @@ export class VerdictCache {
   /** Number of indexed verdicts (some may since have been overwritten in the ring; those miss on lookup). */
   get entries (): number {
     return this.index.size
+  }
+
+  /** hash30(key, rest), from the kept state of `key` (a key's constant head: the callers give a few heads). */
+  hash (key: string, rest: string): number {
+    return (fnvOn(this.keyHead(key).state, rest) >>> 0) >>> 2
+  }
+
+  private keyHead (key: string): KeyHead {
+    let kh = this.keyHeads.get(key)
+    if (kh === undefined) {
+      if (this.keyHeads.size >= kMaxKeyHeads) this.keyHeads.clear()
+      kh = { state: fnvOn(kFnvOffset, key), bytes: Buffer.from(key, 'utf8') }
+      this.keyHeads.set(key, kh)
+    }
+    return kh
+  }
+
+  /** Writes the key `key` + `rest` at `at` and returns its bytes. The caller has made room for 3 bytes per unit. */
+  private writeKey (key: string, rest: string, at: number): number {
+    const head = this.keyHead(key).bytes
+    this.ring.set(head, at)
+    return head.length + writeKeyText(this.ring, rest, at + head.length)
   }
 
   /** The verdict stored under `key` + `rest`, or undefined. */
@@ -270,8 +327,7 @@ export class VerdictCache {
     let p = off + kHeader
     // One native write per piece: joined, each string would first be copied into a flat one (garbage the collector
     // then pays for on every thread). Where a piece is ASCII (bytes = UTF-16 units) its end follows from its length.
-    const headBytes = utf8Into(r, key, p)
-    const keyBytes = headBytes + utf8Into(r, keyRest, p + headBytes)
+    const keyBytes = this.writeKey(key, keyRest, p)
     p += keyBytes
     if (head.length > 0) p += utf8Into(r, head, p)
     const tailStart = p
@@ -293,16 +349,16 @@ export class VerdictCache {
     }
     const len = p - off
     this.head -= most - len
-    r.writeUInt32LE(len, off + kSlotLength)
-    r.writeUInt32LE(keyBytes, off + kSlotKeyBytes)
-    r.writeUInt32LE(tailStart - off, off + kSlotTailStart)
-    r.writeUInt32LE(tailEnd - off, off + kSlotTailEnd)
-    r.writeUInt32LE(riskEnd - off, off + kSlotRiskEnd)
-    r.writeUInt32LE(scoresEnd - off, off + kSlotScoresEnd)
+    putU32(r, off + kSlotLength, len)
+    putU32(r, off + kSlotKeyBytes, keyBytes)
+    putU32(r, off + kSlotTailStart, tailStart - off)
+    putU32(r, off + kSlotTailEnd, tailEnd - off)
+    putU32(r, off + kSlotRiskEnd, riskEnd - off)
+    putU32(r, off + kSlotScoresEnd, scoresEnd - off)
     r.writeDoubleLE(stamp, off + kSlotStamp)
-    r.writeUInt32LE(v.facet ?? kNoFacet, off + kSlotFacet)
-    r.writeUInt32LE(jsonEnd - off, off + kSlotJsonEnd)
-    r.writeUInt32LE(v.rest === null ? 0 : v.head === null ? kFormTail : kFormTail | kFormAssessment, off + kSlotForms)
+    putU32(r, off + kSlotFacet, v.facet ?? kNoFacet)
+    putU32(r, off + kSlotJsonEnd, jsonEnd - off)
+    putU32(r, off + kSlotForms, v.rest === null ? 0 : v.head === null ? kFormTail : kFormTail | kFormAssessment)
     this.index.set(hash, off)
     return new CachedVerdict(r, off)
   }
@@ -318,24 +374,23 @@ export class VerdictCache {
     const off = this.reserve(most)
     const stamp = this.head - most
     const r = this.ring
-    const headBytes = utf8Into(r, key, off + kHeader)
-    const keyBytes = headBytes + utf8Into(r, rest, off + kHeader + headBytes)
+    const keyBytes = this.writeKey(key, rest, off + kHeader)
     const tailStart = off + kHeader + keyBytes
     r.set(src.subarray(start, end), tailStart)
     const tailEnd = tailStart + end - start
     r[tailEnd] = 0x7d // }
     const len = tailEnd + 1 - off
     this.head -= most - len
-    r.writeUInt32LE(len, off + kSlotLength)
-    r.writeUInt32LE(keyBytes, off + kSlotKeyBytes)
-    r.writeUInt32LE(tailStart - off, off + kSlotTailStart)
-    r.writeUInt32LE(tailEnd - off, off + kSlotTailEnd)
-    r.writeUInt32LE(tailStart + riskEnd - start - off, off + kSlotRiskEnd)
-    r.writeUInt32LE(tailStart + scoresEnd - start - off, off + kSlotScoresEnd)
+    putU32(r, off + kSlotLength, len)
+    putU32(r, off + kSlotKeyBytes, keyBytes)
+    putU32(r, off + kSlotTailStart, tailStart - off)
+    putU32(r, off + kSlotTailEnd, tailEnd - off)
+    putU32(r, off + kSlotRiskEnd, tailStart + riskEnd - start - off)
+    putU32(r, off + kSlotScoresEnd, tailStart + scoresEnd - start - off)
     r.writeDoubleLE(stamp, off + kSlotStamp)
-    r.writeUInt32LE(facet, off + kSlotFacet)
-    r.writeUInt32LE(len, off + kSlotJsonEnd)
-    r.writeUInt32LE(kFormTail, off + kSlotForms)
+    putU32(r, off + kSlotFacet, facet)
+    putU32(r, off + kSlotJsonEnd, len)
+    putU32(r, off + kSlotForms, kFormTail)
     this.index.set(hash, off)
     return new CachedVerdict(r, off)
   }

@@ -11,6 +11,7 @@ import { mixedCorpus } from '../../bench/corpus.ts'
 import type { EvidenceDetails, SignalDetails } from '../../src/engine/types.ts'
 import { createShardCache, scoreBulkChunk, scoreSingle, type ChunkItem, type ChunkParams, type ScoringContext } from '../../src/pool/score-chunk.ts'
 import { hash30, VerdictCache, type VerdictTexts } from '../../src/pool/verdict-cache.ts'
+import { kTailRisk as kRiskPrefix, kTailSignalsNone as kScoresPrefix } from '../../src/pool/bulk-item.ts'
 import { Facets, kNoFacet } from '../../src/pool/facets.ts'
 import { IntLru } from '../../src/pool/int-lru.ts'
 import { itemTail, verdictMembers } from '../../src/history/record.ts'
@@ -375,5 +376,29 @@ test('a key given as a head and a rest is the key they spell, ASCII or not, and 
   assert.equal(c.get('v|p|domain|', hash30('v|p|domain|', 'bücher.de'), 'bücher.de')?.riskJson(), t.risk)
   for (const [head, rest] of [['v|p|ip|', '10.0.0.40'], ['v|p|ip|', '10.0.0.'], ['v|p|domain|', 'bucher.de'], ['v|p|domain|', 'bücher.d']]) {
     assert.equal(c.get(head as string, hash30(head as string, rest), rest), undefined, `${head}${rest}`)
+  }
+})
+
+test('hash() of a head and a rest is hash30 of the two, with heads past the ones it keeps; keys of any text round-trip', () => {
+  const c = new VerdictCache(1000)
+  const t = texts(5)
+  const rests = ['10.0.0.4', 'bücher.de', 'x\u{1f600}.example', 'lone\ud800.example', '', 'a'.repeat(300)]
+  for (let round = 0; round < 2; round++) {
+    for (let i = 0; i < 600; i++) {
+      const head = `v${i}|p|${i % 2 === 0 ? 'ip' : 'dömain'}|`
+      for (const rest of rests) assert.equal(c.hash(head, rest), hash30(head, rest), `${head}${rest}`)
+    }
+  }
+  // A lone surrogate is stored as U+FFFD, so its key never matches again: a miss, never another key's verdict.
+  const stored = rests.filter((r) => !r.includes('\ud800'))
+  for (const rest of stored) {
+    const head = 'v|p|domain|'
+    c.setTail(head, c.hash(head, rest), Buffer.from(`${kRiskPrefix}{"score":1}${kScoresPrefix}{"a":1}`), 0, kRiskPrefix.length + 11, kRiskPrefix.length + 11 + kScoresPrefix.length + 7, kRiskPrefix.length + 11 + kScoresPrefix.length + 7, 0, rest)
+    c.set('v|p|ip|', t, c.hash('v|p|ip|', rest), rest)
+  }
+  for (const rest of stored) {
+    assert.equal(c.get('v|p|domain|', c.hash('v|p|domain|', rest), rest)?.riskJson(), '{"score":1}', `tail of ${JSON.stringify(rest)}`)
+    assert.equal(c.get('v|p|ip|', hash30('v|p|ip|', rest), rest)?.riskJson(), t.risk, `entry of ${JSON.stringify(rest)}`)
+    assert.equal(c.get(`v|p|ip|${rest}`)?.riskJson(), t.risk, `whole key of ${JSON.stringify(rest)}`)
   }
 })
