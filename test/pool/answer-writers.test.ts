@@ -7,6 +7,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { mixedCorpus } from '../../bench/corpus.ts'
 import { Assessor, normalize, PROFILES, render, writeContext, type Listing } from '../../src/engine/index.ts'
+import { INDICATOR_TYPES } from '../../src/engine/types.ts'
 import { contextKey, contextObject, kNoListing } from '../../src/engine/context.ts'
 import { ByteSink } from '../../src/bytes/byte-sink.ts'
 import { clientPackr, invalidIndicator, invalidItemObject, itemObject } from '../../src/pool/bulk-item.ts'
@@ -127,4 +128,22 @@ test('the member writers write the JSON text and the MessagePack of the context 
     }
   }
   assert.ok(checked > 10_000, `${checked} contexts`)
+})
+
+test('a chunk counts its valid indicators per type in INDICATOR_TYPES order, and its invalid ones apart', async () => {
+  const snapshot = await sampleSnapshot()
+  const items: ChunkItem[] = mixedCorpus(3000, 4242).map((x) => [x.type, x.value, null, null])
+  items.push(['ip', 'not an address', null, null], ['asn', 'AS', null, null], [undefined, '::1', null, null])
+  const want = new Array<number>(INDICATOR_TYPES.length).fill(0)
+  let invalid = 0
+  for (const [type, value] of items) {
+    const n = normalize(value, type)
+    if (n.ok) want[INDICATOR_TYPES.indexOf(n.indicator.type)] = (want[INDICATOR_TYPES.indexOf(n.indicator.type)] as number) + 1
+    else invalid++
+  }
+  assert.ok(want.every((c) => c > 0), 'every type is in the corpus')
+  const out = scoreBulkChunk(items, { mode: 'bulk', format: 'json', scoringVersion: null, signalDetails: 'none', evidenceDetails: 'none' }, { snapshot, cache: createShardCache(1000) })
+  assert.deepEqual([...out.types], want)
+  assert.equal(out.invalid, invalid)
+  assert.ok(invalid >= 2)
 })
