@@ -1,4 +1,4 @@
-import type { ByteSink } from './byte-sink.ts'
+import { kCopy, type ByteSink } from './byte-sink.ts'
 
 /** Slots and arena bytes a KeptBytes starts with. */
 const kFirstSlots = 16
@@ -70,7 +70,7 @@ export class KeptBytes {
     if (2 * (this.count + 1) > this.mask + 1) this.growTable()
     const i = this.slot(key)
     if (this.keys[i] !== 0) return
-    this.arena.set(sink.buf.subarray(start, sink.len), this.used)
+    sink.buf.copy(this.arena, this.used, start, sink.len)
     this.keys[i] = key + 1
     this.starts[i] = this.used
     this.ends[i] = this.used + n
@@ -89,7 +89,7 @@ export class KeptBytes {
     let size = this.arena.length * 2
     while (size < need) size *= 2
     const next = new Uint8Array(Math.min(size, this.maxBytes))
-    next.set(this.arena.subarray(0, this.used))
+    kCopy.call(this.arena, next, 0, 0, this.used)
     this.arena = next
   }
 

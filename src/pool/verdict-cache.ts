@@ -18,7 +18,7 @@
  */
 import type { Assessment } from '../engine/index.ts'
 import { kFnvOffset, kFnvPrime } from '../bytes/fnv.ts'
-import { utf8Into } from '../bytes/byte-sink.ts'
+import { kCopy, utf8Into } from '../bytes/byte-sink.ts'
 import { kTailRisk as kRisk, kTailSignalsNone as kTailSignals } from './bulk-item.ts'
 import { Facets, kNoFacet } from './facets.ts'
 import { IntLru } from './int-lru.ts'
@@ -366,17 +366,17 @@ export class VerdictCache {
   /**
    * Stores the JSON tail of a verdict written elsewhere (a chunk's answer bytes): `src[start, end)` is the none tail,
    * its risk's JSON ending at `riskEnd` and its scores' at `scoresEnd`; the entry holds that tail only (kFormTail), as
-   * set() with texts {head: null, risk, scores, rest} would store it. Null when it is too large to keep.
+   * set() with texts {head: null, risk, scores, rest} would store it. False when it is too large to keep.
    */
-  setTail (key: string, hash: number, src: Uint8Array, start: number, riskEnd: number, scoresEnd: number, end: number, facet: number, rest = ''): CachedVerdict | null {
+  setTail (key: string, hash: number, src: Uint8Array, start: number, riskEnd: number, scoresEnd: number, end: number, facet: number, rest = ''): boolean {
     const most = kHeader + 3 * (key.length + rest.length) + (end - start) + 1
-    if (most > this.size / kMaxEntryShare) return null
+    if (most > this.size / kMaxEntryShare) return false
     const off = this.reserve(most)
     const stamp = this.head - most
     const r = this.ring
     const keyBytes = this.writeKey(key, rest, off + kHeader)
     const tailStart = off + kHeader + keyBytes
-    r.set(src.subarray(start, end), tailStart)
+    kCopy.call(src, r, tailStart, start, end)
     const tailEnd = tailStart + end - start
     r[tailEnd] = 0x7d // }
     const len = tailEnd + 1 - off
@@ -392,7 +392,7 @@ export class VerdictCache {
     putU32(r, off + kSlotJsonEnd, len)
     putU32(r, off + kSlotForms, kFormTail)
     this.index.set(hash, off)
-    return new CachedVerdict(r, off)
+    return true
   }
 
   /**
