@@ -2,7 +2,7 @@
  * Joins the workers' pre-encoded result items in request order into one response body.
  * The main thread copies bytes; it never builds or stringifies per-item objects.
  */
-import { outputBuffer, SpareBuffers } from '../bytes/byte-sink.ts'
+import { kCopy, outputBuffer, SpareBuffers } from '../bytes/byte-sink.ts'
 import { answerHead, kJsonAnswerEnd, kJsonItemSeparator } from '../pool/bulk-item.ts'
 import type { Chunks } from './chunk.ts'
 import { csvRow, kCsvHeader, type CsvItem } from './csv.ts'
@@ -40,8 +40,9 @@ function views (outputs: EncodedChunk[]): Buffer[] {
 }
 
 /**
- * Copies every item, in request order, into `out` from `off`; returns the new offset. Each item is a typed-array set()
- * from a view of its bytes, about half the cost of Buffer#copy for items of a few hundred bytes.
+ * Copies every item, in request order, into `out` from `off`; returns the new offset. Each item is copied with
+ * Buffer's native copy: on Node.js 24 it costs what a typed-array set() from a view of the item costs, without making
+ * the view (10,000 of them per bulk of that size, a fifth of what the main thread allocated per indicator).
  */
 function copyItems (out: Buffer, off: number, chunks: Chunks, outputs: EncodedChunk[], separator: number | null): number {
   const n = chunks.shard.length
@@ -53,7 +54,7 @@ function copyItems (out: Buffer, off: number, chunks: Chunks, outputs: EncodedCh
     const ends = o.ends
     const a = p === 0 ? 0 : ends[p - 1] as number
     const len = (ends[p] as number) - a
-    out.set(new Uint8Array(o.body.buffer, o.body.byteOffset + a, len), off)
+    kCopy.call(o.body, out, off, a, a + len)
     off += len
   }
   return off
