@@ -15,6 +15,13 @@
  * AB_PATH=chunk measures the answer path instead of the engine's objects: each checkout's scoreBulkChunk
  * (src/pool/score-chunk.ts) on the round's corpus as one JSON chunk at signal_details none without a verdict cache,
  * i.e. normalize, assess, the item's bytes and its history record, as a scoring thread does for a cold bulk.
+ * AB_PATH=cache does the same with a verdict cache of the service's default size (100,000 verdicts, kept across
+ * rounds, so it fills and evicts as a scoring thread's does under cold bulks).
+ *
+ * AB_SEPARATE=N runs each engine in processes of its own instead: N pairs of child processes, A then B, then B then A
+ * and so on, each child scoring AB_ROUNDS fresh corpora after its warm-up and reporting its median; the ratio is the
+ * median of the pairs'. Slower, but neither engine's garbage, compiled code or memory placement meets the other's:
+ * on a noisy machine the one-process rounds can range from 0.6 to 1.7 where the pairs agree within a few percent.
  */
 import { execFileSync } from 'node:child_process'
 import { join, resolve } from 'node:path'
@@ -38,7 +45,9 @@ const kRepeat = Number(process.env.AB_REPEAT ?? 5)
 const kCorpusSize = 10_000
 /** AB_TYPES=ip,domain keeps only corpus items of those types (as normalized), to find where a cost is. */
 const kTypes = process.env.AB_TYPES === undefined ? null : new Set(process.env.AB_TYPES.split(','))
-const kChunk = process.env.AB_PATH === 'chunk'
+const kChunk = process.env.AB_PATH === 'chunk' || process.env.AB_PATH === 'cache'
+const kCacheSize = process.env.AB_PATH === 'cache' ? 100_000 : 0
+const kSeparate = Number(process.env.AB_SEPARATE ?? 0)
 
 async function load (name: string, root: string): Promise<Engine> {
   const engine = await import(pathToFileURL(join(root, 'src', 'engine', 'index.ts')).href) as Record<string, unknown>
@@ -49,7 +58,8 @@ async function load (name: string, root: string): Promise<Engine> {
   const feeds = await loadManifest(join(root, 'data', 'feeds', 'manifest.json'))
   const snap = new SnapshotCtor(await compileSnapshot({ feeds }))
   const pool = await import(pathToFileURL(join(root, 'src', 'pool', 'score-chunk.ts')).href) as Record<string, unknown>
-  return { name, score: engine.score as Engine['score'], chunk: pool.scoreBulkChunk as Engine['chunk'], profile: engine.DEFAULT_PROFILE, snap, ctx: { snapshot: snap, cache: null } }
+  const cache = kCacheSize > 0 ? (pool.createShardCache as (max: number) => unknown)(kCacheSize) : null
+  return { name, score: engine.score as Engine['score'], chunk: pool.scoreBulkChunk as Engine['chunk'], profile: engine.DEFAULT_PROFILE, snap, ctx: { snapshot: snap, cache } }
 }
 
 function cpuMs (): number {
@@ -82,6 +92,39 @@ function median (xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b)
   const m = s.length >> 1
   return s.length % 2 === 1 ? s[m] as number : ((s[m - 1] as number) + (s[m] as number)) / 2
+}
+
+/** AB_ONE=root: one engine alone (a child of AB_SEPARATE), printing its median CPU ms per round as JSON. */
+if (process.env.AB_ONE !== undefined) {
+  const e = await load('one', resolve(process.env.AB_ONE))
+  for (let seed = 900; seed < 905; seed++) run(e, mixedCorpus(kCorpusSize, seed))
+  const ms: number[] = []
+  for (let r = 0; r < kRounds; r++) ms.push(run(e, mixedCorpus(kCorpusSize, 1000 + r)))
+  process.stdout.write(JSON.stringify({ ms: median(ms) }))
+  process.exit(0)
+}
+
+if (kSeparate > 0) {
+  if (kTypes !== null) throw new Error('AB_TYPES is not supported with AB_SEPARATE')
+  const one = (root: string): number => (JSON.parse(execFileSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url)], { env: { ...process.env, AB_ONE: root }, encoding: 'utf8' })) as { ms: number }).ms
+  console.log(`A ${rootA}\nB ${rootB}`)
+  console.log(`${kSeparate} pairs of processes, each ${kRounds} rounds of ${kRepeat} x ${kCorpusSize.toLocaleString('en')} mixed indicators, ${kChunk ? `JSON bulk chunks at signal_details none, ${kCacheSize > 0 ? 'a verdict cache of 100,000' : 'no cache'}` : 'score()'}; median CPU time per round`)
+  const pairs: number[] = []
+  for (let i = 0; i < kSeparate; i++) {
+    let ta: number
+    let tb: number
+    if (i % 2 === 0) {
+      ta = one(rootA)
+      tb = one(rootB)
+    } else {
+      tb = one(rootB)
+      ta = one(rootA)
+    }
+    pairs.push(ta / tb)
+    console.log(`pair ${i + 1}: A ${ta.toFixed(1)} ms, B ${tb.toFixed(1)} ms, B / A ${(ta / tb).toFixed(3)}`)
+  }
+  console.log(`B / A indicators per CPU-second: median of ${kSeparate} pairs ${median(pairs).toFixed(3)} (range ${Math.min(...pairs).toFixed(3)}-${Math.max(...pairs).toFixed(3)})`)
+  process.exit(0)
 }
 
 const a = await load('A', rootA)
@@ -122,7 +165,7 @@ if (process.env.AB_CHILD === '1') {
   process.exit(0)
 }
 console.log(`A ${rootA}\nB ${rootB}`)
-console.log(`${kRounds} rounds of ${kRepeat} x ${size.toLocaleString('en')} mixed indicators${kTypes === null ? '' : ` (${[...kTypes].join(', ')})`}, ${kChunk ? 'JSON bulk chunks at signal_details none, no cache' : 'score()'}; CPU time per round (user + system)`)
+console.log(`${kRounds} rounds of ${kRepeat} x ${size.toLocaleString('en')} mixed indicators${kTypes === null ? '' : ` (${[...kTypes].join(', ')})`}, ${kChunk ? `JSON bulk chunks at signal_details none, ${kCacheSize > 0 ? 'a verdict cache of 100,000' : 'no cache'}` : 'score()'}; CPU time per round (user + system)`)
 console.log(`A: median ${median(msA).toFixed(1)} ms (${perSec(median(msA)).toLocaleString('en')} indicators per CPU-second)`)
 console.log(`B: median ${median(msB).toFixed(1)} ms (${perSec(median(msB)).toLocaleString('en')} indicators per CPU-second)`)
 console.log(`B / A indicators per CPU-second: median of per-round ratios ${ratio.toFixed(3)} (range ${Math.min(...ratios).toFixed(3)}-${Math.max(...ratios).toFixed(3)})`)
