@@ -48,6 +48,8 @@ const kTypes = process.env.AB_TYPES === undefined ? null : new Set(process.env.A
 const kChunk = process.env.AB_PATH === 'chunk' || process.env.AB_PATH === 'cache'
 const kCacheSize = process.env.AB_PATH === 'cache' ? 100_000 : 0
 const kSeparate = Number(process.env.AB_SEPARATE ?? 0)
+/** What a round scores, for the report. */
+const kPathLabel = kChunk ? `JSON bulk chunks at signal_details none, ${kCacheSize > 0 ? 'a verdict cache of 100,000' : 'no cache'}` : 'score()'
 
 async function load (name: string, root: string): Promise<Engine> {
   const engine = await import(pathToFileURL(join(root, 'src', 'engine', 'index.ts')).href) as Record<string, unknown>
@@ -108,7 +110,7 @@ if (kSeparate > 0) {
   if (kTypes !== null) throw new Error('AB_TYPES is not supported with AB_SEPARATE')
   const one = (root: string): number => (JSON.parse(execFileSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url)], { env: { ...process.env, AB_ONE: root }, encoding: 'utf8' })) as { ms: number }).ms
   console.log(`A ${rootA}\nB ${rootB}`)
-  console.log(`${kSeparate} pairs of processes, each ${kRounds} rounds of ${kRepeat} x ${kCorpusSize.toLocaleString('en')} mixed indicators, ${kChunk ? `JSON bulk chunks at signal_details none, ${kCacheSize > 0 ? 'a verdict cache of 100,000' : 'no cache'}` : 'score()'}; median CPU time per round`)
+  console.log(`${kSeparate} pairs of processes, each ${kRounds} rounds of ${kRepeat} x ${kCorpusSize.toLocaleString('en')} mixed indicators, ${kPathLabel}; median CPU time per round`)
   const pairs: number[] = []
   for (let i = 0; i < kSeparate; i++) {
     let ta: number
@@ -165,7 +167,7 @@ if (process.env.AB_CHILD === '1') {
   process.exit(0)
 }
 console.log(`A ${rootA}\nB ${rootB}`)
-console.log(`${kRounds} rounds of ${kRepeat} x ${size.toLocaleString('en')} mixed indicators${kTypes === null ? '' : ` (${[...kTypes].join(', ')})`}, ${kChunk ? `JSON bulk chunks at signal_details none, ${kCacheSize > 0 ? 'a verdict cache of 100,000' : 'no cache'}` : 'score()'}; CPU time per round (user + system)`)
+console.log(`${kRounds} rounds of ${kRepeat} x ${size.toLocaleString('en')} mixed indicators${kTypes === null ? '' : ` (${[...kTypes].join(', ')})`}, ${kPathLabel}; CPU time per round (user + system)`)
 console.log(`A: median ${median(msA).toFixed(1)} ms (${perSec(median(msA)).toLocaleString('en')} indicators per CPU-second)`)
 console.log(`B: median ${median(msB).toFixed(1)} ms (${perSec(median(msB)).toLocaleString('en')} indicators per CPU-second)`)
 console.log(`B / A indicators per CPU-second: median of per-round ratios ${ratio.toFixed(3)} (range ${Math.min(...ratios).toFixed(3)}-${Math.max(...ratios).toFixed(3)})`)

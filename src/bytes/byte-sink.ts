@@ -16,11 +16,27 @@ export function utf8Into (buf: Buffer, s: string, at: number): number {
 }
 
 /**
+ * Writes `s` as UTF-8 into `buf` at `at` and returns the bytes written, as utf8Into does. Most strings a scoring
+ * thread writes are short and ASCII (addresses, domains, hashes, cache keys): those are copied a byte at a time, which
+ * for strings of a few dozen characters costs less than the native call; from the first other character on, the rest
+ * goes through utf8Into. The caller has made room for 3 bytes per UTF-16 unit.
+ */
+export function textInto (buf: Buffer, s: string, at: number): number {
+  const n = s.length
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i)
+    if (c >= 0x80) return i + utf8Into(buf, i === 0 ? s : s.slice(i), at + i)
+    buf[at + i] = c
+  }
+  return n
+}
+
+/**
  * Buffer's native copy, called on any Uint8Array: `kCopy.call(source, target, targetStart, sourceStart, sourceEnd)`.
  */
 export const kCopy = Buffer.prototype.copy as (this: Uint8Array, target: Uint8Array, targetStart: number, sourceStart: number, sourceEnd: number) => number
 
-/** Byte arrays up to this long are appended with a loop (ByteSink.bytes, ByteSink.copy). */
+/** Runs of bytes up to this long are appended with a loop (ByteSink.copy). */
 const kLoopCopy = 32
 
 /** Room a spare buffer may have beyond twice the output it takes. */
@@ -113,26 +129,10 @@ export class ByteSink {
     this.len += utf8Into(this.buf, s, this.len)
   }
 
-  /**
-   * Appends the UTF-8 of `s`, as write() does. Most strings a scoring thread writes are short and ASCII (addresses,
-   * domains, hashes): those are copied a byte at a time, which for strings of a few dozen characters costs less than
-   * the native call write() makes; a string outside ASCII is handed to write() from its first such character.
-   */
+  /** Appends the UTF-8 of `s`, as write() does, short ASCII strings a byte at a time (textInto). */
   text (s: string): void {
-    const n = s.length
-    this.reserve(n)
-    const buf = this.buf
-    let p = this.len
-    for (let i = 0; i < n; i++) {
-      const c = s.charCodeAt(i)
-      if (c >= 0x80) {
-        this.len = p
-        this.write(i === 0 ? s : s.slice(i))
-        return
-      }
-      buf[p++] = c
-    }
-    this.len = p
+    this.reserve(s.length * 3)
+    this.len += textInto(this.buf, s, this.len)
   }
 
   /**
@@ -157,22 +157,9 @@ export class ByteSink {
     this.len = p
   }
 
-  /**
-   * Appends the bytes of `b`. Most a scoring thread appends are short (a member's key, a tail's head or end): up to
-   * kLoopCopy bytes are copied in a loop, which costs less than the typed-array set() call longer ones take.
-   */
+  /** Appends the bytes of `b` (copy()). */
   bytes (b: Uint8Array): void {
-    const n = b.length
-    this.reserve(n)
-    if (n <= kLoopCopy) {
-      const buf = this.buf
-      let p = this.len
-      for (let i = 0; i < n; i++) buf[p++] = b[i] as number
-      this.len = p
-      return
-    }
-    this.buf.set(b, this.len)
-    this.len += n
+    this.copy(b, 0, b.length)
   }
 
   /** Appends one byte. */
@@ -182,9 +169,10 @@ export class ByteSink {
   }
 
   /**
-   * Appends bytes `start` to `end` of `from`: a short run in a loop, a longer one with Buffer's native copy, which
-   * allocates nothing (a typed-array set() from a view of the run costs as much and makes a view object per copy,
-   * the largest kind of garbage a scoring thread made per indicator).
+   * Appends bytes `start` to `end` of `from`. Most runs a scoring thread appends are short (a member's key, a tail's
+   * head or end, a kept fact group): up to kLoopCopy bytes are copied in a loop, cheaper than any call; a longer run
+   * with Buffer's native copy, which allocates nothing (a typed-array set() from a view of the run costs as much and
+   * makes a view object per copy, the largest kind of garbage a scoring thread made per indicator).
    */
   copy (from: Uint8Array, start: number, end: number): void {
     const n = end - start

@@ -70,9 +70,9 @@ export function createShardCache (max: number): ShardCache | null {
 const kTypes: ReadonlySet<string> = new Set(INDICATOR_TYPES)
 /**
  * Position of a type in INDICATOR_TYPES (per-type counts). A switch: a keyed load from an object by five different
- * strings was 2% of a cold chunk's time (a line profile). test/pool/score-chunk.test.ts holds it to the list.
+ * strings was 2% of a cold chunk's time (a line profile). test/pool/answer-writers.test.ts holds the counts to the list.
  */
-export function typeIndex (type: IndicatorType): number {
+function typeIndex (type: IndicatorType): number {
   switch (type) {
     case 'ip': return 0
     case 'domain': return 1

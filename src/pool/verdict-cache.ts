@@ -18,7 +18,7 @@
  */
 import type { Assessment } from '../engine/index.ts'
 import { kFnvOffset, kFnvPrime } from '../bytes/fnv.ts'
-import { kCopy, utf8Into } from '../bytes/byte-sink.ts'
+import { kCopy, textInto, utf8Into } from '../bytes/byte-sink.ts'
 import { kTailRisk as kRisk, kTailSignalsNone as kTailSignals } from './bulk-item.ts'
 import { Facets, kNoFacet } from './facets.ts'
 import { IntLru } from './int-lru.ts'
@@ -110,21 +110,6 @@ function fnvOn (h: number, s: string): number {
 interface KeyHead { state: number, bytes: Uint8Array }
 /** Key heads kept per cache (a few per snapshot version and profile: one per type); past it they are made again. */
 const kMaxKeyHeads = 256
-
-/**
- * Writes `s` as UTF-8 into `r` at `at` and returns the bytes written: ASCII a byte at a time (a normalized value, as
- * nearly every key's rest is, is a few dozen characters, cheaper to copy so than through the native writer), from the
- * first other character on through utf8Into. The caller has made room for 3 bytes per unit.
- */
-function writeKeyText (r: Buffer, s: string, at: number): number {
-  const n = s.length
-  for (let i = 0; i < n; i++) {
-    const c = s.charCodeAt(i)
-    if (c >= 0x80) return i + utf8Into(r, i === 0 ? s : s.slice(i), at + i)
-    r[at + i] = c
-  }
-  return n
-}
 
 /** Stores `v` (0 to 2^32 - 1) at `at` as uint32 little-endian, as writeUInt32LE does, without its argument checks. */
 function putU32 (r: Buffer, at: number, v: number): void {
@@ -283,7 +268,7 @@ export class VerdictCache {
   private writeKey (key: string, rest: string, at: number): number {
     const head = this.keyHead(key).bytes
     this.ring.set(head, at)
-    return head.length + writeKeyText(this.ring, rest, at + head.length)
+    return head.length + textInto(this.ring, rest, at + head.length)
   }
 
   /** The verdict stored under `key` + `rest`, or undefined. */
@@ -325,7 +310,7 @@ export class VerdictCache {
     const stamp = this.head - most
     const r = this.ring
     let p = off + kHeader
-    // One native write per piece: joined, each string would first be copied into a flat one (garbage the collector
+    // Each piece written on its own: joined, each string would first be copied into a flat one (garbage the collector
     // then pays for on every thread). Where a piece is ASCII (bytes = UTF-16 units) its end follows from its length.
     const keyBytes = this.writeKey(key, keyRest, p)
     p += keyBytes
