@@ -72,6 +72,7 @@ export const kSuites = {
   ],
   services: [
     'fleet/rebuild.test.ts',
+    'fleet/unanswered.test.ts',
     'history/accounting.test.ts',
     'history/destroy.test.ts',
     'history/oversized-records.test.ts',

@@ -24,6 +24,8 @@ export interface ElectionOptions {
   url: string
   schema: string
   applicationName: string
+  /** Longest wait for the lock session's connection to be up (pg's connectionTimeoutMillis). */
+  connectionTimeoutMs: number
   /** This instance leads; `session` holds the lock (run leader-only writes on it). */
   onLead: (session: pg.Client) => void
   /** This instance stopped leading (its session ended). */
@@ -57,7 +59,12 @@ export class Election {
   private async run (): Promise<void> {
     let retryMs = kFirstRetryMs
     while (!this.closed) {
-      const session = new pg.Client({ connectionString: this.options.url, keepAlive: true, application_name: this.options.applicationName })
+      const session = new pg.Client({
+        connectionString: this.options.url,
+        keepAlive: true,
+        application_name: this.options.applicationName,
+        connectionTimeoutMillis: this.options.connectionTimeoutMs
+      })
       const ended = new Promise<void>((resolve) => {
         session.once('end', resolve)
         session.on('error', () => { resolve() })

@@ -47,7 +47,15 @@ export interface FleetOptions {
   /** This instance's name (IOC_INSTANCE_NAME), or null: host name, pid and a random suffix. */
   instance: string | null
   logger: FleetLogger
+  /**
+   * Longest wait for a new PostgreSQL connection of the fleet's own (pool, LISTEN, lock session); default 5 s, as the
+   * store's. A server that accepts and never answers then fails the attempt instead of holding start or close.
+   */
+  connectionTimeoutMs?: number
 }
+
+/** Default of FleetOptions.connectionTimeoutMs. */
+const kConnectionTimeoutMs = 5_000
 
 /** One instance as the status shows it. */
 export interface InstanceRow {
@@ -164,12 +172,14 @@ export class Fleet {
     if (this.options.url === null) return
     const log = this.options.logger
     const name = `ioc-verdict fleet ${this.instance}`.slice(0, 63)
-    this.pool = new pg.Pool({ connectionString: this.options.url, max: 2, application_name: name })
+    const connectionTimeoutMs = this.options.connectionTimeoutMs ?? kConnectionTimeoutMs
+    this.pool = new pg.Pool({ connectionString: this.options.url, max: 2, application_name: name, keepAlive: true, connectionTimeoutMillis: connectionTimeoutMs })
     this.pool.on('error', () => {}) // an idle connection that dies is replaced on next use
     const listener = new PgListener({
       url: this.options.url,
       channels: [ChangeFeed.channel, kIntelChannel],
       applicationName: name,
+      connectionTimeoutMs,
       onNotify: (channel, payload) => {
         if (channel === ChangeFeed.channel) this.changes.notify(payload)
         else this.intelNotice(payload)
@@ -219,6 +229,7 @@ export class Fleet {
       url: this.options.url,
       schema: this.options.schema,
       applicationName: `ioc-verdict leader ${this.instance}`.slice(0, 63),
+      connectionTimeoutMs: this.options.connectionTimeoutMs ?? kConnectionTimeoutMs,
       onLead: (session) => { this.lead(session) },
       onLose: () => {
         this.session = null

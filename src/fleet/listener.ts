@@ -17,6 +17,8 @@ export interface ListenerOptions {
   channels: readonly string[]
   /** Name PostgreSQL shows for the connection (pg_stat_activity.application_name). */
   applicationName: string
+  /** Longest wait for the connection to be up (pg's connectionTimeoutMillis). */
+  connectionTimeoutMs: number
   onNotify: (channel: string, payload: string | undefined) => void
   /** Runs after a reconnect: notifications may have been missed. */
   onResync: () => void
@@ -53,7 +55,12 @@ export class PgListener {
   }
 
   private async connect (): Promise<void> {
-    const client = new pg.Client({ connectionString: this.options.url, keepAlive: true, application_name: this.options.applicationName })
+    const client = new pg.Client({
+      connectionString: this.options.url,
+      keepAlive: true,
+      application_name: this.options.applicationName,
+      connectionTimeoutMillis: this.options.connectionTimeoutMs
+    })
     client.on('error', () => { this.lost(client) })
     client.on('end', () => { this.lost(client) })
     client.on('notification', (msg) => { this.options.onNotify(msg.channel, msg.payload) })
