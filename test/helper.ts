@@ -85,6 +85,37 @@ export async function build (t: Cleanups, env: Record<string, string> = {}): Pro
 }
 
 /**
+ * Drops a test's schema. DROP SCHEMA waits for every lock on the schema and its tables; a connection the test left
+ * open in a transaction would hold one for ever. So the drop waits 60 s at most: then the sessions holding locks in
+ * this schema (their names and what they were doing) fail the cleanup, after they are ended and the schema dropped,
+ * instead of a hang. Only this schema's sessions are ended: other files' tests run beside it on the same database.
+ */
+async function dropSchema (databaseUrl: string, schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrl })
+  await client.connect()
+  try {
+    await client.query("SET lock_timeout = '60s'")
+    try {
+      await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+      return
+    } catch (err) {
+      if ((err as { code?: string }).code !== '55P03') throw err
+    }
+    const { rows } = await client.query<{ pid: number, application_name: string, state: string, query: string }>(
+      'SELECT pid, application_name, state, left(query, 120) AS query FROM pg_stat_activity WHERE pid IN (' +
+      'SELECT l.pid FROM pg_locks l, pg_namespace n WHERE n.nspname = $1 AND l.granted AND l.pid <> pg_backend_pid() AND (' +
+      '(l.locktype = \'relation\' AND l.relation IN (SELECT oid FROM pg_class WHERE relnamespace = n.oid)) OR ' +
+      '(l.locktype = \'object\' AND l.classid = \'pg_namespace\'::regclass AND l.objid = n.oid)))', [schema])
+    await client.query('SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid', [rows.map((r) => r.pid)])
+    await client.query("SET lock_timeout = '0'")
+    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+    throw new Error(`DROP SCHEMA ${schema} waited 60 s on sessions left open: ${JSON.stringify(rows)}`)
+  } finally {
+    await client.end()
+  }
+}
+
+/**
  * A fresh PostgreSQL schema for one test. Whatever the test opens on it registers its cleanup on the returned list
  * instead of on `t`: node:test runs a test's after hooks in the order they were added, and DROP SCHEMA run while a
  * store or writer still works in the schema waits on it or deadlocks. The list runs in reverse order, then the drop.
@@ -95,13 +126,7 @@ export function pgSchemaCleanups (t: Cleanups, databaseUrl: string, schema: stri
     try {
       await list.run()
     } finally {
-      const client = new pg.Client({ connectionString: databaseUrl })
-      await client.connect()
-      try {
-        await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
-      } finally {
-        await client.end()
-      }
+      await dropSchema(databaseUrl, schema)
     }
   })
   return list

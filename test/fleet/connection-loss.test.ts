@@ -30,7 +30,7 @@ async function score (s: Built, key: string): Promise<number> {
   return (res.json() as Json).risk.score as number
 }
 
-test('a leader whose lock session is ended stops leading and the other leads; a lost notification connection comes back', async (t) => {
+test('a leader whose lock session is ended stops leading and the other leads; a lost notification connection comes back', { timeout: 240_000 }, async (t) => {
   if (kDb === undefined) {
     t.skip('IOC_TEST_DATABASE_URL not set')
     return
