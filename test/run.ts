@@ -19,6 +19,7 @@ import { PassThrough, type Readable, type Writable } from 'node:stream'
 import { run } from 'node:test'
 import * as reporters from 'node:test/reporters'
 import { pathToFileURL } from 'node:url'
+import { nodeVersionProblem } from '../bin/node-version.js'
 import { bundleFiles } from '../workers/bundle.js'
 import { runOrder, kTestRoot } from './suites.ts'
 
@@ -32,6 +33,13 @@ function usage (message: string): never {
   process.stderr.write(`${message}\nusage: node --import tsx test/run.ts [unit|e2e|all] [--concurrency=N] [--durations] ` +
     '[--test-name-pattern=RE] [--test-reporter=R --test-reporter-destination=D]...\n')
   process.exit(2)
+}
+
+// On an older Node every file that opens a SQLite store would crash with a segmentation fault: say why once instead.
+const tooOld = nodeVersionProblem(process.versions.node)
+if (tooOld !== null) {
+  process.stderr.write(`${tooOld}\n`)
+  process.exit(1)
 }
 
 const args = process.argv.slice(2)
