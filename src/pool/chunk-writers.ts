@@ -13,7 +13,7 @@
  * Every writer answers the same bytes as rendering the full assessment would (test/pool/answer-writers.test.ts).
  */
 import { allowlistedAssessment, contextKey, render, writeContext, type AllowRule, type Assessment, type ScoringProfile } from '../engine/index.ts'
-import type { NormalizedIndicator, SignalDetails } from '../engine/types.ts'
+import type { IndicatorType, NormalizedIndicator, SignalDetails } from '../engine/types.ts'
 import type { ByteSink } from '../bytes/byte-sink.ts'
 import { labelsOf, verdictMembers } from '../history/record.ts'
 import {
@@ -22,7 +22,7 @@ import {
 } from './bulk-item.ts'
 import type { ChunkScratch, SharedTail } from './chunk-scratch.ts'
 import { kNoFacet, type Facet } from './facets.ts'
-import type { CachedVerdict, VerdictTexts } from './verdict-cache.ts'
+import type { CachedVerdict, VerdictCache, VerdictTexts } from './verdict-cache.ts'
 
 /** What an item writer tells of the item it wrote (one object per writer, overwritten by each item). */
 export interface ItemOutcome {
@@ -40,6 +40,13 @@ export interface ItemOutcome {
 export interface ItemWriter {
   /** Writes the item of `ind`, sent as `value`; `rule`: the tenant allowlist entry covering it, or null. */
   item: (profile: ScoringProfile, ind: NormalizedIndicator, value: unknown, rule: AllowRule | null) => ItemOutcome
+  /**
+   * Writes the item of `value` sent with type `type` when it is cached as sent (`value` is the normalized value of
+   * the entry of `type`) and the entry says that it normalizes to itself with no warning (CachedVerdict.canonical):
+   * then normalizing it would give that indicator back, and the item is the cached one, written without normalizing.
+   * Null (nothing written) otherwise: the caller normalizes and calls item(). Absent: the writer has no such path.
+   */
+  sentAsNormalized?: (profile: ScoringProfile, type: IndicatorType, value: string) => ItemOutcome | null
 }
 
 /** The writer of a kind of chunk, made once per context. */
@@ -88,6 +95,33 @@ function cachedOut (s: ChunkScratch, out: ItemOutcome, cached: CachedVerdict): I
   return out
 }
 
+/** Whether `ind`, sent as `value`, is its own normalized form with its type given and no warning (kFormCanonical). */
+function sentCanonical (ind: NormalizedIndicator, value: unknown): boolean {
+  return !ind.inferred && ind.warnings.length === 0 && value === ind.normalized
+}
+
+/**
+ * A writer's memo of the last key hashed by sentAsNormalized(): the value it missed on is usually the normalized
+ * value item() hashes next (a value sent as it normalizes, not cached yet), which then need not be hashed again.
+ */
+class LastHash {
+  key = ''
+  value = ''
+  hash = 0
+
+  /** The cache hash of `key` + `value`: the memo's when it is for the same key and value. */
+  of (cache: VerdictCache, key: string, value: string): number {
+    if (value === this.value && key === this.key) return this.hash
+    return cache.hash(key, value)
+  }
+
+  keep (key: string, value: string, hash: number): void {
+    this.key = key
+    this.value = value
+    this.hash = hash
+  }
+}
+
 function sharedOut (out: ItemOutcome, u: SharedTail): ItemOutcome {
   out.facet = u.facet
   out.members = u.members
@@ -120,6 +154,7 @@ class JsonNoneWriter implements ItemWriter {
   private readonly s: ChunkScratch
   private readonly detail: DetailWriter
   private readonly out = outcome()
+  private readonly last = new LastHash()
 
   constructor (s: ChunkScratch, detail: DetailWriter) {
     this.s = s
@@ -131,21 +166,44 @@ class JsonNoneWriter implements ItemWriter {
     const sink = this.s.body
     if (typeof value === 'string') writeItemHead(sink, ind.type, value, ind.normalized)
     else sink.write(itemHead(sentJson(ind, value)))
-    const out = this.tail(profile, ind, sink)
+    const out = this.tail(profile, ind, sink, sentCanonical(ind, value))
     if (ind.warnings.length > 0) sink.write(itemEnd(ind.warnings))
     else sink.byte(kItemEndByte)
     return out
   }
 
-  /** The none tail: from the cache's bytes on a hit (no parsing, no new strings), else assessed and cached. */
-  private tail (profile: ScoringProfile, ind: NormalizedIndicator, sink: ByteSink): ItemOutcome {
+  sentAsNormalized (profile: ScoringProfile, type: IndicatorType, value: string): ItemOutcome | null {
+    const s = this.s
+    const cache = s.cache
+    if (cache === null) return null
+    const key = s.cacheKey(profile, type)
+    const h = cache.hash(key, value)
+    const cached = cache.get(key, h, value)
+    if (cached === undefined || !cached.canonical || !cached.hasTail) {
+      this.last.keep(key, value, h)
+      return null
+    }
+    const sink = s.body
+    writeItemHead(sink, type, value, value)
+    sink.copy(cached.ring, cached.tailStart, cached.tailEnd)
+    sink.byte(kItemEndByte)
+    this.out.hit = true
+    return cachedOut(s, this.out, cached)
+  }
+
+  /**
+   * The none tail: from the cache's bytes on a hit (no parsing, no new strings), else assessed and cached.
+   * `canonical`: the indicator was sent as it normalizes (sentCanonical), which its entry then records.
+   */
+  private tail (profile: ScoringProfile, ind: NormalizedIndicator, sink: ByteSink, canonical: boolean): ItemOutcome {
     const s = this.s
     const out = this.out
     const cache = s.cache
     const key = s.cacheKey(profile, ind.type)
-    const h = cache === null ? 0 : cache.hash(key, ind.normalized)
+    const h = cache === null ? 0 : this.last.of(cache, key, ind.normalized)
     const cached = cache?.get(key, h, ind.normalized)
     if (cached?.hasTail === true) {
+      if (canonical && !cached.canonical) cached.markCanonical()
       sink.copy(cached.ring, cached.tailStart, cached.tailEnd)
       out.hit = true
       return cachedOut(s, out, cached)
@@ -153,7 +211,7 @@ class JsonNoneWriter implements ItemWriter {
     out.hit = false
     const start = sink.len
     const u = writeShared(s, profile, ind, 'json')
-    cache?.setTail(key, h, sink.buf, start, start + u.riskEnd, start + u.scoresEnd, sink.len, u.facet?.id ?? kNoFacet, ind.normalized)
+    cache?.setTail(key, h, sink.buf, start, start + u.riskEnd, start + u.scoresEnd, sink.len, u.facet?.id ?? kNoFacet, ind.normalized, canonical)
     return sharedOut(out, u)
   }
 }
@@ -163,6 +221,7 @@ class PackedNoneWriter implements ItemWriter {
   private readonly s: ChunkScratch
   private readonly detail: DetailWriter
   private readonly out = outcome()
+  private readonly last = new LastHash()
 
   constructor (s: ChunkScratch, detail: DetailWriter) {
     this.s = s
@@ -173,25 +232,44 @@ class PackedNoneWriter implements ItemWriter {
     if (rule !== null || typeof value !== 'string') return this.detail.item(profile, ind, value, rule)
     const sink = this.s.body
     writePackedItemHead(sink, ind.type, value, ind.normalized, ind.warnings.length > 0)
-    const out = this.tail(profile, ind, sink)
+    const out = this.tail(profile, ind, sink, sentCanonical(ind, value))
     if (ind.warnings.length > 0) sink.bytes(packedWarnings(ind.warnings))
     return out
+  }
+
+  sentAsNormalized (profile: ScoringProfile, type: IndicatorType, value: string): ItemOutcome | null {
+    const s = this.s
+    const cache = s.cache
+    if (cache === null) return null
+    const key = s.cacheKey(profile, type)
+    const h = cache.hash(key, value)
+    const cached = cache.get(key, h, value)
+    if (cached === undefined || !cached.canonical || cached.packedEnd === cached.packedStart) {
+      this.last.keep(key, value, h)
+      return null
+    }
+    const sink = s.body
+    writePackedItemHead(sink, type, value, value, false)
+    sink.copy(cached.ring, cached.packedStart, cached.packedEnd)
+    this.out.hit = true
+    return cachedOut(s, this.out, cached)
   }
 
   /**
    * The packed none tail: copied on a hit; packed on a miss, or on a hit of an entry a JSON call stored (then the
    * entry is stored again with it), so that each verdict is packed once. A miss stores the packed tail only.
    */
-  private tail (profile: ScoringProfile, ind: NormalizedIndicator, sink: ByteSink): ItemOutcome {
+  private tail (profile: ScoringProfile, ind: NormalizedIndicator, sink: ByteSink, canonical: boolean): ItemOutcome {
     const s = this.s
     const out = this.out
     const cache = s.cache
     const key = s.cacheKey(profile, ind.type)
-    const h = cache === null ? 0 : cache.hash(key, ind.normalized)
+    const h = cache === null ? 0 : this.last.of(cache, key, ind.normalized)
     const cached = cache?.get(key, h, ind.normalized)
     if (cached !== undefined) {
       out.hit = true
       if (cached.packedEnd > cached.packedStart) {
+        if (canonical && !cached.canonical) cached.markCanonical()
         sink.copy(cached.ring, cached.packedStart, cached.packedEnd)
       } else {
         // An entry without the packed tail holds the JSON tail (verdict-cache.ts).
@@ -201,7 +279,8 @@ class PackedNoneWriter implements ItemWriter {
         writePackedNoneTail(sink, a.risk, a.scores, a.threat_context, a.recommended_actions)
         // A view of what was just written: set() copies it into the ring before the sink is written again.
         t.packed = sink.buf.subarray(start, sink.len)
-        cache?.set(key, t, h, ind.normalized)
+        const stored = cache?.set(key, t, h, ind.normalized)
+        if (canonical) stored?.markCanonical()
       }
       return cachedOut(s, out, cached)
     }
@@ -209,7 +288,8 @@ class PackedNoneWriter implements ItemWriter {
     const start = sink.len
     const u = writeShared(s, profile, ind, 'msgpack')
     const t: VerdictTexts = { head: null, risk: u.riskJson, scores: u.scoresJson, rest: null, facet: u.facet?.id ?? kNoFacet, packed: sink.buf.subarray(start, sink.len) }
-    cache?.set(key, t, h, ind.normalized)
+    const stored = cache?.set(key, t, h, ind.normalized)
+    if (canonical) stored?.markCanonical()
     return sharedOut(out, u)
   }
 }

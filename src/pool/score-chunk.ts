@@ -67,7 +67,6 @@ export function createShardCache (max: number): ShardCache | null {
   return max > 0 ? new VerdictCache(max) : null
 }
 
-const kTypes: ReadonlySet<string> = new Set(INDICATOR_TYPES)
 /**
  * Position of a type in INDICATOR_TYPES (per-type counts). A switch: a keyed load from an object by five different
  * strings was 2% of a cold chunk's time (a line profile). test/pool/answer-writers.test.ts holds the counts to the list.
@@ -82,8 +81,16 @@ function typeIndex (type: IndicatorType): number {
   }
 }
 
-function typeAsSent (type: unknown): IndicatorType | null {
-  return typeof type === 'string' && kTypes.has(type) ? type as IndicatorType : null
+/** The type as sent when it is one of the five (a switch, as typeIndex: no keyed lookup per item); else null. */
+function givenType (type: unknown): IndicatorType | null {
+  switch (type) {
+    case 'ip': return 'ip'
+    case 'domain': return 'domain'
+    case 'ip_block': return 'ip_block'
+    case 'file_hash_sha256': return 'file_hash_sha256'
+    case 'asn': return 'asn'
+    default: return null
+  }
 }
 
 /** History needs a string value: a non-string is recorded as its JSON text, a missing one as ''. */
@@ -112,29 +119,42 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
   const categories: Record<string, number> = Object.create(null) as Record<string, number>
   for (let i = 0; i < items.length; i++) {
     const [type, value, actionTaken, actionSource] = items[i] as ChunkItem
-    const n = normalize(value, type)
-    if (!n.ok) {
-      invalid++
-      const indicator = invalidIndicator(type, value)
-      if (params.format === 'json') sink.write(invalidItemJson(indicator, n.warnings, n.errors))
-      else sink.bytes(clientPackr.pack(invalidItemObject(indicator, n.warnings, n.errors)))
-      ends[i] = sink.len
-      history.addVerdict(typeAsSent(type), valueAsText(value), null, itemTail(kInvalidVerdictMembers, actionTaken, actionSource))
-      continue
+    // A value cached as sent, with its type, skips normalizing when its entry says it normalizes to itself
+    // (ItemWriter.sentAsNormalized); a tenant allowlist's match needs the normalized indicator.
+    const sent = allow === null && typeof value === 'string' ? givenType(type) : null
+    let out = sent === null ? null : writer.sentAsNormalized?.(profile, sent, value as string) ?? null
+    let t: IndicatorType
+    let normalized: string
+    if (out !== null && sent !== null) {
+      t = sent
+      normalized = value as string
+    } else {
+      const n = normalize(value, type)
+      if (!n.ok) {
+        invalid++
+        const indicator = invalidIndicator(type, value)
+        if (params.format === 'json') sink.write(invalidItemJson(indicator, n.warnings, n.errors))
+        else sink.bytes(clientPackr.pack(invalidItemObject(indicator, n.warnings, n.errors)))
+        ends[i] = sink.len
+        history.addVerdict(givenType(type), valueAsText(value), null, itemTail(kInvalidVerdictMembers, actionTaken, actionSource))
+        continue
+      }
+      const ind = n.indicator
+      t = ind.type
+      normalized = ind.normalized
+      out = writer.item(profile, ind, value, allow === null ? null : allow.match(ind))
     }
-    const ind = n.indicator
-    const ti = typeIndex(ind.type)
+    const ti = typeIndex(t)
     types[ti] = (types[ti] as number) + 1
-    const out = writer.item(profile, ind, value, allow === null ? null : allow.match(ind))
     ends[i] = sink.len
     if (out.hit) cacheHits++
     categories[out.category] = (categories[out.category] ?? 0) + 1
     // A valid value is a string. A facet's tail, when the item has no log-only fields, is found by the facet's number
     // (block.ts addVerdict).
     if (out.facet !== null && actionTaken === null && actionSource === null) {
-      history.addVerdict(ind.type, value as string, ind.normalized, out.facet.tail, out.facet.id)
+      history.addVerdict(t, value as string, normalized, out.facet.tail, out.facet.id)
     } else {
-      history.addVerdict(ind.type, value as string, ind.normalized, itemTail(out.members, actionTaken, actionSource))
+      history.addVerdict(t, value as string, normalized, itemTail(out.members, actionTaken, actionSource))
     }
   }
   const out = { body: sink.take(spare), ends, history: history.encode(historySpare), cacheHits, invalid, types, categories }
@@ -151,7 +171,7 @@ export function scoreSingle (item: ChunkItem, params: ChunkParams, ctx: ScoringC
   const history = scratch.single
   history.reset()
   if (!n.ok) {
-    history.addVerdict(typeAsSent(type) ?? n.type, valueAsText(value), null, itemTail(kInvalidVerdictMembers, actionTaken, actionSource))
+    history.addVerdict(givenType(type) ?? n.type, valueAsText(value), null, itemTail(kInvalidVerdictMembers, actionTaken, actionSource))
     return { verdict: null, errors: n.errors, warnings: n.warnings, cacheHit: false, history: history.encode(), members: null }
   }
   const ind = n.indicator

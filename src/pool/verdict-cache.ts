@@ -55,12 +55,18 @@ const kSlotScoresEnd = 20 // where the scores' JSON ends
 const kSlotStamp = 24
 const kSlotFacet = 32 // the verdict's facet number (facets.ts), kNoFacet when it has none
 const kSlotJsonEnd = 36 // where the JSON ends (after its `}`): the MessagePack tail, if any, runs from here to the end
-const kSlotForms = 40 // kFormTail | kFormAssessment: the JSON forms the entry holds (see above)
+const kSlotForms = 40 // kFormTail | kFormAssessment: the JSON forms the entry holds (see above); and kFormCanonical
 const kHeader = 44
 /** The JSON tail (risk, scores and rest). */
 const kFormTail = 1
 /** The assessment: head and JSON tail. */
 const kFormAssessment = 2
+/**
+ * Not a form: the entry's normalized value, sent as its own value with its type given, normalizes to itself with no
+ * warning (so a caller that sends it so may skip normalizing it: CachedVerdict.canonical). normalize() is a pure
+ * function of value and type, so a call that saw it once holds for every later one; the bit is set by such a call.
+ */
+const kFormCanonical = 4
 /** Entries larger than this share of the ring are not cached (they would evict too much at once). */
 const kMaxEntryShare = 16
 
@@ -159,6 +165,19 @@ export class CachedVerdict {
   /** Whether the entry holds the assessment (assessment()): what single calls and bulks at top or all need. */
   get hasAssessment (): boolean {
     return ((this.ring[this.off + kSlotForms] as number) & kFormAssessment) !== 0
+  }
+
+  /**
+   * Whether the key's normalized value, sent as the value with the key's type, is known to normalize to itself with
+   * no warning (kFormCanonical).
+   */
+  get canonical (): boolean {
+    return ((this.ring[this.off + kSlotForms] as number) & kFormCanonical) !== 0
+  }
+
+  /** Records that normalize(value, type) of the key's own value and type gave them back with no warning. */
+  markCanonical (): void {
+    this.ring[this.off + kSlotForms] = (this.ring[this.off + kSlotForms] as number) | kFormCanonical
   }
 
   /** Start of the MessagePack none tail in `ring` (equal to packedEnd when the entry has none). */
@@ -351,9 +370,10 @@ export class VerdictCache {
   /**
    * Stores the JSON tail of a verdict written elsewhere (a chunk's answer bytes): `src[start, end)` is the none tail,
    * its risk's JSON ending at `riskEnd` and its scores' at `scoresEnd`; the entry holds that tail only (kFormTail), as
-   * set() with texts {head: null, risk, scores, rest} would store it. False when it is too large to keep.
+   * set() with texts {head: null, risk, scores, rest} would store it. `canonical`: the caller normalized `rest`, sent
+   * with the key's type given, to itself with no warning (kFormCanonical). False when it is too large to keep.
    */
-  setTail (key: string, hash: number, src: Uint8Array, start: number, riskEnd: number, scoresEnd: number, end: number, facet: number, rest = ''): boolean {
+  setTail (key: string, hash: number, src: Uint8Array, start: number, riskEnd: number, scoresEnd: number, end: number, facet: number, rest = '', canonical = false): boolean {
     const most = kHeader + 3 * (key.length + rest.length) + (end - start) + 1
     if (most > this.size / kMaxEntryShare) return false
     const off = this.reserve(most)
@@ -375,7 +395,7 @@ export class VerdictCache {
     r.writeDoubleLE(stamp, off + kSlotStamp)
     putU32(r, off + kSlotFacet, facet)
     putU32(r, off + kSlotJsonEnd, len)
-    putU32(r, off + kSlotForms, kFormTail)
+    putU32(r, off + kSlotForms, canonical ? kFormTail | kFormCanonical : kFormTail)
     this.index.set(hash, off)
     return true
   }

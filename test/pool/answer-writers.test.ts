@@ -12,6 +12,7 @@ import { contextKey, contextObject, kNoListing } from '../../src/engine/context.
 import { ByteSink } from '../../src/bytes/byte-sink.ts'
 import { clientPackr, invalidIndicator, invalidItemObject, itemObject } from '../../src/pool/bulk-item.ts'
 import { JsonMembers, PackedMembers } from '../../src/pool/member-writers.ts'
+import { partStrings } from '../../src/history/block.ts'
 import { createShardCache, scoreBulkChunk, type ChunkItem, type ScoringContext } from '../../src/pool/score-chunk.ts'
 import { sampleSnapshot } from '../helper.ts'
 
@@ -99,6 +100,59 @@ test('bulk items written straight into bytes are the full path\'s items, every p
       }
     }
   }
+})
+
+/** One value's spellings: as it normalizes (sent with its type), and others that normalize to it or fail. */
+const kSpellings: ReadonlyArray<{ canonical: ChunkItem, others: ChunkItem[] }> = [
+  { canonical: ['domain', 'example.com', null, null], others: [['domain', 'EXAMPLE.com', null, null], ['domain', ' example.com', null, null], ['domain', 'example[.]com', null, null], [undefined, 'example.com', null, null], ['domain', 'http://example.com/x', null, null], ['ip', 'example.com', null, null]] },
+  { canonical: ['ip', '198.51.100.23', null, null], others: [[undefined, '198.51.100.23', null, null], ['ip', '198.51.100[.]23', null, null], ['domain', '198.51.100.23', null, null], ['ip_block', '198.51.100.23', null, null]] },
+  { canonical: ['ip', '2a00:1450:4001:80b::200e', null, null], others: [['ip', '2A00:1450:4001:80B::200E', null, null], ['ip', '2a00:1450:4001:80b:0:0:0:200e', null, null]] },
+  { canonical: ['ip_block', '8.8.8.0/24', null, null], others: [['ip_block', '8.8.8.1/24', null, null], [undefined, '8.8.8.0/24', null, null]] },
+  { canonical: ['asn', 'AS3320', null, null], others: [['asn', '3320', null, null], ['asn', 'as3320', null, null], [undefined, 'AS3320', null, null]] },
+  { canonical: ['file_hash_sha256', 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855', null, null], others: [['file_hash_sha256', 'E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855', null, null]] },
+  // Log-only fields do not change the item; they do change the history record.
+  { canonical: ['domain', 'x.blogspot.com', 'blocked', 'edr'], others: [['domain', 'X.blogspot.com', null, null]] }
+]
+
+test('a value cached as it normalizes answers and records as the full path, whichever spelling came first', async () => {
+  const snapshot = await sampleSnapshot()
+  const assessor = new Assessor(snapshot)
+  const profile = PROFILES[PROFILES.length - 1]
+  assert.ok(profile !== undefined)
+  // Orders: other spellings first (their entries do not say the value normalizes to itself), the canonical one
+  // first, and each canonical spelling alone, cold and then warm; each chunk scored three times on one cache.
+  const orders: ChunkItem[][] = [
+    kSpellings.flatMap((x) => [...x.others, x.canonical, x.canonical]),
+    kSpellings.flatMap((x) => [x.canonical, ...x.others, x.canonical]),
+    kSpellings.map((x) => x.canonical)
+  ]
+  let compared = 0
+  for (const format of ['json', 'msgpack'] as const) {
+    const params = { mode: 'bulk', format, scoringVersion: profile.version, signalDetails: 'none', evidenceDetails: 'none' } as const
+    for (const items of orders) {
+      const want = reference(items, format, profile.version, assessor)
+      const fresh = scoreBulkChunk(items, params, { snapshot, cache: null })
+      const wantHistory = partStrings(fresh.history)
+      const ctx: ScoringContext = { snapshot, cache: createShardCache(1000) }
+      for (let pass = 0; pass < 3; pass++) {
+        const out = scoreBulkChunk(items, params, ctx)
+        let start = 0
+        for (let i = 0; i < items.length; i++) {
+          const end = out.ends[i] as number
+          const got = Buffer.from(out.body.subarray(start, end))
+          if (!got.equals(want[i] as Buffer)) assert.fail(`${format} pass ${pass}: item ${i} (${String(items[i]?.[1])})\n got ${got.toString('latin1')}\nwant ${(want[i] as Buffer).toString('latin1')}`)
+          start = end
+          compared++
+        }
+        assert.deepEqual(partStrings(out.history), wantHistory, `${format} pass ${pass}: history records`)
+        assert.deepEqual([...out.types], [...fresh.types])
+        assert.deepEqual(out.categories, fresh.categories)
+        assert.equal(out.invalid, fresh.invalid)
+        if (pass > 0) assert.equal(out.cacheHits, items.length - out.invalid, `${format} pass ${pass}: every valid item a hit`)
+      }
+    }
+  }
+  assert.ok(compared > 100)
 })
 
 test('the member writers write the JSON text and the MessagePack of the context object, listing or not', async () => {
