@@ -16,7 +16,8 @@
  * (src/pool/score-chunk.ts) on the round's corpus as one JSON chunk at signal_details none without a verdict cache,
  * i.e. normalize, assess, the item's bytes and its history record, as a scoring thread does for a cold bulk.
  * AB_PATH=cache does the same with a verdict cache of the service's default size (100,000 verdicts, kept across
- * rounds, so it fills and evicts as a scoring thread's does under cold bulks).
+ * rounds, so it fills and evicts as a scoring thread's does under cold bulks). AB_PATH=warm is AB_PATH=cache with
+ * each round's corpus scored once before the timed passes: every timed indicator is a cache hit, as in a warm bulk.
  *
  * AB_SEPARATE=N runs each engine in processes of its own instead: N pairs of child processes, A then B, then B then A
  * and so on, each child scoring AB_ROUNDS fresh corpora after its warm-up and reporting its median; the ratio is the
@@ -45,11 +46,14 @@ const kRepeat = Number(process.env.AB_REPEAT ?? 5)
 const kCorpusSize = 10_000
 /** AB_TYPES=ip,domain keeps only corpus items of those types (as normalized), to find where a cost is. */
 const kTypes = process.env.AB_TYPES === undefined ? null : new Set(process.env.AB_TYPES.split(','))
-const kChunk = process.env.AB_PATH === 'chunk' || process.env.AB_PATH === 'cache'
-const kCacheSize = process.env.AB_PATH === 'cache' ? 100_000 : 0
+const kChunk = process.env.AB_PATH === 'chunk' || process.env.AB_PATH === 'cache' || process.env.AB_PATH === 'warm'
+const kWarm = process.env.AB_PATH === 'warm'
+const kCacheSize = process.env.AB_PATH === 'cache' || kWarm ? 100_000 : 0
 const kSeparate = Number(process.env.AB_SEPARATE ?? 0)
 /** What a round scores, for the report. */
-const kPathLabel = kChunk ? `JSON bulk chunks at signal_details none, ${kCacheSize > 0 ? 'a verdict cache of 100,000' : 'no cache'}` : 'score()'
+const kPathLabel = kChunk
+  ? `JSON bulk chunks at signal_details none, ${kCacheSize > 0 ? `a verdict cache of 100,000${kWarm ? ', every indicator cached by an untimed pass' : ''}` : 'no cache'}`
+  : 'score()'
 
 async function load (name: string, root: string): Promise<Engine> {
   const engine = await import(pathToFileURL(join(root, 'src', 'engine', 'index.ts')).href) as Record<string, unknown>
@@ -76,6 +80,7 @@ function run (e: Engine, corpus: Array<{ type?: string, value: string }>): numbe
   if (kChunk) {
     const items = corpus.map((it) => [it.type, it.value, null, null])
     const chunkParams = { mode: 'bulk', format: 'json', scoringVersion: null, signalDetails: 'none', evidenceDetails: 'none' }
+    if (kWarm) e.chunk(items, chunkParams, e.ctx)
     const t0 = cpuMs()
     for (let i = 0; i < kRepeat; i++) {
       const out = e.chunk(items, chunkParams, e.ctx)
