@@ -101,24 +101,45 @@ function sentCanonical (ind: NormalizedIndicator, value: unknown): boolean {
 }
 
 /**
- * A writer's memo of the last key hashed by sentAsNormalized(): the value it missed on is usually the normalized
- * value item() hashes next (a value sent as it normalizes, not cached yet), which then need not be hashed again.
+ * A writer's cache lookups. sentAsNormalized() keeps the one it could not answer from; the item then goes to item(),
+ * whose key is usually the one just looked up (a value sent as it normalizes, not cached yet or cached without the
+ * bit), and nothing touches the cache between the two: that lookup is the answer, not made again. The kept lookup is
+ * read once, by the next lookup, so an item sentAsNormalized() was not asked about never meets an older one.
  */
-class LastHash {
-  key = ''
-  value = ''
+class Lookups {
+  /** The hash of the key of the last lookup(). */
   hash = 0
+  private keptKey = ''
+  private keptValue = ''
+  private keptHash = 0
+  private kept: CachedVerdict | undefined = undefined
+  private held = false
 
-  /** The cache hash of `key` + `value`: the memo's when it is for the same key and value. */
-  of (cache: VerdictCache, key: string, value: string): number {
-    if (value === this.value && key === this.key) return this.hash
-    return cache.hash(key, value)
+  /** Looks `key` + `value` up; the entry, if any. */
+  find (cache: VerdictCache, key: string, value: string): CachedVerdict | undefined {
+    this.hash = cache.hash(key, value)
+    return cache.get(key, this.hash, value)
   }
 
-  keep (key: string, value: string, hash: number): void {
-    this.key = key
-    this.value = value
-    this.hash = hash
+  /** Keeps the last find() for the next lookup(). */
+  keep (key: string, value: string, found: CachedVerdict | undefined): void {
+    this.keptKey = key
+    this.keptValue = value
+    this.keptHash = this.hash
+    this.kept = found
+    this.held = true
+  }
+
+  /** find(), or the kept lookup when it is of the same key (and drops it either way). */
+  lookup (cache: VerdictCache, key: string, value: string): CachedVerdict | undefined {
+    if (this.held) {
+      this.held = false
+      if (value === this.keptValue && key === this.keptKey) {
+        this.hash = this.keptHash
+        return this.kept
+      }
+    }
+    return this.find(cache, key, value)
   }
 }
 
@@ -154,7 +175,7 @@ class JsonNoneWriter implements ItemWriter {
   private readonly s: ChunkScratch
   private readonly detail: DetailWriter
   private readonly out = outcome()
-  private readonly last = new LastHash()
+  private readonly lookups = new Lookups()
 
   constructor (s: ChunkScratch, detail: DetailWriter) {
     this.s = s
@@ -177,10 +198,9 @@ class JsonNoneWriter implements ItemWriter {
     const cache = s.cache
     if (cache === null) return null
     const key = s.cacheKey(profile, type)
-    const h = cache.hash(key, value)
-    const cached = cache.get(key, h, value)
+    const cached = this.lookups.find(cache, key, value)
     if (cached === undefined || !cached.canonical || !cached.hasTail) {
-      this.last.keep(key, value, h)
+      this.lookups.keep(key, value, cached)
       return null
     }
     const sink = s.body
@@ -200,8 +220,8 @@ class JsonNoneWriter implements ItemWriter {
     const out = this.out
     const cache = s.cache
     const key = s.cacheKey(profile, ind.type)
-    const h = cache === null ? 0 : this.last.of(cache, key, ind.normalized)
-    const cached = cache?.get(key, h, ind.normalized)
+    const cached = cache === null ? undefined : this.lookups.lookup(cache, key, ind.normalized)
+    const h = this.lookups.hash
     if (cached?.hasTail === true) {
       if (canonical && !cached.canonical) cached.markCanonical()
       sink.copy(cached.ring, cached.tailStart, cached.tailEnd)
@@ -221,7 +241,7 @@ class PackedNoneWriter implements ItemWriter {
   private readonly s: ChunkScratch
   private readonly detail: DetailWriter
   private readonly out = outcome()
-  private readonly last = new LastHash()
+  private readonly lookups = new Lookups()
 
   constructor (s: ChunkScratch, detail: DetailWriter) {
     this.s = s
@@ -242,10 +262,9 @@ class PackedNoneWriter implements ItemWriter {
     const cache = s.cache
     if (cache === null) return null
     const key = s.cacheKey(profile, type)
-    const h = cache.hash(key, value)
-    const cached = cache.get(key, h, value)
+    const cached = this.lookups.find(cache, key, value)
     if (cached === undefined || !cached.canonical || cached.packedEnd === cached.packedStart) {
-      this.last.keep(key, value, h)
+      this.lookups.keep(key, value, cached)
       return null
     }
     const sink = s.body
@@ -264,8 +283,8 @@ class PackedNoneWriter implements ItemWriter {
     const out = this.out
     const cache = s.cache
     const key = s.cacheKey(profile, ind.type)
-    const h = cache === null ? 0 : this.last.of(cache, key, ind.normalized)
-    const cached = cache?.get(key, h, ind.normalized)
+    const cached = cache === null ? undefined : this.lookups.lookup(cache, key, ind.normalized)
+    const h = this.lookups.hash
     if (cached !== undefined) {
       out.hit = true
       if (cached.packedEnd > cached.packedStart) {

@@ -124,7 +124,9 @@ test('a value cached as it normalizes answers and records as the full path, whic
   const orders: ChunkItem[][] = [
     kSpellings.flatMap((x) => [...x.others, x.canonical, x.canonical]),
     kSpellings.flatMap((x) => [x.canonical, ...x.others, x.canonical]),
-    kSpellings.map((x) => x.canonical)
+    kSpellings.map((x) => x.canonical),
+    // A run of values never seen (the chunk then asks about one item in 16 only), then cached ones.
+    [...Array.from({ length: 40 }, (_, i): ChunkItem => ['ip', `203.0.113.${i + 1}`, null, null]), ...kSpellings.flatMap((x) => [x.canonical, ...x.others])]
   ]
   let compared = 0
   for (const format of ['json', 'msgpack'] as const) {
