@@ -83,8 +83,9 @@ function typeIndex (type: IndicatorType): number {
 
 /**
  * Items in a row that ItemWriter.sentAsNormalized could not answer before it is asked about one item in kMissStride
- * only: on a cold chunk the lookup it makes first is the one the item's own path then makes, but the call around it
- * cost a cold bulk about 3% of its service CPU (started services, per-thread CPU, three pairs each way round).
+ * only. On a cold item its lookup is the one the item's own path then takes (chunk-writers.ts Lookups), yet asking
+ * about every item cost cold bulks about 3% more service CPU (started services, per-thread CPU, pairs of both orders;
+ * docs/PERFORMANCE.md); with the pause, within the noise. A chunk of a writer without the path stops asking too.
  */
 const kMissRun = 32
 const kMissStride = 16
