@@ -185,9 +185,10 @@ class JsonNoneWriter implements ItemWriter {
   item (profile: ScoringProfile, ind: NormalizedIndicator, value: unknown, rule: AllowRule | null): ItemOutcome {
     if (rule !== null) return this.detail.item(profile, ind, value, rule)
     const sink = this.s.body
+    const itemStart = sink.len
     if (typeof value === 'string') writeItemHead(sink, ind.type, value, ind.normalized)
     else sink.write(itemHead(sentJson(ind, value)))
-    const out = this.tail(profile, ind, sink, sentCanonical(ind, value))
+    const out = this.tail(profile, ind, sink, sentCanonical(ind, value), itemStart)
     if (ind.warnings.length > 0) sink.write(itemEnd(ind.warnings))
     else sink.byte(kItemEndByte)
     return out
@@ -204,18 +205,25 @@ class JsonNoneWriter implements ItemWriter {
       return null
     }
     const sink = s.body
-    writeItemHead(sink, type, value, value)
-    sink.copy(cached.ring, cached.tailStart, cached.tailEnd)
-    sink.byte(kItemEndByte)
+    const itemStart = cached.itemStart
+    if (itemStart >= 0) {
+      // The item's head, its tail and the `}` that closes both the stored tail and the item (kItemEndByte).
+      sink.copy(cached.ring, itemStart, cached.tailEnd + 1)
+    } else {
+      writeItemHead(sink, type, value, value)
+      sink.copy(cached.ring, cached.tailStart, cached.tailEnd)
+      sink.byte(kItemEndByte)
+    }
     this.out.hit = true
     return cachedOut(s, this.out, cached)
   }
 
   /**
    * The none tail: from the cache's bytes on a hit (no parsing, no new strings), else assessed and cached.
-   * `canonical`: the indicator was sent as it normalizes (sentCanonical), which its entry then records.
+   * `canonical`: the indicator was sent as it normalizes (sentCanonical), which its entry then records, with the
+   * item's head (written from `itemStart`) for sentAsNormalized to copy with the tail.
    */
-  private tail (profile: ScoringProfile, ind: NormalizedIndicator, sink: ByteSink, canonical: boolean): ItemOutcome {
+  private tail (profile: ScoringProfile, ind: NormalizedIndicator, sink: ByteSink, canonical: boolean, itemStart: number): ItemOutcome {
     const s = this.s
     const out = this.out
     const cache = s.cache
@@ -231,7 +239,7 @@ class JsonNoneWriter implements ItemWriter {
     out.hit = false
     const start = sink.len
     const u = writeShared(s, profile, ind, 'json')
-    cache?.setTail(key, h, sink.buf, start, start + u.riskEnd, start + u.scoresEnd, sink.len, u.facet?.id ?? kNoFacet, ind.normalized, canonical)
+    cache?.setTail(key, h, sink.buf, start, start + u.riskEnd, start + u.scoresEnd, sink.len, u.facet?.id ?? kNoFacet, ind.normalized, canonical, itemStart)
     return sharedOut(out, u)
   }
 }

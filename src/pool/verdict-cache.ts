@@ -67,6 +67,12 @@ const kFormAssessment = 2
  * function of value and type, so a call that saw it once holds for every later one; the bit is set by such a call.
  */
 const kFormCanonical = 4
+/**
+ * Not a form of the verdict: the bytes between the key and the JSON tail are the bulk item's head for the key's value
+ * sent as it normalizes (bulk-item.ts writeItemHead), so that such an item is one copy, head to the tail's closing
+ * `}` (which is also the item's end). Only in an entry without the assessment, whose head would stand there.
+ */
+const kFormItemHead = 8
 /** Entries larger than this share of the ring are not cached (they would evict too much at once). */
 const kMaxEntryShare = 16
 
@@ -173,6 +179,14 @@ export class CachedVerdict {
    */
   get canonical (): boolean {
     return ((this.ring[this.off + kSlotForms] as number) & kFormCanonical) !== 0
+  }
+
+  /**
+   * Start of the bulk item's head for the key's value sent as it normalizes (kFormItemHead), or -1 when the entry
+   * has none: the item is then `ring[itemStart, tailEnd + 1)`.
+   */
+  get itemStart (): number {
+    return ((this.ring[this.off + kSlotForms] as number) & kFormItemHead) !== 0 ? this.off + kHeader + this.u32(kSlotKeyBytes) : -1
   }
 
   /** Records that normalize(value, type) of the key's own value and type gave them back with no warning. */
@@ -371,17 +385,20 @@ export class VerdictCache {
    * Stores the JSON tail of a verdict written elsewhere (a chunk's answer bytes): `src[start, end)` is the none tail,
    * its risk's JSON ending at `riskEnd` and its scores' at `scoresEnd`; the entry holds that tail only (kFormTail), as
    * set() with texts {head: null, risk, scores, rest} would store it. `canonical`: the caller normalized `rest`, sent
-   * with the key's type given, to itself with no warning (kFormCanonical). False when it is too large to keep.
+   * with the key's type given, to itself with no warning (kFormCanonical); then `src[headStart, start)`, when not
+   * empty, is the bulk item's head for it, kept before the tail (kFormItemHead). False when it is too large to keep.
    */
-  setTail (key: string, hash: number, src: Uint8Array, start: number, riskEnd: number, scoresEnd: number, end: number, facet: number, rest = '', canonical = false): boolean {
-    const most = kHeader + 3 * (key.length + rest.length) + (end - start) + 1
+  setTail (key: string, hash: number, src: Uint8Array, start: number, riskEnd: number, scoresEnd: number, end: number, facet: number, rest = '', canonical = false, headStart = start): boolean {
+    const from = canonical ? headStart : start
+    const most = kHeader + 3 * (key.length + rest.length) + (end - from) + 1
     if (most > this.size / kMaxEntryShare) return false
     const off = this.reserve(most)
     const stamp = this.head - most
     const r = this.ring
     const keyBytes = this.writeKey(key, rest, off + kHeader)
-    const tailStart = off + kHeader + keyBytes
-    kCopy.call(src, r, tailStart, start, end)
+    const headAt = off + kHeader + keyBytes
+    kCopy.call(src, r, headAt, from, end)
+    const tailStart = headAt + start - from
     const tailEnd = tailStart + end - start
     r[tailEnd] = 0x7d // }
     const len = tailEnd + 1 - off
@@ -395,7 +412,7 @@ export class VerdictCache {
     r.writeDoubleLE(stamp, off + kSlotStamp)
     putU32(r, off + kSlotFacet, facet)
     putU32(r, off + kSlotJsonEnd, len)
-    putU32(r, off + kSlotForms, canonical ? kFormTail | kFormCanonical : kFormTail)
+    putU32(r, off + kSlotForms, !canonical ? kFormTail : from < start ? kFormTail | kFormCanonical | kFormItemHead : kFormTail | kFormCanonical)
     this.index.set(hash, off)
     return true
   }

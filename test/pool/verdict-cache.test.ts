@@ -402,3 +402,39 @@ test('hash() of a head and a rest is hash30 of the two, with heads past the ones
     assert.equal(c.get(`v|p|ip|${rest}`)?.riskJson(), t.risk, `whole key of ${JSON.stringify(rest)}`)
   }
 })
+
+test('a tail stored with its item head keeps the head before it, through moves, and only as a canonical entry', () => {
+  const c = new VerdictCache(100) // 1 MiB ring
+  const head = '{"indicator":{"type":"ip","value":"192.0.2.7","normalized":"192.0.2.7"},'
+  const tail = `${kRiskPrefix}{"score":1}${kScoresPrefix}{"a":1}`
+  const src = Buffer.from(`xx${head}${tail}`)
+  const start = 2 + head.length
+  const riskEnd = start + kRiskPrefix.length + 11
+  const scoresEnd = riskEnd + kScoresPrefix.length + 7
+  const key = 'v|p|ip|'
+  const item = (rest: string): string | null => {
+    const v = c.get(key, c.hash(key, rest), rest)
+    assert.ok(v !== undefined, rest)
+    return v.itemStart < 0 ? null : v.ring.toString('latin1', v.itemStart, v.tailEnd + 1)
+  }
+  // Canonical with a head; canonical without one (an empty head); not canonical (a head given is not kept).
+  assert.equal(c.setTail(key, c.hash(key, 'a'), src, start, riskEnd, scoresEnd, src.length, kNoFacet, 'a', true, 2), true)
+  assert.equal(c.setTail(key, c.hash(key, 'b'), src, start, riskEnd, scoresEnd, src.length, kNoFacet, 'b', true), true)
+  assert.equal(c.setTail(key, c.hash(key, 'c'), src, start, riskEnd, scoresEnd, src.length, kNoFacet, 'c', false, 2), true)
+  assert.equal(item('a'), `${head}${tail}}`)
+  assert.equal(item('b'), null)
+  assert.equal(item('c'), null)
+  const a = c.get(key, c.hash(key, 'a'), 'a')
+  assert.ok(a?.canonical === true && a.hasTail && !a.hasAssessment)
+  assert.equal(a.riskJson(), '{"score":1}')
+  assert.equal(a.scoresJson(), '{"a":1}')
+  assert.equal(c.get(key, c.hash(key, 'c'), 'c')?.canonical, false)
+  // Writes of many times the ring, 'a' hit now and then: each hit in the older half copies it to the head, head and all.
+  for (let n = 0; n < 5000; n++) {
+    c.set(`cold|${n}`, texts(n, 200))
+    if (n % 50 === 0) assert.equal(item('a'), `${head}${tail}}`, `after ${n} writes`)
+  }
+  // Stored again whole (another caller's form), it holds the assessment's head there instead: no item head.
+  c.set(`${key}a`, texts(3))
+  assert.equal(item('a'), null)
+})
