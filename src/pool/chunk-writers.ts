@@ -143,6 +143,25 @@ class Lookups {
   }
 }
 
+/**
+ * The entry of `value` sent with `type`, when it says the value normalizes to itself (CachedVerdict.canonical) and
+ * holds the writer's form (`usable`); else null, the lookup kept for the item's own path (Lookups).
+ */
+function canonicalEntry (s: ChunkScratch, lookups: Lookups, profile: ScoringProfile, type: IndicatorType, value: string, usable: (c: CachedVerdict) => boolean): CachedVerdict | null {
+  const cache = s.cache
+  if (cache === null) return null
+  const key = s.cacheKey(profile, type)
+  const cached = lookups.find(cache, key, value)
+  if (cached === undefined || !cached.canonical || !usable(cached)) {
+    lookups.keep(key, value, cached)
+    return null
+  }
+  return cached
+}
+
+const hasJsonTail = (c: CachedVerdict): boolean => c.hasTail
+const hasPackedTail = (c: CachedVerdict): boolean => c.packedEnd > c.packedStart
+
 function sharedOut (out: ItemOutcome, u: SharedTail): ItemOutcome {
   out.facet = u.facet
   out.members = u.members
@@ -196,14 +215,8 @@ class JsonNoneWriter implements ItemWriter {
 
   sentAsNormalized (profile: ScoringProfile, type: IndicatorType, value: string): ItemOutcome | null {
     const s = this.s
-    const cache = s.cache
-    if (cache === null) return null
-    const key = s.cacheKey(profile, type)
-    const cached = this.lookups.find(cache, key, value)
-    if (cached === undefined || !cached.canonical || !cached.hasTail) {
-      this.lookups.keep(key, value, cached)
-      return null
-    }
+    const cached = canonicalEntry(s, this.lookups, profile, type, value, hasJsonTail)
+    if (cached === null) return null
     const sink = s.body
     const itemStart = cached.itemStart
     if (itemStart >= 0) {
@@ -267,14 +280,8 @@ class PackedNoneWriter implements ItemWriter {
 
   sentAsNormalized (profile: ScoringProfile, type: IndicatorType, value: string): ItemOutcome | null {
     const s = this.s
-    const cache = s.cache
-    if (cache === null) return null
-    const key = s.cacheKey(profile, type)
-    const cached = this.lookups.find(cache, key, value)
-    if (cached === undefined || !cached.canonical || cached.packedEnd === cached.packedStart) {
-      this.lookups.keep(key, value, cached)
-      return null
-    }
+    const cached = canonicalEntry(s, this.lookups, profile, type, value, hasPackedTail)
+    if (cached === null) return null
     const sink = s.body
     writePackedItemHead(sink, type, value, value, false)
     sink.copy(cached.ring, cached.packedStart, cached.packedEnd)
