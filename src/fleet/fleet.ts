@@ -97,6 +97,8 @@ export class Fleet {
   private readonly options: FleetOptions
   private readonly s: string
   private readonly secrets: string[]
+  /** FleetOptions.connectionTimeoutMs, or its default. */
+  private readonly connectionTimeoutMs: number
   private pool: pg.Pool | null = null
   private listener: PgListener | null = null
   private election: Election | null = null
@@ -131,6 +133,7 @@ export class Fleet {
     this.changes = new ChangeFeed(options.schema)
     this.s = `"${options.schema}"`
     this.secrets = options.url === null ? [] : secretsOf(options.url)
+    this.connectionTimeoutMs = options.connectionTimeoutMs ?? kConnectionTimeoutMs
   }
 
   /** Whether instances share a store (PostgreSQL). */
@@ -172,7 +175,7 @@ export class Fleet {
     if (this.options.url === null) return
     const log = this.options.logger
     const name = `ioc-verdict fleet ${this.instance}`.slice(0, 63)
-    const connectionTimeoutMs = this.options.connectionTimeoutMs ?? kConnectionTimeoutMs
+    const connectionTimeoutMs = this.connectionTimeoutMs
     this.pool = new pg.Pool({ connectionString: this.options.url, max: 2, application_name: name, keepAlive: true, connectionTimeoutMillis: connectionTimeoutMs })
     this.pool.on('error', () => {}) // an idle connection that dies is replaced on next use
     const listener = new PgListener({
@@ -229,7 +232,7 @@ export class Fleet {
       url: this.options.url,
       schema: this.options.schema,
       applicationName: `ioc-verdict leader ${this.instance}`.slice(0, 63),
-      connectionTimeoutMs: this.options.connectionTimeoutMs ?? kConnectionTimeoutMs,
+      connectionTimeoutMs: this.connectionTimeoutMs,
       onLead: (session) => { this.lead(session) },
       onLose: () => {
         this.session = null

@@ -104,19 +104,20 @@ function sentCanonical (ind: NormalizedIndicator, value: unknown): boolean {
  * A writer's cache lookups. sentAsNormalized() keeps the one it could not answer from; the item then goes to item(),
  * whose key is usually the one just looked up (a value sent as it normalizes, not cached yet or cached without the
  * bit), and nothing touches the cache between the two: that lookup is the answer, not made again. The kept lookup is
- * read once, by the next lookup, so an item sentAsNormalized() was not asked about never meets an older one.
+ * read once, by the next lookup, and dropped by any other find (a get may move entries in the ring), so a lookup
+ * never meets one older than the last find.
  */
 class Lookups {
-  /** The hash of the key of the last lookup(). */
+  /** The hash of the key of the last find() (and so of the last lookup()). */
   hash = 0
   private keptKey = ''
   private keptValue = ''
-  private keptHash = 0
   private kept: CachedVerdict | undefined = undefined
   private held = false
 
   /** Looks `key` + `value` up; the entry, if any. */
   find (cache: VerdictCache, key: string, value: string): CachedVerdict | undefined {
+    this.held = false
     this.hash = cache.hash(key, value)
     return cache.get(key, this.hash, value)
   }
@@ -125,19 +126,15 @@ class Lookups {
   keep (key: string, value: string, found: CachedVerdict | undefined): void {
     this.keptKey = key
     this.keptValue = value
-    this.keptHash = this.hash
     this.kept = found
     this.held = true
   }
 
   /** find(), or the kept lookup when it is of the same key (and drops it either way). */
   lookup (cache: VerdictCache, key: string, value: string): CachedVerdict | undefined {
-    if (this.held) {
+    if (this.held && value === this.keptValue && key === this.keptKey) {
       this.held = false
-      if (value === this.keptValue && key === this.keptKey) {
-        this.hash = this.keptHash
-        return this.kept
-      }
+      return this.kept
     }
     return this.find(cache, key, value)
   }

@@ -412,7 +412,10 @@ export class VerdictCache {
     r.writeDoubleLE(stamp, off + kSlotStamp)
     putU32(r, off + kSlotFacet, facet)
     putU32(r, off + kSlotJsonEnd, len)
-    putU32(r, off + kSlotForms, !canonical ? kFormTail : from < start ? kFormTail | kFormCanonical | kFormItemHead : kFormTail | kFormCanonical)
+    let forms = kFormTail
+    if (canonical) forms |= kFormCanonical
+    if (from < start) forms |= kFormItemHead
+    putU32(r, off + kSlotForms, forms)
     this.index.set(hash, off)
     return true
   }
