@@ -91,7 +91,7 @@ const kMissRun = 32
 const kMissStride = 16
 
 /** The type as sent when it is one of the five (a switch, as typeIndex: no keyed lookup per item); else null. */
-function givenType (type: unknown): IndicatorType | null {
+export function givenType (type: unknown): IndicatorType | null {
   switch (type) {
     case 'ip': return 'ip'
     case 'domain': return 'domain'

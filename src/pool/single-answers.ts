@@ -28,6 +28,12 @@ export interface KeptVerdict {
    * made: the journal may still be writing it.
    */
   part: { value: string, bytes: Uint8Array } | null
+  /**
+   * The indicator's JSON text (`{"type":...,"value":...,"normalized":...}`) once a call has sent the key's normalized
+   * form with the key's type and normalizing it gave both back with no warning, else null. Normalizing is a pure
+   * function of value and type, so a later call sending them so is answered without normalizing (SingleCalls).
+   */
+  canonicalJson: string | null
 }
 
 /** Answers by key; bounded, least recently used evicted. */

@@ -10,7 +10,7 @@ import type { IndicatorType, NormalizedIndicator } from '../engine/types.ts'
 import type { HistoryItems } from '../history/codec.ts'
 import { itemTail } from '../history/record.ts'
 import { scratchOf } from './chunk-scratch.ts'
-import { createShardCache, scoreSingle, type ChunkItem, type ChunkParams, type ScoringContext } from './score-chunk.ts'
+import { createShardCache, givenType, scoreSingle, type ChunkItem, type ChunkParams, type ScoringContext } from './score-chunk.ts'
 import { membersAfterIndicator, SingleAnswers, verdictJsonOpen, type KeptVerdict } from './single-answers.ts'
 
 /** Single verdicts kept on the main thread (single-answers.ts), at most. */
@@ -61,14 +61,28 @@ export class SingleCalls {
   answer (item: ChunkItem, params: ChunkParams): SingleOutput {
     let key: string | null = null
     let ind: NormalizedIndicator | null = null
+    let canonicalJson: string | null = null
     // Only JSON calls: the kept text is the answer's bytes; a MessagePack answer is packed from the verdict object.
     if (this.kept !== null && params.format === 'json' && params.allow === undefined && typeof item[1] === 'string') {
-      const n = normalize(item[1], item[0])
+      const value = item[1]
+      const history = scratchOf(this.context).single
+      const sent = givenType(item[0])
+      if (sent !== null) {
+        // The value sent with its type, as an earlier call found it normalizes: its entry's key is the value as sent.
+        const hit = this.kept.get(SingleAnswers.key(params.scoringVersion, sent, value, params.signalDetails, params.evidenceDetails))
+        if (hit !== undefined && hit.canonicalJson !== null) return keptOutput(hit, sent, value, [], hit.canonicalJson, item, history)
+      }
+      const n = normalize(value, item[0])
       if (n.ok) {
         ind = n.indicator
+        const indicatorJson = JSON.stringify({ type: ind.type, value, normalized: ind.normalized })
+        if (sent === ind.type && value === ind.normalized && ind.warnings.length === 0) canonicalJson = indicatorJson
         key = SingleAnswers.key(params.scoringVersion, ind.type, ind.normalized, params.signalDetails, params.evidenceDetails)
         const hit = this.kept.get(key)
-        if (hit !== undefined) return keptOutput(hit, ind, item, scratchOf(this.context).single)
+        if (hit !== undefined) {
+          if (canonicalJson !== null && hit.canonicalJson === null) hit.canonicalJson = canonicalJson
+          return keptOutput(hit, ind.type, ind.normalized, ind.warnings, indicatorJson, item, history)
+        }
       }
     }
     const out = scoreSingle(item, params, this.context)
@@ -90,7 +104,7 @@ export class SingleCalls {
       answer.verdict = null
       if (key !== null && ind !== null && out.members !== null && answer.category !== null) {
         const members = membersAfterIndicator(json, JSON.stringify(out.verdict.indicator))
-        if (members !== null) this.kept?.set(key, { members, history: out.members, category: answer.category, part: null })
+        if (members !== null) this.kept?.set(key, { members, history: out.members, category: answer.category, part: null, canonicalJson })
       }
     }
     return answer
@@ -99,27 +113,27 @@ export class SingleCalls {
 
 /**
  * The answer to a single call from a kept verdict: what is per call (value as sent, warnings, history) made now.
- * `history`: the thread's collector for single calls (reset here; its part is encoded into a buffer of its own).
+ * `indicatorJson`: the JSON text of the indicator (type, value as sent, normalized). `history`: the thread's collector
+ * for single calls (reset here; its part is encoded into a buffer of its own).
  */
-function keptOutput (kept: KeptVerdict, ind: NormalizedIndicator, item: ChunkItem, history: HistoryItems): SingleOutput {
+function keptOutput (kept: KeptVerdict, type: IndicatorType, normalized: string, warnings: string[], indicatorJson: string, item: ChunkItem, history: HistoryItems): SingleOutput {
   const value = item[1] as string
   const plain = item[2] === null && item[3] === null
   let part = plain && kept.part !== null && kept.part.value === value ? kept.part.bytes : null
   if (part === null) {
     history.reset()
-    history.addVerdict(ind.type, value, ind.normalized, itemTail(kept.history, item[2], item[3]))
+    history.addVerdict(type, value, normalized, itemTail(kept.history, item[2], item[3]))
     part = history.encode()
     // Only a small buffer (also: the history client hands buffers of 64 KiB and more back to the scoring threads).
     if (plain && part.buffer.byteLength <= kMaxKeptPartBytes) kept.part = { value, bytes: part }
   }
-  const indicatorJson = JSON.stringify({ type: ind.type, value, normalized: ind.normalized })
   return {
     verdict: null,
     jsonOpen: verdictJsonOpen(indicatorJson, kept.members),
-    type: ind.type,
+    type,
     category: kept.category,
     errors: [],
-    warnings: ind.warnings,
+    warnings,
     cacheHit: true,
     history: part
   }

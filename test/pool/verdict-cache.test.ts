@@ -183,6 +183,45 @@ test('single calls answered from verdicts kept on the main thread are byte for b
   await plain.close()
 })
 
+test('a single call sending a kept value with its type as it normalizes answers as the scored call does', async () => {
+  const data = await sampleSnapshotData()
+  const kept = new ScoringPool(data, { size: 0, cacheSize: 1000 })
+  const plain = new ScoringPool(data, { size: 0, cacheSize: 0 })
+  // Each group: the canonical (type, value) first or later, other spellings, no type, a wrong type, another case of
+  // the type, and values that normalize to themselves only under another type or with a warning.
+  const groups: Array<Array<[unknown, string]>> = [
+    [['ip', '198.51.100.7'], [undefined, '198.51.100.7'], ['ip', '198.51.100[.]7'], ['IP', '198.51.100.7'], ['domain', '198.51.100.7'], ['ip', '198.51.100.7']],
+    [['domain', 'EXAMPLE.com.'], ['domain', 'example.com'], [undefined, 'example.com'], ['domain', 'example.com'], ['asn', 'example.com'], ['ip', 'example.com']],
+    [['ip_block', '10.1.2.3/8'], ['ip_block', '10.0.0.0/8'], ['ip_block', '10.0.0.0/8'], [undefined, '10.0.0.0/8'], ['ip', '10.0.0.0/8']],
+    [['asn', 'AS13335'], ['asn', '13335'], ['asn', 'AS13335'], ['asn', 'as13335'], [null, 'AS13335']],
+    [['file_hash_sha256', 'A'.repeat(64)], ['file_hash_sha256', 'a'.repeat(64)], ['file_hash_sha256', 'a'.repeat(64)], [undefined, 'a'.repeat(64)]],
+    [['ip', '2001:DB8::1'], ['ip', '2001:db8::1'], ['ip', '2001:db8::1'], ['ip', '2001:0db8::1']]
+  ]
+  let asSentHits = 0
+  for (const signalDetails of kLevels) {
+    for (const evidenceDetails of ['summary', 'none'] as const) {
+      const params: ChunkParams = { mode: 'single', format: 'json', scoringVersion: null, signalDetails, evidenceDetails }
+      for (let round = 0; round < 3; round++) {
+        for (const group of groups) {
+          for (const [j, [type, value]] of group.entries()) {
+            const item: ChunkItem = [type, value, (j + round) % 3 === 0 ? 'block' : null, null]
+            const got = await kept.runSingle(item, params)
+            const want = await plain.runSingle(item, params)
+            const name = `${String(type)} ${value} ${signalDetails}/${evidenceDetails} round ${round}`
+            assert.equal(got.jsonOpen, want.jsonOpen, name)
+            assert.deepEqual([got.type, got.category, got.errors, got.warnings], [want.type, want.category, want.errors, want.warnings], name)
+            sameBytes(got.history, want.history, `history of ${name}`)
+            if (round > 0 && got.cacheHit && type === want.type && want.warnings.length === 0 && want.jsonOpen?.includes(`"value":${JSON.stringify(value)},"normalized":${JSON.stringify(value)}`) === true) asSentHits++
+          }
+        }
+      }
+    }
+  }
+  assert.ok(asSentHits >= 2 * kLevels.length * 2 * 6, `${asSentHits} calls of canonical values answered from kept verdicts`)
+  await kept.close()
+  await plain.close()
+})
+
 function texts (n: number, pad = 0): VerdictTexts {
   return {
     head: `{"type":"ip","normalized":"10.0.${n >> 8 & 255}.${n & 255}","flags":[],"all_signals":[],`,
