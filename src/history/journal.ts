@@ -44,6 +44,8 @@ export interface JournalOptions {
 
 /** Frame header bytes. */
 export const kFrameHead = 8
+/** Parts of a frame up to this many bytes in all are copied into its first buffer (encodeFrame). */
+const kInlinePartBytes = 4096
 const kSegmentSuffix = '.journal'
 const kIdFile = 'journal.id'
 
@@ -110,12 +112,27 @@ export function validLength (fd: number, size: number): number {
 export function encodeFrame (envelope: HistoryEnvelope, parts: readonly Uint8Array[]): { buffers: Uint8Array[], bytes: number } {
   const text = JSON.stringify(envelope)
   const envMax = 3 * text.length
-  const meta = Buffer.allocUnsafe(kFrameHead + 8 + envMax + 4 * parts.length)
+  let partBytes = 0
+  for (const p of parts) partBytes += p.byteLength
+  // Small parts (a single call's, a few hundred bytes) are copied behind the envelope: one buffer and one checksum
+  // call per frame cost less than the views and the checksum calls of each part.
+  const inline = partBytes <= kInlinePartBytes
+  const meta = Buffer.allocUnsafe(kFrameHead + 8 + envMax + 4 * parts.length + (inline ? partBytes : 0))
   const envLen = meta.write(text, kFrameHead + 4, envMax, 'utf8')
   meta.writeUInt32LE(envLen, kFrameHead)
   meta.writeUInt32LE(parts.length, kFrameHead + 4 + envLen)
-  // Part lengths are interleaved with the parts: their headers are slices of meta, so no extra allocation per part.
   let at = kFrameHead + 8 + envLen
+  if (inline) {
+    for (const p of parts) {
+      meta.writeUInt32LE(p.byteLength, at)
+      meta.set(p, at + 4)
+      at += 4 + p.byteLength
+    }
+    meta.writeUInt32LE(at - kFrameHead, 0)
+    meta.writeUInt32LE(crc32(meta.subarray(kFrameHead, at)), 4)
+    return { buffers: [meta.subarray(0, at)], bytes: at }
+  }
+  // Part lengths are interleaved with the parts: their headers are slices of meta, so no extra allocation per part.
   const buffers: Uint8Array[] = [meta.subarray(0, at)]
   let len = 8 + envLen
   let crc = crc32(meta.subarray(kFrameHead, at))

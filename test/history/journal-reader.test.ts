@@ -7,8 +7,9 @@ import assert from 'node:assert/strict'
 import { constants, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { crc32 } from 'node:zlib'
 import { test, type TestContext } from 'node:test'
-import { Journal, listSegments, segmentName } from '../../src/history/journal.ts'
+import { decodeFrame, encodeFrame, Journal, kFrameHead, listSegments, segmentName } from '../../src/history/journal.ts'
 import { JournalReader, SharedDurable, type JournalFrame } from '../../src/history/journal-reader.ts'
 import type { HistoryEnvelope } from '../../src/history/types.ts'
 
@@ -27,6 +28,36 @@ function part (i: number): Uint8Array {
   const size = i % 17 === 0 ? (1 << 20) + 333 * i : 10 + (i * 37) % 3000
   return Buffer.alloc(size, i % 251)
 }
+
+/** A frame as the journal's header comment lays it out, built from the spec rather than by encodeFrame. */
+function specFrame (env: HistoryEnvelope, parts: Uint8Array[]): Buffer {
+  const u32 = (n: number): Buffer => { const b = Buffer.alloc(4); b.writeUInt32LE(n); return b }
+  const text = Buffer.from(JSON.stringify(env))
+  const payload = Buffer.concat([u32(text.length), text, u32(parts.length), ...parts.flatMap((p) => [u32(p.byteLength), p])])
+  return Buffer.concat([u32(payload.length), u32(crc32(payload)), payload])
+}
+
+test('a frame has the same bytes whether its parts are copied into it (small) or written beside it', () => {
+  const env = { request_id: 'r-ü', count: 3 } as unknown as HistoryEnvelope
+  const cases: Uint8Array[][] = [
+    [],
+    [Buffer.alloc(300, 7)],
+    [Buffer.alloc(1000, 1), Buffer.alloc(0), Buffer.alloc(3096, 2)], // 4,096 bytes in all: the largest copied
+    [Buffer.alloc(1000, 1), Buffer.alloc(3097, 2)],
+    [new Uint8Array(new ArrayBuffer(64), 16, 20).fill(9)],
+    [Buffer.alloc(70_000, 3), Buffer.alloc(5, 4)]
+  ]
+  for (const parts of cases) {
+    const frame = encodeFrame(env, parts)
+    const bytes = Buffer.concat(frame.buffers)
+    const want = specFrame(env, parts)
+    assert.equal(frame.bytes, want.length)
+    assert.ok(bytes.equals(want), `frame of parts ${parts.map((p) => p.byteLength).join('+')}`)
+    const back = decodeFrame(bytes.subarray(kFrameHead))
+    assert.deepEqual(back.envelope, env)
+    assert.deepEqual(back.parts.map((p) => Buffer.from(p)), parts.map((p) => Buffer.from(p)))
+  }
+})
 
 async function writeJournal (dir: string, frames: number, segmentBytes: number): Promise<number> {
   const journal = await Journal.open({ dir, limit: 1 << 30, segmentBytes, durability: 'sync', asyncWindowMs: 10, asyncWindowBytes: 1 << 20 })
