@@ -21,6 +21,7 @@
  * surrogate (one unit either way). An item whose strings hold a lone surrogate keeps its whole fragment as its head
  * (the fragment's JSON escapes it; the replaced text could not rebuild it).
  */
+import { endianness } from 'node:os'
 import { ByteSink, outputBuffer } from '../bytes/byte-sink.ts'
 import { StoreError } from '../errors.ts'
 import { fmix32, fnv1a, kFnvOffset, kFnvPrime } from '../bytes/fnv.ts'
@@ -45,6 +46,8 @@ const kSlotStrings = 4
 const kSlotTypes = 8
 /** Bytes before the hashes: the header. */
 const kHead = 12
+/** Whether this host stores words little-endian, as a part's words are (HistoryItems.encode). */
+const kLittleEndian = endianness() === 'LE'
 
 /**
  * A history value or type as both stores compare it: NUL as U+FFFD (column()) and a lone surrogate as U+FFFD (what
@@ -241,16 +244,34 @@ export class HistoryItems {
     out.writeUInt32LE(kFormat, kSlotFormat)
     out.writeUInt32LE(n, kSlotStrings)
     out.writeUInt32LE(this.types, kSlotTypes)
-    let at = kHead
-    for (let i = 0; i < 2 * m; i++, at += 4) out.writeUInt32LE(this.hashes[i] as number, at)
-    for (let i = 0; i < n; i++, at += 4) out.writeUInt32LE(this.ends[i] as number, at)
-    for (let i = 0; i < m; i++, at += 4) out.writeUInt32LE(this.tailIds[i] as number, at)
-    out.writeUInt32LE(t, at)
-    at += 4
-    for (let i = 0; i < t; i++, at += 4) out.writeUInt32LE(this.end + (this.tailEnds[i] as number), at)
+    // The head is whole words from the buffer's start: the arrays go in as three copies, not a call per word (each
+    // writeUInt32LE cost about 18 ns; a 5,000-item part took 0.6 ms), in the host's order, made little-endian after.
+    const words = new Uint32Array(out.buffer, 0, head >>> 2)
+    let w = kHead >>> 2
+    words.set(this.hashes.subarray(0, 2 * m), w)
+    w += 2 * m
+    words.set(this.ends.subarray(0, n), w)
+    w += n
+    words.set(this.tailIds.subarray(0, m), w)
+    w += m
+    words[w++] = t
+    for (let i = 0; i < t; i++) words[w++] = this.end + (this.tailEnds[i] as number)
+    if (!kLittleEndian) swapWords(out, kHead, head)
     this.text.buf.copy(out, head, 0, this.text.len)
     this.tailText.buf.copy(out, head + this.text.len, 0, this.tailText.len)
     return new Uint8Array(out.buffer, 0, size) as Uint8Array<ArrayBuffer>
+  }
+}
+
+/** Reverses the bytes of each 4-byte word of `buf` from `start` to `end` (a multiple of 4 apart), in place. */
+export function swapWords (buf: Uint8Array, start: number, end: number): void {
+  for (let i = start; i < end; i += 4) {
+    const a = buf[i] as number
+    const b = buf[i + 1] as number
+    buf[i] = buf[i + 3] as number
+    buf[i + 1] = buf[i + 2] as number
+    buf[i + 2] = b
+    buf[i + 3] = a
   }
 }
 

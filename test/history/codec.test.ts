@@ -3,9 +3,10 @@
  * rows whose stored JSON is exactly the envelope plus the item, for any text the caller sent.
  */
 import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
 import { test } from 'node:test'
 import { HistoryItems, historyParts } from '../../src/history/codec.ts'
-import type { HistoryPart } from '../../src/history/block.ts'
+import { swapWords, type HistoryPart } from '../../src/history/block.ts'
 import { itemTail, kInvalidVerdictMembers } from '../../src/history/record.ts'
 import { itemFragment } from '../fixtures/history-record.ts'
 import { historyRows } from '../fixtures/history-rows.ts'
@@ -247,4 +248,35 @@ test('request uids of one process strictly increase, are unique and keep one for
   assert.equal(parts.length, 3)
   assert.equal(parts[0]?.uid, parts[1]?.uid)
   assert.ok((parts[1]?.uid as string) < (parts[2]?.uid as string))
+})
+
+test('a part\'s bytes are pinned: 3,000 items of every kind encode to the bytes the word-by-word encoder wrote', () => {
+  // The digest is of the part the encoder wrote before it copied its arrays whole (HistoryItems.encode): items with
+  // tails shared by key and by text, more tails than a part shares, no type, a normalized form unlike the value, a
+  // fragment of its own and a lone surrogate.
+  const items = new HistoryItems(4)
+  for (let i = 0; i < 3000; i++) {
+    const v = i % 5 === 0 ? `Host${i}.Example.COM.` : `10.${i >> 8 & 255}.${i & 255}.${i % 7}`
+    const norm = i % 5 === 0 ? `host${i}.example.com` : v
+    const tail = `"risk":{"score":${i % 1100}},"scores":{},"labels":[],"label_count":0,"action_taken":null,"action_source":null`
+    if (i % 97 === 0) items.add(null, `bad ${i}`, null, `"indicator":{"type":null,"value":"bad ${i}","normalized":null},${tail}`)
+    else if (i % 89 === 0) items.addVerdict('domain', `x\ud800${i}`, null, tail)
+    else items.addVerdict(i % 5 === 0 ? 'domain' : 'ip', v, norm, tail, i % 3 === 0 ? i % 1100 : -1)
+  }
+  const part = items.encode()
+  assert.equal(part.byteLength, 272_840)
+  assert.equal(createHash('sha256').update(part).digest('hex'), 'e0a5d7194562e97d85257569a3c803ca5b0f22a7b1970b8ec02ef79bdc7564aa')
+})
+
+test('swapWords turns host-order words into the other order, in place, and back', () => {
+  const words = Uint32Array.of(0x01020304, 0xa0b0c0d0, 0, 0xffffffff)
+  const bytes = new Uint8Array(words.buffer)
+  const before = Buffer.from(bytes)
+  swapWords(bytes, 4, 12)
+  const native = Buffer.from(before)
+  const other = Buffer.from(before)
+  for (let i = 4; i < 12; i += 4) other.writeUInt32BE(native.readUInt32LE(i), i)
+  assert.deepEqual(Buffer.from(bytes), other, 'words 1 and 2 reversed, 0 and 3 untouched')
+  swapWords(bytes, 4, 12)
+  assert.deepEqual(Buffer.from(bytes), before)
 })
