@@ -48,16 +48,24 @@ export function checkJsonBody (value: unknown): void {
     if (v === null || typeof v !== 'object') return
     if (depth >= kMaxDepth) throw tooDeep()
     if (Array.isArray(v)) {
-      for (const item of v) walk(item, depth + 1)
+      for (let i = 0; i < v.length; i++) walk(v[i], depth + 1)
       return
     }
-    for (const key of Object.keys(v)) {
-      if (kForbiddenKeys.has(key)) throw forbidden(key)
+    // for...in, not Object.keys: no array of keys per object (10,000 of them in a full bulk). A parsed object's keys
+    // are all own data properties (JSON.parse makes even `__proto__` one), and a plain object inherits no enumerable
+    // key, so the two visit the same keys.
+    for (const key in v) {
+      if (forbiddenKey(key)) throw forbidden(key)
       if (++elements > kMaxElements) throw tooMany()
       walk((v as Record<string, unknown>)[key], depth + 1)
     }
   }
   walk(value, 0)
+}
+
+/** Whether `key` is one of kForbiddenKeys (compared directly: cheaper than a Set lookup per key). */
+function forbiddenKey (key: string): boolean {
+  return key === '__proto__' || key === 'constructor' || key === 'prototype'
 }
 
 function truncated (): Error {

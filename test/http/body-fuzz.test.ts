@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { Packr } from 'msgpackr'
-import { kMaxDepth, kMaxElements } from '../../src/http/body-guard.ts'
+import { checkJsonBody, kMaxDepth, kMaxElements } from '../../src/http/body-guard.ts'
 import { buildForFile } from '../helper.ts'
 
 const svc = buildForFile()
@@ -155,4 +155,28 @@ test('random mutations of valid bodies are answered below 500', kTimeout, async 
   }
   assert.equal(checked, 450)
   await stillAnswers()
+})
+
+test('the JSON guard names each forbidden key at any depth, passes look-alike keys, and counts keys and values', () => {
+  for (const key of ['__proto__', 'constructor', 'prototype']) {
+    for (const text of [`{"${key}":1}`, `{"a":[{"b":{"${key}":{}}}]}`, `[[{"x":1,"${key}":null}]]`]) {
+      assert.throws(() => checkJsonBody(JSON.parse(text)), (err: Error & { code?: string }) => err.code === 'INVALID_REQUEST' && err.message === `forbidden key "${key}" in body`, text)
+    }
+  }
+  checkJsonBody(JSON.parse('{"proto":1,"__proto":2,"constructors":3,"Prototype":4,"_proto_":[{"toString":5,"hasOwnProperty":6}]}'))
+  // Every value and every key counts: an object of k keys holding numbers is 1 + 2k elements.
+  const k = (kMaxElements - 1) / 2
+  const object = (n: number): Record<string, number> => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, i]))
+  if (Number.isInteger(k)) {
+    checkJsonBody(object(k))
+    assert.throws(() => checkJsonBody(object(k + 1)), /more than/)
+  } else {
+    checkJsonBody(object(Math.floor(k)))
+    assert.throws(() => checkJsonBody(object(Math.ceil(k))), /more than/)
+  }
+  // An array of n numbers is 1 + n elements.
+  checkJsonBody(new Array(kMaxElements - 1).fill(0))
+  assert.throws(() => checkJsonBody(new Array(kMaxElements).fill(0)), /more than/)
+  assert.throws(() => checkJsonBody(JSON.parse('['.repeat(kMaxDepth + 1) + ']'.repeat(kMaxDepth + 1))), /deeper/)
+  checkJsonBody(JSON.parse('['.repeat(kMaxDepth) + ']'.repeat(kMaxDepth)))
 })
