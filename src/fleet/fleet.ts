@@ -175,14 +175,13 @@ export class Fleet {
     if (this.options.url === null) return
     const log = this.options.logger
     const name = `ioc-verdict fleet ${this.instance}`.slice(0, 63)
-    const connectionTimeoutMs = this.connectionTimeoutMs
-    this.pool = new pg.Pool({ connectionString: this.options.url, max: 2, application_name: name, keepAlive: true, connectionTimeoutMillis: connectionTimeoutMs })
+    this.pool = new pg.Pool({ connectionString: this.options.url, max: 2, application_name: name, keepAlive: true, connectionTimeoutMillis: this.connectionTimeoutMs })
     this.pool.on('error', () => {}) // an idle connection that dies is replaced on next use
     const listener = new PgListener({
       url: this.options.url,
       channels: [ChangeFeed.channel, kIntelChannel],
       applicationName: name,
-      connectionTimeoutMs,
+      connectionTimeoutMs: this.connectionTimeoutMs,
       onNotify: (channel, payload) => {
         if (channel === ChangeFeed.channel) this.changes.notify(payload)
         else this.intelNotice(payload)
