@@ -181,6 +181,7 @@ export async function startService (config: Readonly<Config>, options: { logger?
     journalDir: join(config.dataDir, 'journal'),
     journalLimit: config.journalLimit,
     journalSegmentBytes: config.journalSegmentBytes,
+    journalPreallocateBytes: config.journalPreallocateBytes,
     durability: config.historyDurability,
     asyncWindowMs: config.historyAsyncWindowMs,
     asyncWindowBytes: config.historyAsyncWindowBytes,

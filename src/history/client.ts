@@ -35,6 +35,8 @@ export interface HistoryClientOptions {
   /** Journal bytes not yet in the store at which new requests are refused (503). */
   journalLimit: number
   journalSegmentBytes: number
+  /** Zeros written ahead of the journal's frames at a time (journal.ts); the journal's default when absent. */
+  journalPreallocateBytes?: number
   durability: Durability
   asyncWindowMs: number
   asyncWindowBytes: number
@@ -62,6 +64,7 @@ export async function startHistory (options: HistoryClientOptions): Promise<Hist
     dir: options.journalDir,
     limit: options.journalLimit,
     segmentBytes: options.journalSegmentBytes,
+    preallocateBytes: options.journalPreallocateBytes,
     durability: options.durability,
     asyncWindowMs: options.asyncWindowMs,
     asyncWindowBytes: options.asyncWindowBytes

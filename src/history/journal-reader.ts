@@ -140,7 +140,9 @@ export class JournalReader {
       const fd = this.file(seg.start)
       const off = out.next - seg.start
       let size = sizes.get(seg.start)
-      if (size === undefined) sizes.set(seg.start, size = fstatSync(fd).size)
+      // Bounded by `until`: the active segment's file holds zeros written ahead of its frames (journal.ts), which
+      // neither the checks below nor the read-ahead must take for bytes to read.
+      if (size === undefined) sizes.set(seg.start, size = Math.min(fstatSync(fd).size, until - seg.start))
       if (off + kFrameHead > size) {
         // The end of an older segment (or of the active one, not written yet): go on with the next, if any.
         if (seg.end === Number.POSITIVE_INFINITY) break

@@ -4,12 +4,12 @@
  * not), and a frame damaged on disk is skipped with the rest of its segment, never misread.
  */
 import assert from 'node:assert/strict'
-import { constants, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
+import { closeSync, constants, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { crc32 } from 'node:zlib'
 import { test, type TestContext } from 'node:test'
-import { decodeFrame, encodeFrame, Journal, kFrameHead, listSegments, segmentName } from '../../src/history/journal.ts'
+import { decodeFrame, encodeFrame, Journal, kFrameHead, listSegments, segmentName, validLength } from '../../src/history/journal.ts'
 import { JournalReader, SharedDurable, type JournalFrame } from '../../src/history/journal-reader.ts'
 import type { HistoryEnvelope } from '../../src/history/types.ts'
 
@@ -216,7 +216,98 @@ test('a segment is written with O_DSYNC, so a group is synced by its write alone
   const flags = flagsOf(second)
   assert.equal(flags.length, 1)
   assert.ok(((flags[0] as number) & constants.O_DSYNC) !== 0, 'O_DSYNC on the new segment')
-  assert.ok(((flags[0] as number) & constants.O_APPEND) !== 0, 'appends only')
+  assert.equal((flags[0] as number) & constants.O_APPEND, 0, 'groups are written at their offsets, over the zeros ahead')
   await journal.append(envelope(1, 1), [Buffer.alloc(10, 2)], () => {})
   assert.ok(journal.durable > 5000)
 })
+
+/** The journal's segment files: name -> bytes. */
+function segmentFiles (dir: string): Map<number, Buffer> {
+  return new Map(listSegments(dir).map((start) => [start, readFileSync(join(dir, segmentName(start)))]))
+}
+
+test('a segment is filled with zeros ahead of its frames, frames go over them, and a restart cuts them off', async (t) => {
+  const dir = journalDir(t)
+  const options = { dir, limit: 1 << 30, segmentBytes: 1 << 20, durability: 'sync', asyncWindowMs: 10, asyncWindowBytes: 1 << 20, preallocateBytes: 16384 } as const
+  let journal = await Journal.open(options)
+  await journal.append(envelope(0, 1), [Buffer.alloc(100, 1)], () => {})
+  await journal.settle()
+  const first = listSegments(dir)[0] as number
+  const file = join(dir, segmentName(first))
+  assert.equal(statSync(file).size, 16384, 'the first 16 KiB written ahead')
+  assert.ok(readFileSync(file).subarray(journal.durable - first).every((b) => b === 0), 'zeros after the frame')
+  // Frames of 1-3 KiB in groups of five: zeros are written ahead in 16 KiB steps while groups are written.
+  let n = 1
+  while (journal.durable - first < 200_000) {
+    await Promise.all(Array.from({ length: 5 }, async (_, k) => await journal.append(envelope(n + k, 1), [Buffer.alloc(1000 + ((n + k) * 397) % 2000, (n + k) % 251)], () => {})))
+    n += 5
+    const size = statSync(file).size
+    assert.ok(size >= journal.durable - first, 'the file holds every synced frame')
+    assert.ok(size - (journal.durable - first) <= 16384 + 5 * 3100, 'at most one step ahead')
+  }
+  await journal.settle()
+  const end = journal.durable
+  await journal.close()
+  const size = statSync(file).size
+  assert.ok(size > end - first, 'zeros after the last frame')
+  assert.ok(readFileSync(file).subarray(end - first).every((b) => b === 0))
+  const check = (until: number, count: number): void => {
+    const { frames, skipped } = readAll(dir, until, 1000, 1 << 30)
+    assert.equal(skipped, 0)
+    assert.deepEqual(frames.map((f) => f.envelope.request_id), Array.from({ length: count }, (_, i) => `r-${i}`))
+    frames.slice(1).forEach((f, i) => assert.ok(Buffer.from(f.parts[0] as Uint8Array).equals(Buffer.alloc(1000 + ((i + 1) * 397) % 2000, (i + 1) % 251)), `frame ${i + 1}`))
+  }
+  check(end, n)
+  // A restart finds exactly the frames: the zeros are cut off and the next segment begins after the last frame.
+  journal = await Journal.open(options)
+  assert.equal(journal.durable, end)
+  assert.equal(statSync(file).size, end - first)
+  await journal.append(envelope(n, 1), [Buffer.alloc(1000 + (n * 397) % 2000, n % 251)], () => {})
+  const after = journal.durable
+  await journal.close()
+  assert.deepEqual(listSegments(dir), [first, end])
+  check(after, n + 1)
+})
+
+test('without preallocation a segment holds its frames only', async (t) => {
+  const dir = journalDir(t)
+  const journal = await Journal.open({ dir, limit: 1 << 30, segmentBytes: 1 << 20, durability: 'sync', asyncWindowMs: 10, asyncWindowBytes: 1 << 20, preallocateBytes: 0 })
+  for (let i = 0; i < 20; i++) await journal.append(envelope(i, 1), [Buffer.alloc(100 + i * 50, i)], () => {})
+  const end = journal.durable
+  await journal.close()
+  const files = segmentFiles(dir)
+  assert.equal(files.size, 1)
+  assert.equal((files.get(0) as Buffer).length, end)
+  assert.equal(readAll(dir, end, 1000, 1 << 30).frames.length, 20)
+})
+
+test('the frames of a segment end at zeros, at a torn frame, or at a short length', (t) => {
+  const dir = journalDir(t)
+  const frames = [0, 1, 2].map((i) => specFrame(envelope(i, 1), [part(i + 1)]))
+  const whole = Buffer.concat(frames)
+  const torn = specFrame(envelope(3, 1), [part(4)]).subarray(0, 40)
+  const cases: Array<[string, Buffer, number]> = [
+    ['frames only', whole, whole.length],
+    ['frames, then zeros', Buffer.concat([whole, Buffer.alloc(4096)]), whole.length],
+    ['frames, a torn frame, then zeros', Buffer.concat([whole, torn, Buffer.alloc(4096)]), whole.length],
+    ['zeros only', Buffer.alloc(4096), 0],
+    // A header whose length is shorter than any payload (here 4, with the checksum of its 4 bytes) ends them too.
+    ['a short frame', Buffer.concat([whole, Buffer.from([4, 0, 0, 0]), u32le(crc32(Buffer.alloc(4))), Buffer.alloc(4)]), whole.length]
+  ]
+  for (const [name, bytes, want] of cases) {
+    const file = join(dir, name.replaceAll(/[^a-z]/g, '-'))
+    writeFileSync(file, bytes)
+    const fd = openSync(file, 'r')
+    try {
+      assert.equal(validLength(fd, bytes.length), want, name)
+    } finally {
+      closeSync(fd)
+    }
+  }
+})
+
+function u32le (n: number): Buffer {
+  const b = Buffer.alloc(4)
+  b.writeUInt32LE(n)
+  return b
+}

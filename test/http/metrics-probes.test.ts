@@ -98,7 +98,9 @@ test('a journal that cannot be written (a full disk) makes health unavailable an
   const restore = (): void => { fs.writev = writev; syncBuiltinESMExports() }
   t.after(restore)
   // Every journal write fails as on a full disk (the journal writes through node:fs writev).
-  fs.writev = ((_fd: number, _buffers: unknown, cb: (err: NodeJS.ErrnoException | null, n?: number) => void) => {
+  fs.writev = ((_fd: number, _buffers: unknown, ...rest: unknown[]) => {
+    // (fd, buffers, position, callback) or (fd, buffers, callback): the callback comes last.
+    const cb = rest.at(-1) as (err: NodeJS.ErrnoException | null, n?: number) => void
     setImmediate(() => cb(Object.assign(new Error('no space left on device'), { code: 'ENOSPC' })))
   }) as typeof fs.writev
   syncBuiltinESMExports()
