@@ -283,7 +283,7 @@ export class Journal {
    */
   private preallocate (): void {
     const step = this.options.preallocateBytes ?? kPreallocateBytes
-    if (step <= 0 || this.zeroing !== null || this.fh === null || this.failure !== null) return
+    if (step <= 0 || this.zeroing !== null || this.fh === null || this.failure !== null || this.closed) return
     const from = this.allocated
     if (from - (this.durableEnd - this.active) >= step / 2) return
     const to = Math.min(from + step, this.options.segmentBytes)
