@@ -82,11 +82,26 @@ function requestId (req: { headers: Record<string, string | string[] | undefined
   return typeof h === 'string' && kRequestIdPattern.test(h) && !h.startsWith('iocv_') ? h : randomUUID()
 }
 
+/**
+ * The codes along an error's causes, outermost first (a journal refusal: `JOURNAL_REFUSED`, then the disk's `ENOSPC`),
+ * or undefined without any: what an operator needs of a refusal's cause, with no message or stack.
+ */
+function causeCodes (err: unknown): string[] | undefined {
+  const codes: string[] = []
+  let cause = (err as { cause?: unknown }).cause
+  for (let depth = 0; depth < 4 && cause !== null && typeof cause === 'object'; depth++) {
+    const code = (cause as { code?: unknown }).code
+    if (typeof code === 'string' && code.length <= 64) codes.push(code)
+    cause = (cause as { cause?: unknown }).cause
+  }
+  return codes.length > 0 ? codes : undefined
+}
+
 /** The documented error body for any error a request meets, and its one log line (a 4xx's line: its code, never its message). */
 function answerError (err: FastifyError & { retryAfter?: number }, req: FastifyRequest, reply: FastifyReply): void {
   const pub = toPublicError(err)
-  // Refusals by design (overload, quota, shutdown) are routine: one warn line, no stack.
-  if (kExpectedRefusals.has(pub.code)) req.log.warn({ code: pub.code, status: pub.status, reason: pub.message }, 'request refused')
+  // Refusals by design (overload, quota, shutdown) are routine: one warn line, no stack; what caused it, as codes.
+  if (kExpectedRefusals.has(pub.code)) req.log.warn({ code: pub.code, status: pub.status, reason: pub.message, causes: causeCodes(err) }, 'request refused')
   else if (pub.status >= 500) req.log.error({ err }, 'request failed')
   else req.log.info({ code: pub.code, status: pub.status }, 'request rejected')
   if (kRetryAfterCodes.has(pub.code)) reply.header('retry-after', String(err.retryAfter ?? kOverloadRetryAfter))

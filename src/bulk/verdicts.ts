@@ -114,7 +114,7 @@ async function record (log: RequestLog, ticket: Ticket, history: HistorySink, en
   try {
     await history.submit(envelope, parts)
   } catch (err) {
-    log.warn({ err: { code: (err as { code?: string }).code, message: (err as Error).message } }, 'history journal refused the request')
+    // Logged once, with the request's refusal line (app.ts: its causes name the journal's refusal and the disk's error).
     await ticket.refund().catch((e: unknown) => { log.error({ err: e }, 'quota refund failed') })
     throw new OverloadedError('history cannot be recorded now; retry shortly', { cause: err })
   }

@@ -2,11 +2,12 @@
  * The edges of HTTP, over a real socket on 127.0.0.1: parser-level errors (431, 414, 408) carry the documented
  * error body; stalled clients are cut by the request timeout and do not keep health from answering; connections
  * beyond the bound are closed; keys in the query string are refused and never logged; a lone surrogate is echoed
- * escaped; a msgpack `__proto__` key is named as sent.
+ * escaped; a msgpack `__proto__` key is named as sent; a refusal by design is one log line, its causes as codes.
  */
 import assert from 'node:assert/strict'
 import { connect, type Socket } from 'node:net'
-import { mkdtempSync, rmSync } from 'node:fs'
+import fs, { mkdtempSync, rmSync } from 'node:fs'
+import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
@@ -249,4 +250,32 @@ test('a msgpack body with a __proto__ key is refused with a message naming __pro
   const err = res.json() as { code: string, message: string }
   assert.equal(err.code, 'INVALID_REQUEST')
   assert.match(err.message, /"__proto__"/)
+})
+
+test('a request the journal refuses (a full disk) is one warn line, with its causes as codes and no stack', async (t) => {
+  const { svc, lines, key } = await loggedService(t, 'info')
+  const writev = fs.writev
+  const restore = (): void => { fs.writev = writev; syncBuiltinESMExports() }
+  t.after(restore)
+  fs.writev = ((_fd: number, _buffers: unknown, ...rest: unknown[]) => {
+    const cb = rest.at(-1) as (err: NodeJS.ErrnoException | null, n?: number) => void
+    setImmediate(() => cb(Object.assign(new Error('no space left on device, write'), { code: 'ENOSPC', errno: -28, syscall: 'write' })))
+  }) as typeof fs.writev
+  syncBuiltinESMExports()
+  const refused = await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict', headers: { 'x-api-key': key, 'x-request-id': 'full-disk-1' }, payload: { indicator: { value: 'refused.example' } } })
+  restore()
+  assert.equal(refused.statusCode, 503)
+  assert.equal(refused.json().code, 'OVERLOADED')
+  const mine = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.reqId === 'full-disk-1')
+  const warned = mine.filter((l) => (l.level as number) >= 40)
+  assert.equal(warned.length, 1, JSON.stringify(mine))
+  const line = warned[0] as Record<string, unknown>
+  assert.equal(line.msg, 'request refused')
+  assert.equal(line.code, 'OVERLOADED')
+  assert.deepEqual(line.causes, ['JOURNAL_REFUSED', 'ENOSPC'])
+  assert.ok(!JSON.stringify(line).includes('stack'), 'no stack')
+  // The disk has room again: answered, and a plain line per request as before.
+  const ok = await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict', headers: { 'x-api-key': key, 'x-request-id': 'full-disk-2' }, payload: { indicator: { value: 'refused.example' } } })
+  assert.equal(ok.statusCode, 200)
+  assert.deepEqual(lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.reqId === 'full-disk-2' && (l.level as number) >= 40), [])
 })
