@@ -61,7 +61,7 @@ export interface Config {
   journalLimit: number
   /** Size past which the journal begins a new file (files wholly in the store are deleted), in bytes. */
   journalSegmentBytes: number
-  /** Zeros written ahead of the journal's frames at a time, so that group writes do not grow the file; 0: none. */
+  /** Most fill bytes written ahead of the journal's frames at a time, so that group writes do not grow the file; 0: none. */
   journalPreallocateBytes: number
   /** sync: a request's history is synced to the journal before its answer; async: within the window below. */
   historyDurability: 'sync' | 'async'
@@ -171,7 +171,7 @@ const kFields: Record<string, Field> = {
   // The spool's limit before the journal replaced it: the same bound, under its old name.
   IOC_SPOOL_LIMIT: { key: 'journalLimit', kind: 'int', min: 1024, max: Number.MAX_SAFE_INTEGER, default: 1024 * 1024 * 1024, replacedBy: 'IOC_JOURNAL_LIMIT', doc: 'deprecated: the former name of `IOC_JOURNAL_LIMIT` (a start with it logs a warning)' },
   IOC_JOURNAL_SEGMENT_BYTES: { key: 'journalSegmentBytes', kind: 'int', min: 4096, max: 1024 * 1024 * 1024, default: 64 * 1024 * 1024, doc: 'bytes per journal file before the next one starts' },
-  IOC_JOURNAL_PREALLOCATE_BYTES: { key: 'journalPreallocateBytes', kind: 'int', min: 0, max: 1024 * 1024 * 1024, default: 4 * 1024 * 1024, doc: 'zeros written ahead of the journal\'s records at a time, so that a synced write does not also grow the file (about a third cheaper on ext4 and XFS); 0 writes none (copy-on-write file systems such as btrfs and ZFS gain nothing from them)' },
+  IOC_JOURNAL_PREALLOCATE_BYTES: { key: 'journalPreallocateBytes', kind: 'int', min: 0, max: 1024 * 1024 * 1024, default: 4 * 1024 * 1024, doc: 'most bytes of fill written ahead of the journal\'s records at a time, so that a synced write does not also grow the file (about a third cheaper on ext4 and XFS); 0 writes none (copy-on-write file systems such as btrfs and ZFS gain nothing from it)' },
   IOC_HISTORY_DURABILITY: { key: 'historyDurability', kind: 'string', choices: ['sync', 'async'], default: 'sync', doc: '`sync`: history is fsynced before the answer; `async`: within the window below' },
   IOC_HISTORY_ASYNC_WINDOW_MS: { key: 'historyAsyncWindowMs', kind: 'int', min: 1, max: 10_000, default: 50, doc: 'async durability: longest an answered record waits for its fsync, ms' },
   IOC_HISTORY_ASYNC_WINDOW_BYTES: { key: 'historyAsyncWindowBytes', kind: 'int', min: 1024, max: 1024 * 1024 * 1024, default: 16 * 1024 * 1024, doc: 'async durability: most answered bytes not yet fsynced' },

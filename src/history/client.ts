@@ -35,7 +35,7 @@ export interface HistoryClientOptions {
   /** Journal bytes not yet in the store at which new requests are refused (503). */
   journalLimit: number
   journalSegmentBytes: number
-  /** Zeros written ahead of the journal's frames at a time (journal.ts); the journal's default when absent. */
+  /** Most fill bytes written ahead of the journal's frames at a time (journal.ts); the journal's default when absent. */
   journalPreallocateBytes?: number
   durability: Durability
   asyncWindowMs: number

@@ -8,7 +8,7 @@
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs'
 import { join } from 'node:path'
 import { crc32 } from 'node:zlib'
-import { decodeFrame, kFrameHead, listSegments, segmentName } from './journal.ts'
+import { decodeFrame, kFrameHead, kMinPayload, listSegments, segmentName } from './journal.ts'
 import type { HistoryEnvelope } from './types.ts'
 
 /** One journalled request. */
@@ -68,6 +68,15 @@ export class SharedDurable {
 }
 
 const kReadAhead = 1 << 20
+
+/** The frame of a payload whose checksum matched, or null when it does not decode (damaged). */
+function decoded (payload: Buffer): JournalFrame | null {
+  try {
+    return decodeFrame(payload)
+  } catch {
+    return null
+  }
+}
 
 /** Sequential reader of one journal directory. */
 export class JournalReader {
@@ -140,7 +149,7 @@ export class JournalReader {
       const fd = this.file(seg.start)
       const off = out.next - seg.start
       let size = sizes.get(seg.start)
-      // Bounded by `until`: the active segment's file holds zeros written ahead of its frames (journal.ts), which
+      // Bounded by `until`: the active segment's file holds fill written ahead of its frames (journal.ts), which
       // neither the checks below nor the read-ahead must take for bytes to read.
       if (size === undefined) sizes.set(seg.start, size = Math.min(fstatSync(fd).size, until - seg.start))
       if (off + kFrameHead > size) {
@@ -153,8 +162,10 @@ export class JournalReader {
       const head = view(fd, seg.start, off, kFrameHead, size)
       const len = head.readUInt32LE(0)
       const crc = head.readUInt32LE(4)
-      const payload = off + kFrameHead + len <= size ? view(fd, seg.start, off + kFrameHead, len, size) : null
-      if (payload === null || payload.length < len || crc32(payload) !== crc) {
+      const payload = len >= kMinPayload && off + kFrameHead + len <= size ? view(fd, seg.start, off + kFrameHead, len, size) : null
+      // A payload that decodes: zeros where a frame was (a block lost on disk) pass the checksum as an empty payload.
+      const frame = payload === null || payload.length < len || crc32(payload) !== crc ? null : decoded(payload)
+      if (frame === null) {
         // Damaged on disk after it was synced (it was whole when written): the rest of this segment cannot be framed.
         if (seg.end === Number.POSITIVE_INFINITY) {
           out.skipped += until - out.next
@@ -165,7 +176,6 @@ export class JournalReader {
         out.next = seg.end
         continue
       }
-      const frame = decodeFrame(payload)
       out.frames.push(frame)
       out.records += frame.envelope.count
       out.next += kFrameHead + len

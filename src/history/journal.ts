@@ -14,12 +14,13 @@
  * Frame: [u32 LE payload length][u32 LE crc32(payload)][payload]; payload: [u32 envelope length][envelope JSON]
  * [u32 part count] then per part [u32 length][bytes].
  *
- * Preallocation: a segment is filled with zeros ahead of its frames (`preallocateBytes` at a time, in the background),
- * and groups are written over those zeros at their offsets. An O_DSYNC write that grows the file must also commit the
- * file system's record of the new size; one within bytes already written and synced commits only its data, which
- * measured about a third less time and system CPU per group on ext4 (docs/PERFORMANCE.md). PostgreSQL zero-fills
- * its WAL segments for the same reason. The zeros after the last frame end a segment: a frame's payload is never
- * shorter than 8 bytes, and validLength stops at a shorter one.
+ * Preallocation: a segment's file is filled ahead of its frames with 0xFF bytes (in the background, in steps that grow
+ * from 64 KiB to `preallocateBytes`), and groups are written over the fill at their offsets. An O_DSYNC write that
+ * grows the file must also commit the file system's record of the new size; one within bytes already written and
+ * synced commits only its data, which measured about a third less time and system CPU per group on ext4
+ * (docs/PERFORMANCE.md). PostgreSQL zero-fills its WAL segments for the same reason. The fill ends a segment's frames:
+ * a header of fill bytes gives a length past any file, where every version's scan stops (zeros would read as an
+ * empty frame with a matching checksum to a version that checks lengths only against the file's size).
  */
 import { randomUUID } from 'node:crypto'
 import {
@@ -47,7 +48,7 @@ export interface JournalOptions {
   asyncWindowMs: number
   /** async: bytes waiting for a write beyond which new appends wait for the write, as in sync mode. */
   asyncWindowBytes: number
-  /** Bytes of zeros written ahead of the frames of a segment at a time; 0 writes no zeros (default kPreallocateBytes). */
+  /** Most fill bytes written ahead of a segment's frames at a time; 0 writes none (default kPreallocateBytes). */
   preallocateBytes?: number | undefined
 }
 
@@ -55,12 +56,16 @@ export interface JournalOptions {
 export const kFrameHead = 8
 /** Parts of a frame up to this many bytes in all are copied into its first buffer (encodeFrame). */
 const kInlinePartBytes = 4096
-/** Zeros written ahead of a segment's frames at a time (JournalOptions.preallocateBytes). */
+/** Most fill bytes written ahead of a segment's frames at a time (JournalOptions.preallocateBytes). */
 export const kPreallocateBytes = 4 * 1024 * 1024
+/** The first step of a segment's fill: a new segment's first group waits for it (preallocate). */
+const kFirstFill = 64 * 1024
+/** The byte the fill is made of. */
+export const kFillByte = 0xff
 /** The shortest payload: its envelope's length and its part count. */
-const kMinPayload = 8
-/** Bytes of the zero buffer that preallocation writes several times over. */
-const kZeroChunk = 1024 * 1024
+export const kMinPayload = 8
+/** Bytes of the fill buffer that preallocation writes several times over. */
+const kFillChunk = 1024 * 1024
 const kSegmentSuffix = '.journal'
 const kIdFile = 'journal.id'
 
@@ -111,7 +116,7 @@ export function validLength (fd: number, size: number): number {
   while (pos + kFrameHead <= size) {
     readSync(fd, head, 0, kFrameHead, pos)
     const len = head.readUInt32LE(0)
-    // Zeros (preallocated, never written) or a length no frame has: the frames end here.
+    // The fill (a length past the file), zeros or a length no frame has: the frames end here.
     if (len < kMinPayload || pos + kFrameHead + len > size) break
     const body = Buffer.allocUnsafe(len)
     readSync(fd, body, 0, len, pos + kFrameHead)
@@ -119,6 +124,11 @@ export function validLength (fd: number, size: number): number {
     pos += kFrameHead + len
   }
   return pos
+}
+
+/** Bytes of the next fill after `allocated` bytes of a segment: kFirstFill, then doubling, `most` at most. */
+export function fillStep (allocated: number, most: number): number {
+  return Math.min(most, Math.max(kFirstFill, allocated))
 }
 
 /**
@@ -217,11 +227,11 @@ export class Journal {
   private failedAt = 0
   private failedCode = ''
   private closed = false
-  /** Bytes at the start of the active segment's file that are written and synced (frames, then zeros). */
+  /** Bytes at the start of the active segment's file that are written and synced (frames, then fill). */
   private allocated = 0
-  /** The zeros being written after `allocated`, or null. */
-  private zeroing: Promise<void> | null = null
-  private zeros: Buffer | null = null
+  /** The fill being written after `allocated`, or null. */
+  private filling: Promise<void> | null = null
+  private fill: Buffer | null = null
   /** Groups synced but not yet in the store: their end positions and record counts, oldest first. */
   private readonly unstored: Array<{ end: number, records: number }> = []
   private unstoredRecords = 0
@@ -277,31 +287,33 @@ export class Journal {
   }
 
   /**
-   * Starts writing zeros after the allocated bytes when fewer than half of `preallocateBytes` remain ahead of the
-   * frames, up to the segment's size at most. A group whose end passes the allocated bytes waits for those zeros
-   * (writeGroup), so zeros are never written where a frame is or is being written.
+   * Starts writing fill after the allocated bytes when fewer than half a step remain ahead of the frames, up to the
+   * segment's size at most. Steps grow with the segment (the bytes allocated so far, from kFirstFill up to
+   * `preallocateBytes`), so a new segment's first group waits for a small write, not a whole step. A group whose end
+   * passes the allocated bytes waits for the fill being written (writeGroup), so fill never lands on a frame.
    */
   private preallocate (): void {
-    const step = this.options.preallocateBytes ?? kPreallocateBytes
-    if (step <= 0 || this.zeroing !== null || this.fh === null || this.failure !== null || this.closed) return
+    const most = this.options.preallocateBytes ?? kPreallocateBytes
+    if (most <= 0 || this.filling !== null || this.fh === null || this.failure !== null || this.closed) return
     const from = this.allocated
+    const step = fillStep(from, most)
     if (from - (this.durableEnd - this.active) >= step / 2) return
     const to = Math.min(from + step, this.options.segmentBytes)
     if (to <= from) return
-    this.zeros ??= Buffer.alloc(Math.min(step, kZeroChunk))
-    const zeros = this.zeros
+    this.fill ??= Buffer.alloc(Math.min(most, kFillChunk), kFillByte)
+    const fill = this.fill
     const buffers: Buffer[] = []
-    for (let left = to - from; left > 0; left -= zeros.length) buffers.push(left >= zeros.length ? zeros : zeros.subarray(0, left))
+    for (let left = to - from; left > 0; left -= fill.length) buffers.push(left >= fill.length ? fill : fill.subarray(0, left))
     const fd = this.fh.fd
-    this.zeroing = (async () => {
+    this.filling = (async () => {
       try {
         let written = 0
         while (written < to - from) written += await writevFd(fd, written === 0 ? buffers : remaining(buffers, written), from + written)
         this.allocated = Math.max(this.allocated, to)
       } catch {
-        // No room for zeros (a full disk): groups grow the file as they are written, and report the error themselves.
+        // No room for the fill (a full disk): groups grow the file as they are written, and report the error themselves.
       } finally {
-        this.zeroing = null
+        this.filling = null
       }
     })()
   }
@@ -395,8 +407,8 @@ export class Journal {
     const before = this.durableEnd - this.active
     try {
       if (this.failure !== null) throw this.failure
-      // Zeros being written where this group goes: they land first (else the group grows the file itself).
-      if (before + g.bytes > this.allocated && this.zeroing !== null) await this.zeroing
+      // Fill being written where this group goes: it lands first (else the group grows the file itself).
+      if (before + g.bytes > this.allocated && this.filling !== null) await this.filling
       let written = 0
       // O_DSYNC: each writev returns once its bytes (and the file size that reaches them) are on the disk.
       while (written < g.bytes) written += await writevFd(fh.fd, written === 0 ? g.buffers : remaining(g.buffers, written), before + written)
@@ -406,7 +418,7 @@ export class Journal {
       this.failedCode = (err as NodeJS.ErrnoException).code ?? 'write error'
       // A partial group would break every later frame: take it back; if even that fails, refuse appends from now on.
       try {
-        if (this.zeroing !== null) await this.zeroing
+        if (this.filling !== null) await this.filling
         await fh.truncate(before)
         this.allocated = before
       } catch (e) {
@@ -440,7 +452,7 @@ export class Journal {
    */
   private async rotate (): Promise<void> {
     const fh = this.fh as FileHandle
-    if (this.zeroing !== null) await this.zeroing
+    if (this.filling !== null) await this.filling
     await fh.close()
     const closed = this.active
     await this.openSegment(this.durableEnd)
@@ -483,7 +495,7 @@ export class Journal {
     if (this.closed) return
     this.closed = true
     await this.settle()
-    if (this.zeroing !== null) await this.zeroing
+    if (this.filling !== null) await this.filling
     await this.fh?.close()
   }
 }
@@ -493,7 +505,7 @@ export class Journal {
  * instead of a writev and an fdatasync. Each trip wakes a pool thread and, when it ends, the event loop; on a virtual
  * machine where every system call and wake-up is dear, the second trip cost the main thread more than encoding a group
  * of single calls' frames. The durability is the same: POSIX's synchronized I/O data integrity completion, which is
- * what fdatasync gives the bytes it covers. Not O_APPEND: groups are written at their offsets, over the zeros written
+ * what fdatasync gives the bytes it covers. Not O_APPEND: groups are written at their offsets, over the fill written
  * ahead of them (preallocate).
  */
 const kSegmentFlags = constants.O_WRONLY | constants.O_CREAT | constants.O_DSYNC

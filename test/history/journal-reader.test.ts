@@ -4,12 +4,12 @@
  * not), and a frame damaged on disk is skipped with the rest of its segment, never misread.
  */
 import assert from 'node:assert/strict'
-import { closeSync, constants, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { closeSync, constants, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { crc32 } from 'node:zlib'
 import { test, type TestContext } from 'node:test'
-import { decodeFrame, encodeFrame, Journal, kFrameHead, listSegments, segmentName, validLength } from '../../src/history/journal.ts'
+import { decodeFrame, encodeFrame, fillStep, Journal, kFillByte, kFrameHead, listSegments, segmentName, validLength } from '../../src/history/journal.ts'
 import { JournalReader, SharedDurable, type JournalFrame } from '../../src/history/journal-reader.ts'
 import type { HistoryEnvelope } from '../../src/history/types.ts'
 
@@ -226,7 +226,7 @@ function segmentFiles (dir: string): Map<number, Buffer> {
   return new Map(listSegments(dir).map((start) => [start, readFileSync(join(dir, segmentName(start)))]))
 }
 
-test('a segment is filled with zeros ahead of its frames, frames go over them, and a restart cuts them off', async (t) => {
+test('a segment is filled ahead of its frames, frames go over the fill, and a restart cuts it off', async (t) => {
   const dir = journalDir(t)
   const options = { dir, limit: 1 << 30, segmentBytes: 1 << 20, durability: 'sync', asyncWindowMs: 10, asyncWindowBytes: 1 << 20, preallocateBytes: 16384 } as const
   let journal = await Journal.open(options)
@@ -235,8 +235,8 @@ test('a segment is filled with zeros ahead of its frames, frames go over them, a
   const first = listSegments(dir)[0] as number
   const file = join(dir, segmentName(first))
   assert.equal(statSync(file).size, 16384, 'the first 16 KiB written ahead')
-  assert.ok(readFileSync(file).subarray(journal.durable - first).every((b) => b === 0), 'zeros after the frame')
-  // Frames of 1-3 KiB in groups of five: zeros are written ahead in 16 KiB steps while groups are written.
+  assert.ok(readFileSync(file).subarray(journal.durable - first).every((b) => b === kFillByte), 'fill after the frame')
+  // Frames of 1-3 KiB in groups of five: fill is written ahead in 16 KiB steps while groups are written.
   let n = 1
   while (journal.durable - first < 200_000) {
     await Promise.all(Array.from({ length: 5 }, async (_, k) => await journal.append(envelope(n + k, 1), [Buffer.alloc(1000 + ((n + k) * 397) % 2000, (n + k) % 251)], () => {})))
@@ -249,8 +249,15 @@ test('a segment is filled with zeros ahead of its frames, frames go over them, a
   const end = journal.durable
   await journal.close()
   const size = statSync(file).size
-  assert.ok(size > end - first, 'zeros after the last frame')
-  assert.ok(readFileSync(file).subarray(end - first).every((b) => b === 0))
+  assert.ok(size > end - first, 'fill after the last frame')
+  assert.ok(readFileSync(file).subarray(end - first).every((b) => b === kFillByte))
+  // The version before the fill scanned a segment by lengths and checksums only: it stops at the fill too.
+  const fd = openSync(file, 'r')
+  try {
+    assert.equal(priorScan(fd, size), end - first)
+  } finally {
+    closeSync(fd)
+  }
   const check = (until: number, count: number): void => {
     const { frames, skipped } = readAll(dir, until, 1000, 1 << 30)
     assert.equal(skipped, 0)
@@ -258,7 +265,7 @@ test('a segment is filled with zeros ahead of its frames, frames go over them, a
     frames.slice(1).forEach((f, i) => assert.ok(Buffer.from(f.parts[0] as Uint8Array).equals(Buffer.alloc(1000 + ((i + 1) * 397) % 2000, (i + 1) % 251)), `frame ${i + 1}`))
   }
   check(end, n)
-  // A restart finds exactly the frames: the zeros are cut off and the next segment begins after the last frame.
+  // A restart finds exactly the frames: the fill is cut off and the next segment begins after the last frame.
   journal = await Journal.open(options)
   assert.equal(journal.durable, end)
   assert.equal(statSync(file).size, end - first)
@@ -288,6 +295,7 @@ test('the frames of a segment end at zeros, at a torn frame, or at a short lengt
   const torn = specFrame(envelope(3, 1), [part(4)]).subarray(0, 40)
   const cases: Array<[string, Buffer, number]> = [
     ['frames only', whole, whole.length],
+    ['frames, then fill', Buffer.concat([whole, Buffer.alloc(4096, kFillByte)]), whole.length],
     ['frames, then zeros', Buffer.concat([whole, Buffer.alloc(4096)]), whole.length],
     ['frames, a torn frame, then zeros', Buffer.concat([whole, torn, Buffer.alloc(4096)]), whole.length],
     ['zeros only', Buffer.alloc(4096), 0],
@@ -311,3 +319,53 @@ function u32le (n: number): Buffer {
   b.writeUInt32LE(n)
   return b
 }
+
+/** How the version before the fill found a segment's valid length: by lengths against the file's size and checksums. */
+function priorScan (fd: number, size: number): number {
+  const head = Buffer.alloc(kFrameHead)
+  let pos = 0
+  while (pos + kFrameHead <= size) {
+    readSync(fd, head, 0, kFrameHead, pos)
+    const len = head.readUInt32LE(0)
+    if (pos + kFrameHead + len > size) break
+    const body = Buffer.alloc(len)
+    readSync(fd, body, 0, len, pos + kFrameHead)
+    if (crc32(body) !== head.readUInt32LE(4)) break
+    pos += kFrameHead + len
+  }
+  return pos
+}
+
+test('a new segment\'s first fill is small, and the fill grows in steps up to its most', async (t) => {
+  const dir = journalDir(t)
+  const journal = await Journal.open({ dir, limit: 1 << 30, segmentBytes: 64 << 20, durability: 'sync', asyncWindowMs: 10, asyncWindowBytes: 1 << 20 })
+  t.after(async () => { await journal.close() })
+  const file = join(dir, segmentName(0))
+  await journal.append(envelope(0, 1), [Buffer.alloc(100, 1)], () => {})
+  await journal.settle()
+  assert.equal(statSync(file).size, 64 * 1024, 'a first group waits for 64 KiB of fill, not 4 MiB')
+  // Then steps as large as the segment's allocated bytes (doubling), up to the most.
+  const steps: number[] = []
+  for (let allocated = 64 * 1024; allocated < 16 << 20; allocated += fillStep(allocated, 4 << 20)) steps.push(fillStep(allocated, 4 << 20))
+  assert.deepEqual(steps.slice(0, 8).map((x) => x / 1024), [64, 128, 256, 512, 1024, 2048, 4096, 4096])
+  assert.equal(fillStep(0, 4 << 20), 64 * 1024)
+  assert.equal(fillStep(1 << 20, 16384), 16384, 'a most below the first step is every step')
+})
+
+test('zeros where a frame was, in an older segment, are skipped with the rest of it; nothing throws', async (t) => {
+  const dir = journalDir(t)
+  const end = await writeJournal(dir, 60, 2 << 20)
+  const [first, second] = listSegments(dir)
+  assert.ok(first !== undefined && second !== undefined)
+  const file = join(dir, segmentName(first))
+  const bytes = readFileSync(file)
+  const at = 8 + bytes.readUInt32LE(0) // the second frame
+  bytes.fill(0, at, at + 400)
+  writeFileSync(file, bytes)
+  const { frames, skipped } = readAll(dir, end, 1000, 1 << 30)
+  assert.equal(frames[0]?.envelope.request_id, 'r-0')
+  assert.equal(skipped, second - first - at)
+  const ids = frames.map((f) => Number(f.envelope.request_id.slice(2)))
+  assert.ok(ids[1] !== undefined && ids[1] > 1, 'the next frame read is in the next segment')
+  for (let i = 2; i < ids.length; i++) assert.equal(ids[i], (ids[i - 1] as number) + 1)
+})
