@@ -104,19 +104,29 @@ test('every synced frame reads back once, in order, across segments and at any b
   }
 })
 
-test('a frame damaged on disk is skipped with the rest of its segment; the next segment reads on', async (t) => {
+interface Damaged { dir: string, end: number, first: number, second: number, at: number, frames: JournalFrame[], skipped: number }
+
+/** A journal of 60 frames over segments of 2 MiB, its first segment changed by `damage` (which gives the offset of the frame it damaged), read back. */
+async function readDamaged (t: TestContext, damage: (bytes: Buffer) => number): Promise<Damaged> {
   const dir = journalDir(t)
   const end = await writeJournal(dir, 60, 2 << 20)
   const [first, second] = listSegments(dir)
   assert.ok(first !== undefined && second !== undefined)
   const file = join(dir, segmentName(first))
   const bytes = readFileSync(file)
-  // The third frame's payload: flip a byte (its CRC no longer matches).
-  let at = 0
-  for (let k = 0; k < 2; k++) at += 8 + bytes.readUInt32LE(at)
-  bytes[at + 8 + 3] = (bytes[at + 8 + 3] as number) ^ 0xff
+  const at = damage(bytes)
   writeFileSync(file, bytes)
-  const { frames, skipped } = readAll(dir, end, 1000, 1 << 30)
+  return { dir, end, first, second, at, ...readAll(dir, end, 1000, 1 << 30) }
+}
+
+test('a frame damaged on disk is skipped with the rest of its segment; the next segment reads on', async (t) => {
+  const { dir, end, first, second, at, frames, skipped } = await readDamaged(t, (bytes) => {
+    // The third frame's payload: flip a byte (its CRC no longer matches).
+    let at = 0
+    for (let k = 0; k < 2; k++) at += 8 + bytes.readUInt32LE(at)
+    bytes[at + 8 + 3] = (bytes[at + 8 + 3] as number) ^ 0xff
+    return at
+  })
   assert.deepEqual(frames.slice(0, 2).map((f) => f.envelope.request_id), ['r-0', 'r-1'])
   assert.equal(skipped, second - first - at)
   const firstOfSecond = frames[2]?.envelope.request_id
@@ -353,16 +363,11 @@ test('a new segment\'s first fill is small, and the fill grows in steps up to it
 })
 
 test('zeros where a frame was, in an older segment, are skipped with the rest of it; nothing throws', async (t) => {
-  const dir = journalDir(t)
-  const end = await writeJournal(dir, 60, 2 << 20)
-  const [first, second] = listSegments(dir)
-  assert.ok(first !== undefined && second !== undefined)
-  const file = join(dir, segmentName(first))
-  const bytes = readFileSync(file)
-  const at = 8 + bytes.readUInt32LE(0) // the second frame
-  bytes.fill(0, at, at + 400)
-  writeFileSync(file, bytes)
-  const { frames, skipped } = readAll(dir, end, 1000, 1 << 30)
+  const { first, second, at, frames, skipped } = await readDamaged(t, (bytes) => {
+    const at = 8 + bytes.readUInt32LE(0) // the second frame
+    bytes.fill(0, at, at + 400)
+    return at
+  })
   assert.equal(frames[0]?.envelope.request_id, 'r-0')
   assert.equal(skipped, second - first - at)
   const ids = frames.map((f) => Number(f.envelope.request_id.slice(2)))
