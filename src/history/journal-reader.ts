@@ -8,7 +8,7 @@
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs'
 import { join } from 'node:path'
 import { crc32 } from 'node:zlib'
-import { decodeFrame, kFrameHead, kMinPayload, listSegments, segmentName } from './journal.ts'
+import { decodeFrame, kFrameHead, listSegments, payloadFits, segmentName } from './journal.ts'
 import type { HistoryEnvelope } from './types.ts'
 
 /** One journalled request. */
@@ -162,7 +162,7 @@ export class JournalReader {
       const head = view(fd, seg.start, off, kFrameHead, size)
       const len = head.readUInt32LE(0)
       const crc = head.readUInt32LE(4)
-      const payload = len >= kMinPayload && off + kFrameHead + len <= size ? view(fd, seg.start, off + kFrameHead, len, size) : null
+      const payload = payloadFits(len, size - off) ? view(fd, seg.start, off + kFrameHead, len, size) : null
       // A payload that decodes: zeros where a frame was (a block lost on disk) pass the checksum as an empty payload.
       const frame = payload === null || payload.length < len || crc32(payload) !== crc ? null : decoded(payload)
       if (frame === null) {

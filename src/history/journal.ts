@@ -63,7 +63,7 @@ const kFirstFill = 64 * 1024
 /** The byte the fill is made of. */
 export const kFillByte = 0xff
 /** The shortest payload: its envelope's length and its part count. */
-export const kMinPayload = 8
+const kMinPayload = 8
 /** Bytes of the fill buffer that preallocation writes several times over. */
 const kFillChunk = 1024 * 1024
 const kSegmentSuffix = '.journal'
@@ -116,14 +116,21 @@ export function validLength (fd: number, size: number): number {
   while (pos + kFrameHead <= size) {
     readSync(fd, head, 0, kFrameHead, pos)
     const len = head.readUInt32LE(0)
-    // The fill (a length past the file), zeros or a length no frame has: the frames end here.
-    if (len < kMinPayload || pos + kFrameHead + len > size) break
+    if (!payloadFits(len, size - pos)) break
     const body = Buffer.allocUnsafe(len)
     readSync(fd, body, 0, len, pos + kFrameHead)
     if (crc32(body) !== head.readUInt32LE(4)) break
     pos += kFrameHead + len
   }
   return pos
+}
+
+/**
+ * Whether a frame header's payload length can be a frame's in `room` bytes (header included): not the fill (a length
+ * past any file), not zeros, not a length shorter than any payload. validLength and the reader both ask it.
+ */
+export function payloadFits (len: number, room: number): boolean {
+  return len >= kMinPayload && kFrameHead + len <= room
 }
 
 /** Bytes of the next fill after `allocated` bytes of a segment: kFirstFill, then doubling, `most` at most. */
