@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import cookie from '@fastify/cookie'
 import { kProjectRoot, type Config } from './config.ts'
 import { Admission } from './bulk/admission.ts'
-import { kExpectedRefusals, kRetryAfterCodes, NotFoundError, OverloadedError, toPublicError } from './errors.ts'
+import { causeCodes, kExpectedRefusals, kRetryAfterCodes, NotFoundError, OverloadedError, toPublicError } from './errors.ts'
 import { ConnectionDrain } from './http/connection-drain.ts'
 import { clientErrorHandler, guardUrl, lingerIfUnread } from './http/edges.ts'
 import { KeyVerifier } from './http/auth.ts'
@@ -80,23 +80,6 @@ const kPluginTimeoutMs = 120_000
 function requestId (req: { headers: Record<string, string | string[] | undefined> }): string {
   const h = req.headers['x-request-id']
   return typeof h === 'string' && kRequestIdPattern.test(h) && !h.startsWith('iocv_') ? h : randomUUID()
-}
-
-/**
- * The codes along an error's causes, outermost first (a journal refusal: `JOURNAL_REFUSED`, then the disk's `ENOSPC`),
- * or undefined without any: what an operator needs of a refusal's cause, with no message or stack. A cause without a
- * code is named by its class (`TypeError`).
- */
-function causeCodes (err: unknown): string[] | undefined {
-  const codes: string[] = []
-  let cause = (err as { cause?: unknown }).cause
-  for (let depth = 0; depth < 4 && cause !== null && typeof cause === 'object'; depth++) {
-    const code = (cause as { code?: unknown }).code
-    const name = typeof code === 'string' ? code : cause instanceof Error ? cause.name : null
-    if (name !== null && name.length <= 64) codes.push(name)
-    cause = (cause as { cause?: unknown }).cause
-  }
-  return codes.length > 0 ? codes : undefined
 }
 
 /** The documented error body for any error a request meets, and its one log line (a 4xx's line: its code, never its message). */

@@ -268,3 +268,20 @@ export function toPublicError (err: ErrorLike): PublicError {
   if (status >= 400 && status < 500) return { status, code: 'INVALID_REQUEST', message: err.message }
   return kInternal
 }
+
+/**
+ * The codes along an error's causes, outermost first (a journal refusal: `JOURNAL_REFUSED`, then the disk's `ENOSPC`),
+ * or undefined without any: what an operator needs of a refusal's cause, with no message or stack. A cause without a
+ * code is named by its class (`TypeError`).
+ */
+export function causeCodes (err: unknown): string[] | undefined {
+  const codes: string[] = []
+  let cause = (err as { cause?: unknown }).cause
+  for (let depth = 0; depth < 4 && cause !== null && typeof cause === 'object'; depth++) {
+    const code = (cause as { code?: unknown }).code
+    const name = typeof code === 'string' ? code : cause instanceof Error ? cause.name : null
+    if (name !== null && name.length <= 64) codes.push(name)
+    cause = (cause as { cause?: unknown }).cause
+  }
+  return codes.length > 0 ? codes : undefined
+}

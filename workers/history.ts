@@ -14,6 +14,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { parentPort, workerData } from 'node:worker_threads'
 import { openStore, partRows, SqliteStore, type HistoryPart, type HistoryRow, type Store, type StoreOptions } from '../src/store/index.ts'
+import { causeCodes } from '../src/errors.ts'
 import { historyParts } from '../src/history/codec.ts'
 import { JournalReader, kEagerBytes, SharedDurable } from '../src/history/journal-reader.ts'
 import { LegacySpool } from '../src/history/legacy-spool.ts'
@@ -200,7 +201,9 @@ async function pumpOnce (): Promise<void> {
     lastError = null
     retryMs = kRetryMinMs
   } catch (err) {
-    lastError = (err as { code?: string }).code ?? 'write failed'
+    // Codes only (the store's message may name its server): STORE_UNAVAILABLE (SQLITE_FULL), a PostgreSQL SQLSTATE, ...
+    const causes = causeCodes(err)
+    lastError = `${(err as { code?: string }).code ?? 'write failed'}${causes === undefined ? '' : ` (${causes.join(', ')})`}`
     if (!stopping) scheduleRetry()
   }
 }

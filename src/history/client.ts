@@ -135,6 +135,7 @@ export class HistoryClient implements HistorySink {
     await new Promise<void>((resolve, reject) => {
       worker.on('message', (msg: WriterMessage) => {
         if (msg.type === 'status') {
+          this.logStoreChange(this.status.reason, msg.reason)
           this.status = { ...msg, written: this.writtenBefore + msg.written, writes: this.writesBefore + msg.writes, writeSeconds: this.writeSecondsBefore + msg.writeSeconds }
           this.journal.committed(msg.committed)
         } else if (msg.type === 'ready') {
@@ -219,6 +220,17 @@ export class HistoryClient implements HistorySink {
       storeWrites: this.status.writes,
       storeWriteSeconds: this.status.writeSeconds
     }
+  }
+
+  /**
+   * One log line when the store starts failing (warn, with the writer's reason: an error code, never a message that
+   * could hold a connection string) or fails for another reason, and one when it takes writes again (info); the
+   * writer's retries in between log nothing, so a long outage does not flood the log.
+   */
+  private logStoreChange (before: string | null, after: string | null): void {
+    if (after === before) return
+    if (after !== null) this.options.logger.warn({ reason: after, pending: this.journal.pendingRecords }, 'history store failing; records wait in the journal')
+    else this.options.logger.info({ pending: this.journal.pendingRecords }, 'history store writes again')
   }
 
   /** Tells a running writer the durable end now. */

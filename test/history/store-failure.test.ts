@@ -8,9 +8,16 @@
  * attempt, which bounds how long these tests take.
  */
 import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Writable } from 'node:stream'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { test, type TestContext } from 'node:test'
 import Database from 'better-sqlite3'
-import { build, type Built } from '../helper.ts'
+import { loadConfig } from '../../src/config.ts'
+import { createLogger, startService } from '../../src/service.ts'
+import { build, kTestIntelCache, type Built } from '../helper.ts'
 import { dbPathOf, readHistory, today, waitFor } from '../fixtures/read-history.ts'
 
 interface Health {
@@ -24,7 +31,7 @@ async function health (b: Built): Promise<Health> {
 }
 
 /** Takes SQLite's write lock on the service's database; released by the returned function (and after the test). */
-function lockStore (t: TestContext, b: Built): () => void {
+function lockStore (t: TestContext, b: Pick<Built, 'config'>): () => void {
   const db = new Database(dbPathOf(b.config.dataDir))
   db.exec('BEGIN EXCLUSIVE')
   const release = (): void => {
@@ -149,4 +156,41 @@ test('past the journal limit new verdict requests get 503 OVERLOADED with Retry-
   // With the journal drained, requests are admitted again.
   const again = await send(b, 'after', 0)
   assert.equal(again.status, 200)
+})
+
+test('a failing store is one warn line with its code when it starts failing, and one info line when it writes again', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'iocv-store-log-'))
+  const lines: Array<Record<string, unknown>> = []
+  const sink = new Writable({ write (chunk: Buffer, _enc, cb) { lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>); cb() } })
+  const config = loadConfig({ IOC_DATA_DIR: dir, IOC_LOG_LEVEL: 'info', IOC_POOL_SIZE: '0', IOC_BOOTSTRAP_KEY: '0', IOC_INTEL_CACHE_DIR: kTestIntelCache, IOC_HISTORY_FLUSH_MS: '20' })
+  const svc = await startService(config, { logger: createLogger(config, sink) })
+  t.after(async () => { await svc.app.close(); rmSync(dir, { recursive: true, force: true }) })
+  const key = (await svc.store.createKey({ tenant: 't1', permissions: ['verdict'] })).key
+  const storeLines = (): Array<Record<string, unknown>> => lines.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('history store'))
+  const single = async (value: string): Promise<void> => {
+    const res = await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict', headers: { 'x-api-key': key }, payload: { indicator: { value } } })
+    assert.equal(res.statusCode, 200)
+  }
+
+  const release = lockStore(t, { config })
+  await single('203.0.113.7')
+  const failing = await waitFor('the store failure\'s log line', async () => storeLines()[0])
+  assert.equal(failing.level, 40)
+  assert.equal(failing.msg, 'history store failing; records wait in the journal')
+  assert.match(String(failing.reason), /: STORE_UNAVAILABLE \(SQLITE_BUSY\)$/)
+  assert.ok(Number(failing.pending) >= 1)
+  // The writer retries (each attempt waits out SQLite's 5 s busy timeout) without another line.
+  await single('203.0.113.8')
+  await sleep(6_000)
+  assert.equal(storeLines().length, 1, 'retries of the same failure log nothing more')
+
+  release()
+  const again = await waitFor('the recovery\'s log line', async () => storeLines()[1])
+  assert.equal(again.level, 30)
+  assert.equal(again.msg, 'history store writes again')
+  await svc.history.flush()
+  await single('203.0.113.9')
+  await svc.history.flush()
+  assert.equal(storeLines().length, 2, 'a healthy store logs nothing per batch')
+  assert.ok(!JSON.stringify(storeLines()).includes(dir), 'no path or message in the lines')
 })
