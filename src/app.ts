@@ -30,7 +30,7 @@ import { allowlistRoutes } from './http/routes-allowlist.ts'
 import { feedbackRoutes } from './http/routes-feedback.ts'
 import { mgmtRoutes } from './http/routes-mgmt.ts'
 import { kRetiredHistoryRoute, serviceRoutes } from './http/routes-service.ts'
-import { verdictDeps, verdictRoutes } from './http/routes-verdict.ts'
+import { kCountedMembers, verdictDeps, verdictRoutes } from './http/routes-verdict.ts'
 import { SessionAuth } from './http/session.ts'
 import { dashboardRoutes } from './dashboard/routes.ts'
 import type { HistorySink } from './history/types.ts'
@@ -168,7 +168,7 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     if (reply.statusCode >= 400) lingerIfUnread(req.raw)
     done(null, payload)
   })
-  registerParsers(app)
+  registerParsers(app, kCountedMembers)
   await registerOpenApi(app, kPackageVersion)
   await registerRateLimit(app, { defaultPerMinute: config.rateLimit, redisUrl: config.redisUrl, redisPrefix: config.redisPrefix })
   // Connections beyond the bound are closed as they arrive, before any byte is read: file descriptors stay bounded

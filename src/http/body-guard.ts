@@ -39,10 +39,27 @@ function forbidden (key: string): Error {
 }
 
 /**
- * Throws INVALID_REQUEST when a parsed JSON body is nested too deep, holds too many elements or has a forbidden key.
- * One walk: JSON.parse makes a tree (no value is reached twice), so the walk visits each element once.
+ * A top-level array member whose items a route counts itself, with an error of its own (the bulk route's
+ * `indicators`: TOO_MANY_INDICATORS past 10,000). The guard counts it first, so that an array far past its bound is
+ * refused with that error and not with the body's element limit, which such an array reaches first.
  */
-export function checkJsonBody (value: unknown): void {
+export interface CountedMember {
+  name: string
+  most: number
+  error: (n: number) => Error
+}
+
+/**
+ * Throws INVALID_REQUEST when a parsed JSON body is nested too deep, holds too many elements or has a forbidden key;
+ * `counted`'s error when its member has too many items. One walk: JSON.parse makes a tree (no value is reached
+ * twice), so the walk visits each element once.
+ */
+export function checkJsonBody (value: unknown, counted?: CountedMember): void {
+  if (counted !== undefined && value !== null && typeof value === 'object' && !Array.isArray(value) &&
+    Object.hasOwn(value, counted.name)) {
+    const member = (value as Record<string, unknown>)[counted.name]
+    if (Array.isArray(member) && member.length > counted.most) throw counted.error(member.length)
+  }
   let elements = 0
   const walk = (v: unknown, depth: number): void => {
     if (++elements > kMaxElements) throw tooMany()
@@ -89,12 +106,16 @@ for (const [b, n] of [[0xca, 4], [0xcb, 8], [0xcc, 1], [0xcd, 2], [0xce, 4], [0x
 
 /**
  * Throws INVALID_REQUEST unless `buf` is exactly one standard MessagePack value with a JSON form, nested at most
- * kMaxDepth levels, of at most kMaxElements elements, whose maps have string keys, none of them forbidden. Reads
- * each byte of a header once and skips string payloads; keeps one count per open array or map.
+ * kMaxDepth levels, of at most kMaxElements elements, whose maps have string keys, none of them forbidden; throws
+ * `counted`'s error as soon as its member's array header says too many items. Reads each byte of a header once and
+ * skips string payloads; keeps one count per open array or map.
  */
-export function checkMsgpackBody (buf: Uint8Array): void {
+export function checkMsgpackBody (buf: Uint8Array, counted?: CountedMember): void {
   const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength)
   const end = buf.length
+  const countedName = counted === undefined ? null : Buffer.from(counted.name)
+  /** True while the next value is the top-level map's member named counted.name. */
+  let countedNext = false
   /** Items still to come in each open array or map (a map's keys and values both count). */
   const left: number[] = []
   const isMap: boolean[] = []
@@ -137,8 +158,14 @@ export function checkMsgpackBody (buf: Uint8Array): void {
       }
     }
     if (isKey && str === -1) throw new InvalidRequestError('body is not accepted: MessagePack map keys must be strings')
+    if (countedNext) {
+      countedNext = false
+      // A header the rest of the body cannot hold is refused below as truncated, not believed here.
+      if (count > (counted as CountedMember).most && !map && count <= end - p) throw (counted as CountedMember).error(count)
+    }
     if (str >= 0) {
       if (p + str > end) throw truncated()
+      if (isKey && top === 0 && countedName !== null && str === countedName.length && countedName.equals(buf.subarray(p, p + str))) countedNext = true
       if (isKey && (str === 9 || str === 11)) {
         for (const k of kForbiddenKeyBytes) {
           if (k.length === str && k.equals(buf.subarray(p, p + str))) throw forbidden(k.toString())

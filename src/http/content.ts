@@ -5,7 +5,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { Unpackr } from 'msgpackr'
 import { InvalidRequestError, NotAcceptableError } from '../errors.ts'
-import { checkJsonBody, checkMsgpackBody } from './body-guard.ts'
+import { checkJsonBody, checkMsgpackBody, type CountedMember } from './body-guard.ts'
 
 /** Media types accepted for msgpack bodies and offered in responses. */
 export const kMsgpackTypes = ['application/msgpack', 'application/x-msgpack', 'application/vnd.msgpack']
@@ -13,12 +13,19 @@ export const kMsgpackTypes = ['application/msgpack', 'application/x-msgpack', 'a
 // extensions even so, and 64-bit integers become numbers, as in JSON.
 const kUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, structuredClone: false, int64AsType: 'number' })
 
-/** Installs the JSON and msgpack body parsers (everything else is 415). */
-export function registerParsers (app: FastifyInstance): void {
+/**
+ * Installs the JSON and msgpack body parsers (everything else is 415). `counted` names, per route URL, a top-level
+ * array member the guard counts before its element limit (body-guard.ts CountedMember).
+ */
+export function registerParsers (app: FastifyInstance, counted: Readonly<Record<string, CountedMember>> = {}): void {
+  const countedOf = (req: FastifyRequest): CountedMember | undefined => {
+    const url = req.routeOptions.url
+    return url === undefined || !Object.hasOwn(counted, url) ? undefined : counted[url]
+  }
   app.removeAllContentTypeParsers()
   // JSON.parse makes every key an own data property (a "__proto__" key sets no prototype), so the walk finds and
   // refuses each forbidden key, escaped or not.
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
     let parsed: unknown
     try {
       parsed = JSON.parse(body as string)
@@ -27,16 +34,16 @@ export function registerParsers (app: FastifyInstance): void {
       return
     }
     try {
-      checkJsonBody(parsed)
+      checkJsonBody(parsed, countedOf(req))
       done(null, parsed)
     } catch (err) {
       done(err as Error, undefined)
     }
   })
-  app.addContentTypeParser(kMsgpackTypes, { parseAs: 'buffer' }, (_req, body, done) => {
+  app.addContentTypeParser(kMsgpackTypes, { parseAs: 'buffer' }, (req, body, done) => {
     let parsed: unknown
     try {
-      checkMsgpackBody(body as Buffer)
+      checkMsgpackBody(body as Buffer, countedOf(req))
     } catch (err) {
       done(err as Error, undefined)
       return

@@ -8,6 +8,7 @@ import { AnswerBuffers } from '../bulk/merge.ts'
 import { answerBulk, answerSingle, chunkBulk, type VerdictDeps } from '../bulk/verdicts.ts'
 import { clientPackr } from '../pool/bulk-item.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
+import type { CountedMember } from './body-guard.ts'
 import { bulkResponseFormat, responseFormat } from './content.ts'
 import { normalizeActionSource, normalizeActionTaken } from '../bulk/log-fields.ts'
 import { engineVersion, envelopeOf, sourceOf } from './request-fields.ts'
@@ -16,6 +17,19 @@ import { bulkBodySchema, singleBodySchema, type BulkBody, type SingleBody } from
 
 /** Most indicators one bulk request may carry: 10,000, as the interface's limits say. */
 export const kMaxBulk = 10_000
+const kBulkUrl = '/api/v2/ioc/verdict/bulk'
+
+function tooManyIndicators (n: number): Error {
+  return new TooManyIndicatorsError(`${n} indicators sent; at most ${kMaxBulk} per request`)
+}
+
+/**
+ * The body guard's counted members (content.ts registerParsers): a bulk far past kMaxBulk reaches the body's element
+ * limit before the handler could count it, and gets TOO_MANY_INDICATORS all the same.
+ */
+export const kCountedMembers: Readonly<Record<string, CountedMember>> = {
+  [kBulkUrl]: { name: 'indicators', most: kMaxBulk, error: tooManyIndicators }
+}
 
 /** What the verdict routes need. */
 export interface VerdictRouteDeps {
@@ -94,7 +108,7 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
     return send(reply, format, answer.verdict)
   })
 
-  app.post('/api/v2/ioc/verdict/bulk', {
+  app.post(kBulkUrl, {
     schema: {
       tags: ['verdicts'],
       summary: 'Verdicts for up to 10,000 indicators',
@@ -124,7 +138,7 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
     const format = bulkResponseFormat(req)
     const body = req.body as BulkBody
     const n = body.indicators.length
-    if (n > kMaxBulk) throw new TooManyIndicatorsError(`${n} indicators sent; at most ${kMaxBulk} per request`)
+    if (n > kMaxBulk) throw tooManyIndicators(n)
     const chunks = chunkBulk(verdicts, body.indicators)
     // The chunks hold what scoring needs: the parsed body, up to ten thousand objects, is let go of here.
     req.body = null

@@ -116,6 +116,31 @@ test('huge declared counts and lengths are refused before anything is allocated'
   await stillAnswers()
 })
 
+test('a bulk far past 10,000 indicators is TOO_MANY_INDICATORS, not the element limit; anything else past it is not', kTimeout, async () => {
+  const packr = new Packr({ useRecords: false })
+  const many = { indicators: Array.from({ length: 100_000 }, () => ({ value: '1.1.1.1' })) }
+  const bodies: Array<[string, Buffer | string]> = [['application/json', JSON.stringify(many)], ['application/msgpack', Buffer.from(packr.pack(many))]]
+  for (const [type, body] of bodies) {
+    const bulk = await send('/api/v2/ioc/verdict/bulk', body, type)
+    assert.deepEqual(bulk, { status: 400, code: 'TOO_MANY_INDICATORS' }, type)
+    // Another route has no counted member: the body's element limit answers.
+    assert.deepEqual(await send('/api/v2/ioc/verdict', body, type), { status: 400, code: 'INVALID_REQUEST' }, `${type} to the single route`)
+    assert.equal((await send('/api/v2/ioc/verdict/bulk', body, type, false)).code, 'MISSING_API_KEY', 'the key is checked first')
+  }
+  // Only the top-level member counts: the same array elsewhere meets the element limit.
+  const nested = { indicators: [{ value: '1.1.1.1' }], context: { indicators: many.indicators } }
+  assert.deepEqual(await send('/api/v2/ioc/verdict/bulk', JSON.stringify(nested), 'application/json'), { status: 400, code: 'INVALID_REQUEST' })
+  assert.deepEqual(await send('/api/v2/ioc/verdict/bulk', Buffer.from(packr.pack(nested)), 'application/msgpack'), { status: 400, code: 'INVALID_REQUEST' })
+  // A header claiming more items than the body holds is not believed: it is a truncated body.
+  const lying = Buffer.concat([Buffer.from([0x81, 0xaa]), Buffer.from('indicators'), Buffer.from([0xdd, 0x00, 0x01, 0x86, 0xa0, 0xc0])])
+  assert.deepEqual(await send('/api/v2/ioc/verdict/bulk', lying, 'application/msgpack'), { status: 400, code: 'INVALID_REQUEST' })
+  // 10,001 in a small msgpack body is refused by the guard too; the handler's count gives the same code for JSON.
+  const justOver = { indicators: Array.from({ length: 10_001 }, () => ({ value: '1.1.1.1' })) }
+  assert.deepEqual(await send('/api/v2/ioc/verdict/bulk', Buffer.from(packr.pack(justOver)), 'application/msgpack'), { status: 400, code: 'TOO_MANY_INDICATORS' })
+  assert.deepEqual(await send('/api/v2/ioc/verdict/bulk', JSON.stringify(justOver), 'application/json'), { status: 400, code: 'TOO_MANY_INDICATORS' })
+  await stillAnswers()
+})
+
 test('bodies at the limits are accepted: 64 levels, long strings and a full bulk of log-only fields', kTimeout, async () => {
   const nested = (levels: number): unknown => {
     let v: unknown = 1
