@@ -66,6 +66,14 @@ export class Admission {
         throw err
       }
       quotaRemaining = Math.max(0, key.quota - res.used)
+    } else if (key.quota !== null) {
+      // An empty request reserves nothing, but its answer still carries the quota headers (docs/API.md). A counter
+      // that cannot answer leaves them out: such a request counts nothing, so it is not refused for that.
+      try {
+        quotaRemaining = Math.max(0, key.quota - await this.quota.used(key.id, day))
+      } catch {
+        quotaRemaining = null
+      }
     }
     return {
       n,
