@@ -6,6 +6,10 @@
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
+import { kMsgpackTypes } from './content.ts'
+
+/** Media types of every request body (content.ts registerParsers). */
+const kBodyTypes = ['application/json', ...kMsgpackTypes]
 
 /** Registers the document generator; call before any route is added, so every route is seen. */
 export async function registerOpenApi (app: FastifyInstance, version: string): Promise<void> {
@@ -13,6 +17,11 @@ export async function registerOpenApi (app: FastifyInstance, version: string): P
   // that drop every member a schema does not name, so answers are serialized as they are.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data))
   await app.register(swagger, {
+    // Every body a route parses may be JSON or MessagePack (content.ts): each route that takes one says so.
+    transform: ({ schema, url }) => ({
+      schema: schema?.body === undefined ? schema : { ...schema, consumes: kBodyTypes } as typeof schema,
+      url
+    }),
     openapi: {
       openapi: '3.0.3',
       info: {

@@ -66,6 +66,20 @@ const kIndicatorOut = {
   }
 } as const
 
+/**
+ * A bulk item's indicator: type and value echo what was sent, which the bulk schema lets be any JSON value (such an
+ * item is invalid and says why in its errors); the single route takes strings only.
+ */
+const kBulkIndicatorOut = {
+  type: 'object',
+  required: ['type', 'value'],
+  properties: {
+    type: { description: `As sent or inferred: ${INDICATOR_TYPES.join(', ')}, or null; any other value sent is echoed (an invalid item)` },
+    value: { description: 'Exactly as sent: a string, or any other JSON value (an invalid item)' },
+    normalized: { type: 'string' }
+  }
+} as const
+
 const kActions = {
   type: 'array',
   items: { type: 'object', required: ['action', 'order'], properties: { action: { type: 'string', example: 'block' }, order: { type: 'integer' } } }
@@ -136,7 +150,7 @@ export const bulkResultSchema = {
         type: 'object',
         required: ['indicator', 'risk', 'signals', 'signal_count', 'scores', 'threat_context', 'recommended_actions'],
         properties: {
-          indicator: kIndicatorOut,
+          indicator: kBulkIndicatorOut,
           risk: { ...kRisk, type: ['object', 'null'], description: 'null for an invalid item (see errors)' },
           signals: { type: 'array', items: kSignal },
           signal_count: { type: 'integer' },

@@ -69,7 +69,13 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
         'An invalid value answers 400 INVALID_INDICATOR (and is recorded with http_status 400).',
       security: [{ apiKey: [] }],
       body: singleBodySchema,
-      response: { 200: verdictResultSchema, ...errorsOf(400, 401, 403, 406, 413, 415, 429, 503) }
+      response: {
+        200: {
+          description: 'The verdict, JSON (default) or msgpack (Accept: application/msgpack)',
+          content: { 'application/json': { schema: verdictResultSchema }, 'application/msgpack': { schema: verdictResultSchema } }
+        },
+        ...errorsOf(400, 401, 403, 406, 413, 415, 429, 503)
+      }
     },
     onRequest: requireKey(deps.verifier, 'verdict')
   }, async (req, reply) => {
@@ -124,6 +130,7 @@ export function verdictRoutes (app: FastifyInstance, deps: VerdictRouteDeps): vo
             'x-data-timestamp and x-record-count headers.',
           content: {
             'application/json': { schema: bulkResultSchema },
+            'application/msgpack': { schema: bulkResultSchema },
             'application/x-ndjson': { schema: { type: 'string' } },
             'text/csv': { schema: { type: 'string' } }
           }

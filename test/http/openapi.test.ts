@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { Ajv } from 'ajv'
+import { Packr, unpack } from 'msgpackr'
 import { buildForFile } from '../helper.ts'
 
 type Json = Record<string, any>
@@ -63,6 +64,8 @@ test('recorded answers of every documented route validate against the document',
     { method: 'POST', url: '/api/v2/ioc/verdict', payload: { indicator: { value: '8.8.8.8' } }, headers: { 'content-type': 'application/json' } },
     { method: 'POST', url: '/api/v2/ioc/verdict/bulk', payload: { indicators: [{ value: '104.16.0.1' }, { value: 'bad value!' }, { value: 'AS13335' }], signal_details: 'top' } },
     { method: 'POST', url: '/api/v2/ioc/verdict/bulk', payload: { indicators: Array.from({ length: 10_001 }, () => ({ value: '1.1.1.1' })) } },
+    // Values and types that are not strings are echoed as sent, each an invalid item.
+    { method: 'POST', url: '/api/v2/ioc/verdict/bulk', payload: { indicators: [{ value: 5 }, { type: ['a'], value: '1.1.1.1' }, { value: null }, { value: { a: 1 } }] } },
     { method: 'GET', url: '/api/v2/ioc/health' },
     { method: 'GET', url: '/livez' },
     { method: 'GET', url: '/readyz' },
@@ -113,5 +116,33 @@ test('recorded answers of every documented route validate against the document',
   }
   for (const [path, ops] of Object.entries(doc.paths as Json)) {
     for (const method of Object.keys(ops as Json)) assert.ok(seen.has(`${method.toUpperCase()} ${path}`), `an answer of ${method.toUpperCase()} ${path} was checked`)
+  }
+})
+
+test('every request body is documented as JSON or MessagePack, and the verdict answers as MessagePack too', async () => {
+  const doc = (await svc.app.inject({ url: '/api/v2/openapi.json' })).json() as Json
+  let bodies = 0
+  for (const [path, ops] of Object.entries(doc.paths as Json)) {
+    for (const [method, op] of Object.entries(ops as Json)) {
+      if (op.requestBody === undefined) continue
+      bodies++
+      assert.deepEqual(Object.keys(op.requestBody.content).sort(), ['application/json', 'application/msgpack', 'application/vnd.msgpack', 'application/x-msgpack'], `${method} ${path}`)
+    }
+  }
+  assert.ok(bodies >= 5, `${bodies} routes take a body`)
+  const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false })
+  const packr = new Packr({ useRecords: false })
+  const calls: Array<[string, object]> = [
+    ['/api/v2/ioc/verdict', { indicator: { value: '104.16.0.1' }, signal_details: 'all' }],
+    ['/api/v2/ioc/verdict/bulk', { indicators: [{ value: '104.16.0.1' }, { value: 7 }], signal_details: 'all' }]
+  ]
+  for (const [url, body] of calls) {
+    const res = await svc.app.inject({ method: 'POST', url, headers: { 'x-api-key': svc.key, 'content-type': 'application/msgpack', accept: 'application/msgpack' }, payload: Buffer.from(packr.pack(body)) })
+    assert.equal(res.statusCode, 200, url)
+    assert.match(String(res.headers['content-type']), /^application\/msgpack/)
+    const schema = doc.paths[url].post.responses['200'].content['application/msgpack']?.schema
+    assert.ok(schema !== undefined, `${url}: the msgpack answer is documented`)
+    const validate = ajv.compile(schema)
+    assert.ok(validate(unpack(res.rawPayload)), `${url}: ${ajv.errorsText(validate.errors)}`)
   }
 })
