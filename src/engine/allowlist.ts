@@ -103,7 +103,8 @@ export class AllowMatcher {
 
 /**
  * The assessment of an allowlisted indicator: benign, action allow, one safe `tenant_allowlist` signal whose evidence
- * names the entry (id, kind, value, reason, who, when, expiry) and what the engine alone would have said.
+ * names the entry (id, kind, value, reason, who, when, expiry) and what the engine alone would have said; the engine's
+ * threat context with the entry added as `allowlist`.
  */
 export function allowlistedAssessment (ind: NormalizedIndicator, rule: AllowRule, engine: Assessment): Assessment {
   const contribution = kAllowlistedScore - engine.risk.score
@@ -138,7 +139,9 @@ export function allowlistedAssessment (ind: NormalizedIndicator, rule: AllowRule
     risk: { score: kAllowlistedScore, strength: 'very_strong', category: 'allowlisted', evidence_saturation: 'full' },
     signals: [signal],
     scores: { signal_groups: { tenant: entry }, signal_subgroups: { allowlist: { ...entry } } },
-    threat_context: { allowlist: { entry_id: rule.id, reason: rule.reason, created_by: rule.created_by, expires_at: rule.expires_at } },
+    // The indicator's context stays what the engine found (network, registration, who lists it): the entry changes
+    // the verdict, not the facts an analyst reads beside it.
+    threat_context: { ...engine.threat_context, allowlist: { entry_id: rule.id, reason: rule.reason, created_by: rule.created_by, expires_at: rule.expires_at } },
     flags: ['allowlisted'],
     recommended_actions: [{ action: 'allow', order: 1 }]
   }

@@ -107,6 +107,11 @@ test('an allowlisted indicator is benign for its tenant only, through the cache,
   assert.equal(ev.created_by, k.aId)
   assert.equal(ev.expires_at, e.expires_at)
   assert.equal(ev.engine_score, before.risk.score)
+  // The context is the engine's (network, who lists it), with the entry added.
+  const { allowlist: entry, ...context } = a.threat_context
+  assert.deepEqual(context, before.threat_context)
+  assert.ok(Array.isArray(context.listed_by) && context.listed_by.length > 0 && context.ip_version === 4, JSON.stringify(context))
+  assert.equal(entry.entry_id, e.id)
   const b = await single(k.b, kListed)
   assertNotAllowlisted(b)
   assert.equal(b.risk.score, before.risk.score)
@@ -127,6 +132,8 @@ test('bulk verdicts carry the override for the owning tenant at every detail lev
   try {
     for (const level of ['none', 'top', 'all']) {
       const a = await bulk(k.a, values, level)
+      const { allowlist: _entry, ...context } = a[2]!.threat_context
+      assert.deepEqual(context, plain[2]!.threat_context, 'a bulk item keeps the engine\'s context too')
       assertAllowlisted(a[0]!, e.id)
       assertAllowlisted(a[1]!, e.id)
       assertAllowlisted(a[2]!, c.id)
