@@ -4,7 +4,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { Unpackr } from 'msgpackr'
-import { InvalidRequestError, NotAcceptableError } from '../errors.ts'
+import { InvalidRequestError, NotAcceptableError, UnsupportedMediaTypeError } from '../errors.ts'
 import { checkJsonBody, checkMsgpackBody, type CountedMember } from './body-guard.ts'
 
 /** Media types accepted for msgpack bodies and offered in responses. */
@@ -25,6 +25,17 @@ export function registerParsers (app: FastifyInstance, counted: Readonly<Record<
   app.removeAllContentTypeParsers()
   // JSON.parse makes every key an own data property (a "__proto__" key sets no prototype), so the walk finds and
   // refuses each forbidden key, escaped or not.
+  // Bodies are read as sent: a compressed one would be parsed as garbage and answered "not valid JSON", so a coding
+  // other than identity is refused as an unsupported media type (RFC 7694), after the key check, before any byte.
+  app.addHook('preParsing', (req, _reply, payload, done) => {
+    const coding = req.headers['content-encoding']
+    const hasBody = req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] ?? '0') !== '0'
+    if (hasBody && coding !== undefined && coding.trim() !== '' && coding.trim().toLowerCase() !== 'identity') {
+      done(new UnsupportedMediaTypeError('compressed bodies are not accepted: send the body without Content-Encoding'), payload)
+      return
+    }
+    done(null, payload)
+  })
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
     let parsed: unknown
     try {

@@ -3,6 +3,7 @@
  * `Accept: application/msgpack` responses any msgpack library decodes, with the same content as JSON.
  */
 import assert from 'node:assert/strict'
+import { gzipSync } from 'node:zlib'
 import { test } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
 import { Packr, Unpackr } from 'msgpackr'
@@ -189,4 +190,20 @@ test('errors are JSON in the documented shape even when msgpack was asked for', 
   assert.equal(res.statusCode, 400)
   assert.match(String(res.headers['content-type']), /^application\/json/)
   assert.deepEqual(Object.keys(res.json()).sort(), ['code', 'error', 'message', 'statusCode'])
+})
+
+test('a compressed body is 415 UNSUPPORTED_MEDIA_TYPE after the key check; identity is accepted', async () => {
+  const body = JSON.stringify({ indicator: { value: '198.51.100.77' } })
+  const post = async (headers: Record<string, string>, payload: Buffer | string): Promise<LightMyRequestResponse> =>
+    await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict', headers: { 'content-type': 'application/json', ...headers }, payload })
+  for (const coding of ['gzip', 'br', 'deflate, gzip']) {
+    const res = await post({ 'x-api-key': svc.key, 'content-encoding': coding }, gzipSync(body))
+    assert.equal(res.statusCode, 415, coding)
+    assert.equal(res.json().code, 'UNSUPPORTED_MEDIA_TYPE')
+    assert.equal((await post({ 'content-encoding': coding }, gzipSync(body))).json().code, 'MISSING_API_KEY', 'the key is checked first')
+  }
+  const bulk = await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict/bulk', headers: { 'x-api-key': svc.key, 'content-type': 'application/json', 'content-encoding': 'gzip' }, payload: gzipSync(JSON.stringify({ indicators: [{ value: '1.1.1.1' }] })) })
+  assert.equal(bulk.statusCode, 415)
+  assert.equal((await post({ 'x-api-key': svc.key, 'content-encoding': 'identity' }, body)).statusCode, 200)
+  assert.equal((await post({ 'x-api-key': svc.key }, body)).statusCode, 200)
 })
