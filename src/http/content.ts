@@ -39,7 +39,9 @@ export function registerParsers (app: FastifyInstance, counted: Readonly<Record<
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
     let parsed: unknown
     try {
-      parsed = JSON.parse(body as string)
+      // A leading byte order mark (some Windows clients write one) is ignored, as RFC 8259 allows.
+      const text = body as string
+      parsed = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text)
     } catch {
       done(new InvalidRequestError('body is not valid JSON'), undefined)
       return
@@ -89,9 +91,11 @@ function negotiate (req: FastifyRequest, extra: boolean): AnswerFormat {
   if (accept === undefined || accept === '') return 'json'
   let best: AnswerFormat | null = null
   let bestQ = 0
+  let mediaTypes = 0
   for (const part of accept.split(',')) {
     const [rawType, ...params] = part.trim().split(';')
     const type = (rawType ?? '').trim().toLowerCase()
+    if (type.includes('/')) mediaTypes++
     let q = 1
     for (const p of params) {
       const [k, v] = p.trim().split('=')
@@ -104,6 +108,8 @@ function negotiate (req: FastifyRequest, extra: boolean): AnswerFormat {
       bestQ = q
     }
   }
+  // A header that names no media type at all (`;;;`) is malformed: ignored, as if absent (RFC 9110 12.5.1).
+  if (best === null && mediaTypes === 0) return 'json'
   if (best === null) {
     throw new NotAcceptableError(extra
       ? 'bulk answers are available as application/json, application/msgpack, application/x-ndjson and text/csv'

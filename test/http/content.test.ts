@@ -169,7 +169,10 @@ test('JSON is the default and the Accept header is negotiated by preference', as
     ['application/json;q=0.5, application/msgpack', 'msgpack'],
     ['application/msgpack;q=0.2, application/json;q=0.9', 'json'],
     ['text/html, application/msgpack;q=0.1', 'msgpack'],
-    ['application/msgpack, application/json', 'json']
+    ['application/msgpack, application/json', 'json'],
+    // No media type named at all: a malformed header, ignored.
+    [';;;,,,', 'json'],
+    [',', 'json']
   ]
   for (const [accept, want] of cases) {
     const res = await post(kSingle, body, accept === undefined ? {} : { accept })
@@ -183,6 +186,19 @@ test('JSON is the default and the Accept header is negotiated by preference', as
 test('a JSON body with a charset parameter is accepted', async () => {
   const res = await post(kSingle, JSON.stringify({ indicator: { value: '192.0.2.1' } }), { 'content-type': 'application/json; charset=utf-8' })
   assert.equal(res.statusCode, 200)
+})
+
+test('a JSON body after a byte order mark is accepted; a media type nobody serves is still 406', async () => {
+  const json = { 'content-type': 'application/json' }
+  const withBom = await post(kSingle, '\uFEFF' + JSON.stringify({ indicator: { value: '192.0.2.1' } }), json)
+  assert.equal(withBom.statusCode, 200, withBom.body)
+  assert.equal(withBom.json().indicator.value, '192.0.2.1')
+  const bomOnly = await post(kSingle, '\uFEFF', json)
+  assert.equal(bomOnly.statusCode, 400)
+  assert.equal(bomOnly.json().code, 'INVALID_REQUEST')
+  const html = await post(kSingle, { indicator: { value: '192.0.2.1' } }, { accept: 'text/html' })
+  assert.equal(html.statusCode, 406)
+  assert.equal(html.json().code, 'NOT_ACCEPTABLE')
 })
 
 test('errors are JSON in the documented shape even when msgpack was asked for', async () => {
