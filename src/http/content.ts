@@ -14,6 +14,18 @@ export const kMsgpackTypes = ['application/msgpack', 'application/x-msgpack', 'a
 const kUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, structuredClone: false, int64AsType: 'number' })
 
 /**
+ * Bodies are read as sent: a compressed one would be parsed as garbage and answered "not valid JSON", so a coding
+ * other than identity is refused as an unsupported media type (RFC 7694). Checked in the parsers, which run only for
+ * a body and after the key check, so that no other request pays for it.
+ */
+function compressed (req: FastifyRequest): Error | null {
+  const coding = req.headers['content-encoding']
+  if (coding === undefined) return null
+  const c = coding.trim().toLowerCase()
+  return c === '' || c === 'identity' ? null : new UnsupportedMediaTypeError('compressed bodies are not accepted: send the body without Content-Encoding')
+}
+
+/**
  * Installs the JSON and msgpack body parsers (everything else is 415). `counted` names, per route URL, a top-level
  * array member the guard counts before its element limit (body-guard.ts CountedMember).
  */
@@ -25,18 +37,12 @@ export function registerParsers (app: FastifyInstance, counted: Readonly<Record<
   app.removeAllContentTypeParsers()
   // JSON.parse makes every key an own data property (a "__proto__" key sets no prototype), so the walk finds and
   // refuses each forbidden key, escaped or not.
-  // Bodies are read as sent: a compressed one would be parsed as garbage and answered "not valid JSON", so a coding
-  // other than identity is refused as an unsupported media type (RFC 7694), after the key check, before any byte.
-  app.addHook('preParsing', (req, _reply, payload, done) => {
-    const coding = req.headers['content-encoding']
-    const hasBody = req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] ?? '0') !== '0'
-    if (hasBody && coding !== undefined && coding.trim() !== '' && coding.trim().toLowerCase() !== 'identity') {
-      done(new UnsupportedMediaTypeError('compressed bodies are not accepted: send the body without Content-Encoding'), payload)
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    const coded = compressed(req)
+    if (coded !== null) {
+      done(coded, undefined)
       return
     }
-    done(null, payload)
-  })
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
     let parsed: unknown
     try {
       // A leading byte order mark (some Windows clients write one) is ignored, as RFC 8259 allows.
@@ -54,6 +60,11 @@ export function registerParsers (app: FastifyInstance, counted: Readonly<Record<
     }
   })
   app.addContentTypeParser(kMsgpackTypes, { parseAs: 'buffer' }, (req, body, done) => {
+    const coded = compressed(req)
+    if (coded !== null) {
+      done(coded, undefined)
+      return
+    }
     let parsed: unknown
     try {
       checkMsgpackBody(body as Buffer, countedOf(req))
