@@ -334,6 +334,19 @@ for (const backend of storeBackends) {
       assert.equal(await store.accounts.disableUser(user.username), false)
     })
 
+    await t.test('a session in use outlives an idle window shorter than a minute, and ends once idle that long', async () => {
+      const times = { idleMs: 1_500, absoluteMs: 3_600_000 }
+      const user = await store.accounts.createUser({ tenant: 'acme', username: `ida-${seq++}`, role: 'analyst', password: 'correct horse battery' })
+      const { id } = await store.accounts.createSession(user, times)
+      const started = Date.now()
+      while (Date.now() - started < 3_500) {
+        assert.notEqual(await store.accounts.getSession(id, times), null, `in use ${Date.now() - started} ms after sign-in`)
+        await new Promise((resolve) => setTimeout(resolve, 150))
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1_700))
+      assert.equal(await store.accounts.getSession(id, times), null, 'idle for longer than the window')
+    })
+
     await t.test('permissions are deduplicated into canonical order and quota defaults to unlimited', async () => {
       const { record } = await store.createKey({ tenant: 'acme', permissions: ['admin', 'verdict', 'admin'] })
       assert.deepEqual(record.permissions, ['verdict', 'admin'])
