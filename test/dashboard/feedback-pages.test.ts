@@ -51,7 +51,7 @@ test('an analyst marks a false positive, allowlists it from the lookup, reviews 
   const keyB = await svc.makeKey(['mgmt', 'verdict'], { tenant: 'soc-b' })
   const headersB = { 'x-api-key': keyB }
   assert.equal((await svc.app.inject({ method: 'POST', url: '/api/v2/mgmt/feedback', headers: headersB, payload: { indicator: { value: '198.51.100.23' }, verdict: 'true_positive', note: 'tenant-b-note' } })).statusCode, 201)
-  assert.equal((await svc.app.inject({ method: 'POST', url: '/api/v2/mgmt/allowlist', headers: headersB, payload: { kind: 'domain', value: 'tenant-b-only.example', reason: 'tenant-b-reason' } })).statusCode, 201)
+  assert.equal((await svc.app.inject({ method: 'POST', url: '/api/v2/mgmt/allowlist', headers: headersB, payload: { kind: 'domain', value: 'tenant-b-only.example', reason: `tenant-b-reason \u202Egnp.exe ${'w'.repeat(400)}` } })).statusCode, 201)
 
   const browser = await chromium.launch({ executablePath: kChromium, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] })
   t.after(async () => { await browser.close() })
@@ -178,6 +178,11 @@ test('an analyst marks a false positive, allowlists it from the lookup, reviews 
   const allowB = (await pageB.locator('#allow-table tbody').textContent()) ?? ''
   assert.match(allowB, /tenant-b-only\.example/)
   assert.doesNotMatch(allowB, /malware-c2|sinkhole/)
+  // A right-to-left override in the reason is shown as its code point, not obeyed; a 400-character word wraps.
+  assert.ok(allowB.includes('tenant-b-reason [U+202E]gnp.exe'), allowB.slice(0, 200))
+  assert.ok(!allowB.includes('\u202E'))
+  const widths = await pageB.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth])
+  assert.ok((widths[0] as number) <= (widths[1] as number), `page ${widths[0] as number} px wide in a ${widths[1] as number} px window`)
   const lookupB = await lookUp(pageB, 'malware-c2.example')
   assert.notEqual(lookupB.category, 'allowlisted', 'tenant A\'s entry never reaches tenant B')
   assert.deepEqual(problems, [])

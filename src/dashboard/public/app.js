@@ -29,17 +29,26 @@ async function api (method, path, body) {
   return data
 }
 
+// Bidirectional controls in a value, label, reason or note would reorder the text shown after them (a feed label
+// "\u202Egnp.exe" reads as "exe.png"), so every text the page shows writes them as their code point instead.
+const kBidiControls = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g
+
+/** Text as the page shows it: bidirectional controls made visible as [U+XXXX]. */
+function shown (text) {
+  return String(text ?? '').replace(kBidiControls, (c) => `[U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}]`)
+}
+
 function el (tag, attrs = {}, ...children) {
   const node = document.createElement(tag)
   for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v)
-  for (const c of children) node.append(c instanceof window.Node ? c : document.createTextNode(String(c ?? '')))
+  for (const c of children) node.append(c instanceof window.Node ? c : document.createTextNode(shown(c)))
   return node
 }
 
 function svg (tag, attrs = {}, text) {
   const node = document.createElementNS(kSvg, tag)
   for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v))
-  if (text !== undefined) node.textContent = text
+  if (text !== undefined) node.textContent = shown(text)
   return node
 }
 
@@ -159,7 +168,7 @@ function renderVerdict (v) {
   $('#v-strength').textContent = v.risk.strength
   $('#v-category').textContent = v.risk.category
   $('#v-saturation').textContent = v.risk.evidence_saturation
-  $('#v-indicator').textContent = `${v.indicator.normalized} (${v.indicator.type})`
+  $('#v-indicator').textContent = shown(`${v.indicator.normalized} (${v.indicator.type})`)
   drawWaterfall(v)
   const body = $('#evidence tbody')
   body.replaceChildren(...v.signals.map((s) => el('tr', {},
@@ -172,7 +181,7 @@ function renderVerdict (v) {
     ctx.append(el('dt', {}, k.replace(/_/g, ' ')), el('dd', {}, Array.isArray(val) ? val.join(', ') : typeof val === 'object' ? JSON.stringify(val) : val))
   }
   $('#actions').replaceChildren(...v.recommended_actions.map((a) => el('li', {}, a.action)))
-  $('#warnings').textContent = v.meta.warnings.length > 0 ? `Notes: ${v.meta.warnings.join('; ')}` : ''
+  $('#warnings').textContent = v.meta.warnings.length > 0 ? shown(`Notes: ${v.meta.warnings.join('; ')}`) : ''
   state.verdict = v
   // Names the answer shown (tests and scripts wait for it).
   $('#lookup-result').dataset.requestId = v.meta.request_id
