@@ -181,8 +181,8 @@ test('an analyst marks a false positive, allowlists it from the lookup, reviews 
   // A right-to-left override in the reason is shown as its code point, not obeyed; a 400-character word wraps.
   assert.ok(allowB.includes('tenant-b-reason [U+202E]gnp.exe'), allowB.slice(0, 200))
   assert.ok(!allowB.includes('\u202E'))
-  const widths = await pageB.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth])
-  assert.ok((widths[0] as number) <= (widths[1] as number), `page ${widths[0] as number} px wide in a ${widths[1] as number} px window`)
+  const [wide, window] = await pageB.evaluate<number[]>('[document.documentElement.scrollWidth, document.documentElement.clientWidth]')
+  assert.ok((wide as number) <= (window as number), `page ${wide as number} px wide in a ${window as number} px window`)
   const lookupB = await lookUp(pageB, 'malware-c2.example')
   assert.notEqual(lookupB.category, 'allowlisted', 'tenant A\'s entry never reaches tenant B')
   assert.deepEqual(problems, [])
