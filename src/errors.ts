@@ -46,8 +46,8 @@ export const MissingApiKeyError = publicError('MISSING_API_KEY', 'an API key is 
 export const ApiKeyInQueryError = publicError('API_KEY_IN_QUERY', 'API keys are not accepted in the URL; send the key in the X-API-Key header', 401)
 /** X-API-Key does not match an active key. */
 export const InvalidApiKeyError = publicError('INVALID_API_KEY', 'the API key is not valid', 401)
-/** The key lacks the route's permission. */
-export const PermissionDeniedError = publicError('PERMISSION_DENIED', 'the API key lacks the %s permission', 403)
+/** The key (or a dashboard session's role) lacks the route's permission. */
+export const PermissionDeniedError = publicError('PERMISSION_DENIED', 'the API key or dashboard session lacks the %s permission', 403)
 /** A dashboard session cookie that names no live session (signed out, expired, or its user disabled). */
 export const SessionExpiredError = publicError('SESSION_EXPIRED', 'the dashboard session has ended; sign in again', 401)
 /** Username or password wrong (never says which), or the user is disabled. */

@@ -85,7 +85,9 @@ export async function dashboardRoutes (app: FastifyInstance, deps: DashboardDeps
         req.log.warn({ event: 'sign-in failed' }, 'dashboard sign-in failed')
         throw new InvalidCredentialsError()
       }
-      const message = outcome.reason === 'busy' ? 'too many sign-ins are being checked; retry in a moment' : 'too many failed sign-ins; wait before trying again'
+      // The wait is in the message too: the page shows the message, not the Retry-After header.
+      const wait = outcome.retryAfterSeconds >= 120 ? `${Math.ceil(outcome.retryAfterSeconds / 60)} minutes` : `${outcome.retryAfterSeconds} seconds`
+      const message = outcome.reason === 'busy' ? 'too many sign-ins are being checked; retry in a moment' : `too many failed sign-ins; try again in ${wait}`
       throw Object.assign(new RateLimitedError(message), { retryAfter: outcome.retryAfterSeconds })
     }
     const user = outcome.user

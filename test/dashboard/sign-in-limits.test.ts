@@ -53,6 +53,7 @@ test('an attacker\'s failures lock his address, not the user: she signs in from 
   assert.equal(locked.json().code, 'RATE_LIMITED')
   const wait = Number(locked.headers['retry-after'])
   assert.ok(wait > 0 && wait <= 60, `Retry-After ${wait}`)
+  assert.equal(locked.json().message, `too many failed sign-ins; try again in ${wait} seconds`, 'the page shows the wait it is told')
   const hers = await signIn(name, kPassword, '198.51.100.20')
   assert.equal(hers.statusCode, 200, hers.body)
 })
