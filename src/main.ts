@@ -115,7 +115,9 @@ async function serve (config: Readonly<Config>): Promise<void> {
   process.on('uncaughtException', fault('uncaughtException'))
   process.on('unhandledRejection', fault('unhandledRejection'))
   process.on('SIGHUP', () => {
-    svc.intel.reload().then(
+    // As POST /api/v2/mgmt/intel/reload: on PostgreSQL the leader rebuilds and publishes, a follower adopts the
+    // newest published generation; a reload of this instance's own would split the fleet's answers.
+    svc.fleet.reload().then(
       (r) => logger.info({ intel: r }, 'intel snapshot reloaded (SIGHUP)'),
       (e: unknown) => logger.error({ err: e }, 'intel reload failed; still serving the previous snapshot')
     )

@@ -24,6 +24,9 @@ function allowEntry (r: AllowRow): AllowEntry {
   }
 }
 
+/** Rolls back an add that would pass its bound. */
+class Full extends Error {}
+
 /** Allowlist entries (the Store methods addAllowEntry, listAllowEntries, deleteAllowEntry). */
 export class Allowlist {
   readonly #db: SqlPort
@@ -32,8 +35,13 @@ export class Allowlist {
     this.#db = db
   }
 
-  /** Stores an entry; `expiresAt` is canonical ISO 8601 UTC (the route makes it so) or null. */
-  async add (entry: NewAllowEntry): Promise<AllowEntry> {
+  /**
+   * Stores an entry; `expiresAt` is canonical ISO 8601 UTC (the route makes it so) or null. With `most`, null (and
+   * nothing stored) when the tenant would then hold more than `most` active entries: the insert and a count of the
+   * tenant's active entries run in one write transaction, in which the tenant's adds take turns (SqlPort.turns), so
+   * concurrent adds on any instance stop exactly at the bound.
+   */
+  async add (entry: NewAllowEntry, most?: number): Promise<AllowEntry | null> {
     const now = Date.now()
     const stored: AllowEntry = {
       id: kAllowIds.next(now),
@@ -45,8 +53,26 @@ export class Allowlist {
       createdAt: new Date(now).toISOString(),
       expiresAt: entry.expiresAt
     }
-    await this.#db.run('INSERT INTO {allowlist} (id, tenant, kind, value, reason, created_by, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
-      [stored.id, stored.tenant, stored.kind, stored.value, stored.reason, stored.createdBy, stored.createdAt, stored.expiresAt])
+    const insert = async (db: SqlPort): Promise<void> => {
+      await db.run('INSERT INTO {allowlist} (id, tenant, kind, value, reason, created_by, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+        [stored.id, stored.tenant, stored.kind, stored.value, stored.reason, stored.createdBy, stored.createdAt, stored.expiresAt])
+    }
+    if (most === undefined) {
+      await insert(this.#db)
+      return stored
+    }
+    const active = async (db: SqlPort): Promise<number> => Number((await db.all<{ n: number | string }>(
+      'SELECT count(*) AS n FROM {allowlist} WHERE tenant = ? AND (expires_at IS NULL OR expires_at > ?)', [stored.tenant, new Date().toISOString()]))[0]?.n ?? 0)
+    try {
+      await this.#db.transaction(async (tx) => {
+        await tx.turns(`allowlist:${stored.tenant}`)
+        await insert(tx)
+        if (await active(tx) > most) throw new Full()
+      })
+    } catch (err) {
+      if (err instanceof Full) return null
+      throw err
+    }
     return stored
   }
 

@@ -129,6 +129,9 @@ export class PostgresPort implements SqlPort {
     return (await this.query(this.#dialect(sql), params)).rows as T[]
   }
 
+  /** Nothing outside a transaction (SqlPort.turns). */
+  async turns (_key: string): Promise<void> {}
+
   async transaction<T> (fn: (tx: SqlPort) => Promise<T>, mode: TransactionMode = 'write'): Promise<T> {
     // A snapshot: every statement sees the same committed data (READ COMMITTED takes a new snapshot per statement).
     const begin = mode === 'snapshot' ? 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY' : 'BEGIN'
@@ -162,6 +165,8 @@ export class PostgresPort implements SqlPort {
       run: async (sql, params) => (await one(sql, params)).rowCount ?? 0,
       all: async <R>(sql: string, params: unknown[]) => (await one(sql, params)).rows as R[],
       transaction: async (inner) => await inner(tx),
+      // Two int4 keys: their space does not overlap the bigint keys the migrations, history and leader locks use.
+      turns: async (key) => { await one('SELECT pg_advisory_xact_lock(1769369190, hashtext(?))', [key]) },
       assertOpen: () => { this.assertOpen() },
       list: (values) => this.list(values)
     }

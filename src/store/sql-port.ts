@@ -30,6 +30,12 @@ export interface SqlPort {
    * A transaction inside a transaction joins it.
    */
   transaction: <T>(fn: (tx: SqlPort) => Promise<T>, mode?: TransactionMode) => Promise<T>
+  /**
+   * Inside a write transaction: transactions that call it with the same key take turns from here until they end, on
+   * every instance (PostgreSQL: a transaction-level advisory lock on the key's hash, in the two-key space that no
+   * session lock of the service uses; SQLite: write transactions take turns already). Outside one it does nothing.
+   */
+  turns: (key: string) => Promise<void>
   /** Throws STORE_CLOSED once the store is closed (for a call that answers without a query). */
   assertOpen: () => void
   /** A list of strings as a parameter (null stays null). */

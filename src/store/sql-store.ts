@@ -63,8 +63,8 @@ export abstract class SqlStore {
     return await this.#keys.count()
   }
 
-  async addAllowEntry (entry: NewAllowEntry): Promise<AllowEntry> {
-    return await this.#allowlist.add(entry)
+  async addAllowEntry (entry: NewAllowEntry, most?: number): Promise<AllowEntry | null> {
+    return await this.#allowlist.add(entry, most)
   }
 
   async listAllowEntries (tenant: string, limit: number, cursor: string | null): Promise<AllowPage> {

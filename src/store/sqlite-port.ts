@@ -41,6 +41,7 @@ export class SqlitePort implements SqlPort {
       run: async (sql, params) => this.#guard(() => this.#statement(sql).run(...params).changes),
       all: async <T>(sql: string, params: unknown[]) => this.#guard(() => this.#statement(sql).all(...params) as T[]),
       transaction: async (fn) => await fn(this.#inside),
+      turns: async () => {}, // write transactions take turns already
       assertOpen: () => this.assertOpen(),
       list: (values) => this.list(values)
     }
@@ -78,6 +79,9 @@ export class SqlitePort implements SqlPort {
   async all<T> (sql: string, params: unknown[]): Promise<T[]> {
     return await this.exclusive(() => this.#statement(sql).all(...params) as T[])
   }
+
+  /** Nothing: write transactions take turns already (SqlPort.turns). */
+  async turns (_key: string): Promise<void> {}
 
   async transaction<T> (fn: (tx: SqlPort) => Promise<T>, mode: TransactionMode = 'write'): Promise<T> {
     while (this.#held) await this.#released

@@ -232,8 +232,11 @@ export interface Store {
    * billing records with their own retention, so after a purge they count more than the remaining rows.
    */
   purgeHistory (before: Date): Promise<number>
-  /** Stores a tenant allowlist entry. */
-  addAllowEntry (entry: NewAllowEntry): Promise<AllowEntry>
+  /**
+   * Stores a tenant allowlist entry; with `most`, null (nothing stored) when the tenant would then hold more than
+   * `most` active entries, whatever other adds run at the same time.
+   */
+  addAllowEntry (entry: NewAllowEntry, most?: number): Promise<AllowEntry | null>
   /** A page of a tenant's entries, oldest first; throws INVALID_REQUEST for a bad cursor. Only `tenant`'s rows. */
   listAllowEntries (tenant: string, limit: number, cursor: string | null): Promise<AllowPage>
   /** Deletes one of a tenant's entries: false when the id is unknown or another tenant's. */

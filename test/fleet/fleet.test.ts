@@ -86,6 +86,32 @@ test('a key revoked and an allowlist entry added or deleted on one instance are 
   assert.equal((await call(b, 'POST', '/api/v2/ioc/verdict', key, { indicator: { value: kListed } })).json().code, 'INVALID_API_KEY')
 })
 
+test('adds on two instances at once never take a tenant past 1,000 active allowlist entries', async (t) => {
+  if (kDb === undefined) {
+    t.skip('IOC_TEST_DATABASE_URL not set')
+    return
+  }
+  const { build } = pgServices(t, kDb, schemaName('cap'))
+  const a = await build()
+  const b = await build()
+  const key = await a.makeKey(['mgmt'], { tenant: 'fleet-cap' })
+  for (let i = 0; i < 990; i++) {
+    await a.store.addAllowEntry({ tenant: 'fleet-cap', kind: 'domain', value: `pre-${i}.example`, reason: 'seed', createdBy: 'test', expiresAt: null })
+  }
+  const answers = await Promise.all(Array.from({ length: 40 }, async (_, i) => await call(i % 2 === 0 ? a : b, 'POST', '/api/v2/mgmt/allowlist', key, { kind: 'domain', value: `race-${i}.example`, reason: 'race' })))
+  const accepted = answers.filter((r) => r.statusCode === 201).length
+  for (const r of answers.filter((x) => x.statusCode !== 201)) assert.equal(r.statusCode, 400, r.body)
+  let stored = 0
+  for (let cursor: string | null = null; ;) {
+    const page = (await call(b, 'GET', `/api/v2/mgmt/allowlist?limit=500${cursor === null ? '' : `&cursor=${cursor}`}`, key)).json() as Json
+    stored += (page.entries as unknown[]).length
+    cursor = page.next_cursor as string | null
+    if (cursor === null) break
+  }
+  assert.equal(stored, 1000, 'the bound, exactly: adds of the tenant take turns on every instance')
+  assert.equal(accepted, 10, 'every entry answered 201 is stored, and only those')
+})
+
 test('a session signed out or a user disabled on one instance is refused by the other\'s next request', async (t) => {
   if (kDb === undefined) {
     t.skip('IOC_TEST_DATABASE_URL not set')

@@ -284,3 +284,29 @@ test('the override applies on scoring worker threads, to its tenant only', async
   await remove(a, e.id, s)
   assertNotAllowlisted(await single(a, kListed, s))
 })
+
+test('a tenant holds at most 1,000 active entries, concurrent adds included; an expired entry does not count', async (t) => {
+  const own = await build(t)
+  const key = await own.makeKey(['mgmt'], { tenant: 'capped' })
+  // 994 active entries and one expired (a second-long expiry, past by the time the adds run).
+  for (let i = 0; i < 994; i++) {
+    await own.store.addAllowEntry({ tenant: 'capped', kind: 'domain', value: `pre-${i}.example`, reason: 'seed', createdBy: 'test', expiresAt: null })
+  }
+  await own.store.addAllowEntry({ tenant: 'capped', kind: 'domain', value: 'gone.example', reason: 'seed', createdBy: 'test', expiresAt: new Date(Date.now() + 1000).toISOString() })
+  await new Promise((resolve) => setTimeout(resolve, 1100))
+  const answers = await Promise.all(Array.from({ length: 40 }, async (_, i) => await call(own, 'POST', '/api/v2/mgmt/allowlist', key, { kind: 'domain', value: `race-${i}.example`, reason: 'race' })))
+  const accepted = answers.filter((a) => a.status === 201).length
+  assert.equal(accepted, 6, 'exactly the room left')
+  for (const a of answers.filter((x) => x.status !== 201)) {
+    errorCode(a, 400, 'INVALID_REQUEST')
+    assert.match(String(a.body.message), /at most 1000 active allowlist entries/)
+  }
+  const all: Json[] = []
+  for (let cursor: string | null = null; ;) {
+    const page = await call(own, 'GET', `/api/v2/mgmt/allowlist?limit=500${cursor === null ? '' : `&cursor=${cursor}`}`, key)
+    all.push(...(page.body.entries as Json[]))
+    cursor = page.body.next_cursor as string | null
+    if (cursor === null) break
+  }
+  assert.equal(all.filter((e) => e.expires_at === null).length, 1000)
+})
