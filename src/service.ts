@@ -159,8 +159,9 @@ export async function startService (config: Readonly<Config>, options: { logger?
   const store = await life.start('store', async () => {
     const store = await openStore(sopts)
     try {
-      if (config.bootstrapKey && await store.countKeys() === 0) {
-        bootstrapKey = (await store.createKey({ tenant: 'default', permissions: ['verdict', 'verdict_bulk', 'mgmt', 'admin'], quota: null })).key
+      if (config.bootstrapKey) {
+        // One between instances starting together on an empty store (the store's createFirstKey takes turns).
+        bootstrapKey = (await store.createFirstKey({ tenant: 'default', permissions: ['verdict', 'verdict_bulk', 'mgmt', 'admin'], quota: null }))?.key ?? null
       }
     } catch (err) {
       await store.close().catch(() => {})

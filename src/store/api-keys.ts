@@ -312,6 +312,19 @@ export class ApiKeys {
     }
   }
 
+  /**
+   * Creates a key only when the store holds none (the bootstrap key of a first start), in one transaction in which
+   * callers take turns: instances starting together on an empty store make one key between them. Null when a key
+   * exists.
+   */
+  async createFirst (options: CreateKeyOptions): Promise<CreatedKey | null> {
+    return await this.#db.transaction(async (tx) => {
+      await tx.turns('api-keys:first')
+      const keys = new ApiKeys(tx)
+      return await keys.count() > 0 ? null : await keys.create(options)
+    })
+  }
+
   /** Every key, oldest first, without secrets. */
   async list (): Promise<ApiKeyRecord[]> {
     return (await this.#db.all<KeyRow>('SELECT * FROM {api_keys} ORDER BY created_at, id COLLATE {bytes}', [])).map(keyRecord)

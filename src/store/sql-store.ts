@@ -38,6 +38,11 @@ export abstract class SqlStore {
     return await this.#keys.create(options)
   }
 
+  /** Creates a key only when the store holds none, whatever starts at the same moment; null when one exists. */
+  async createFirstKey (options: CreateKeyOptions): Promise<CreatedKey | null> {
+    return await this.#keys.createFirst(options)
+  }
+
   /** Every key, oldest first, without secrets. */
   async listKeys (): Promise<ApiKeyRecord[]> {
     return await this.#keys.list()

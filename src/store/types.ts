@@ -184,6 +184,8 @@ export interface Store {
   migrate (): Promise<void>
   /** Creates a key; throws INVALID_KEY_OPTIONS for an unknown permission, a bad tenant or a bad quota. */
   createKey (options: CreateKeyOptions): Promise<CreatedKey>
+  /** Creates a key only when the store holds none (a first start's bootstrap key), whatever starts at the same moment; null when one exists. */
+  createFirstKey (options: CreateKeyOptions): Promise<CreatedKey | null>
   /** Every key, revoked ones included, oldest first; never secrets. */
   listKeys (): Promise<ApiKeyRecord[]>
   /** Revokes an active key: true when this call revoked it, false for an unknown or already revoked id. */

@@ -86,6 +86,20 @@ test('a key revoked and an allowlist entry added or deleted on one instance are 
   assert.equal((await call(b, 'POST', '/api/v2/ioc/verdict', key, { indicator: { value: kListed } })).json().code, 'INVALID_API_KEY')
 })
 
+test('instances starting together on an empty schema make one bootstrap key between them', async (t) => {
+  if (kDb === undefined) {
+    t.skip('IOC_TEST_DATABASE_URL not set')
+    return
+  }
+  const { build } = pgServices(t, kDb, schemaName('boot'), { IOC_BOOTSTRAP_KEY: '1' })
+  const started = await Promise.all([build(), build(), build()])
+  assert.equal(started.filter((s) => s.bootstrapKey !== null).length, 1, 'one instance printed a bootstrap key')
+  const keys = await (started[0] as Built).store.listKeys()
+  assert.equal(keys.filter((k) => k.tenant === 'default').length, 1, 'and the store holds one')
+  // A later start finds a key and makes none.
+  assert.equal((await build()).bootstrapKey, null)
+})
+
 test('adds on two instances at once never take a tenant past 1,000 active allowlist entries', async (t) => {
   if (kDb === undefined) {
     t.skip('IOC_TEST_DATABASE_URL not set')
