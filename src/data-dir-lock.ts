@@ -18,14 +18,31 @@ import { DataDirInUseError } from './errors.ts'
 /** Lock files held by services of this process (a second in-process service is refused too). */
 const kHeld = new Set<string>()
 
-/** Whether a process with this id runs on this host. */
+/**
+ * Whether a process with this id runs on this host. A zombie (exited, not yet reaped by its parent: a kill -9'd service
+ * stays one for a second or more where its parent reaps slowly) holds nothing and counts as gone; Linux says so in
+ * /proc/<pid>/stat, elsewhere it counts as running.
+ */
 function alive (pid: number): boolean {
   try {
     process.kill(pid, 0)
-    return true
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM'
   }
+  return !zombie(pid)
+}
+
+/** True when /proc says the process has exited and waits to be reaped (state Z, or X while it is being reaped). */
+function zombie (pid: number): boolean {
+  let stat: string
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  } catch {
+    return false // no /proc (not Linux), or the process went meanwhile: kill() above decided
+  }
+  // "pid (comm) S ...": comm may hold spaces and parentheses; the state follows the last ')'.
+  const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3)
+  return state === 'Z' || state === 'X'
 }
 
 /** What the lock at `path` says of its owner, or null when there is none (or it cannot be read as one). */

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict'
 import { execFile, spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
@@ -214,4 +214,17 @@ test('serve refuses a data directory another running instance holds, and takes o
   writeFileSync(join(dir, 'instance.lock'), `999999999\n${hostname()}\n`)
   const afterCrash = await startService(config)
   await afterCrash.app.close()
+  // Nor does a process that has exited but is not reaped yet (a zombie, as a kill -9'd service is until its parent
+  // reaps it): a shell starts `sleep 0` in the background and then becomes a `sleep` that never reaps it.
+  if (process.platform === 'linux') {
+    const holder = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] })
+    t.after(() => { holder.kill('SIGKILL') })
+    const [line] = await once(holder.stdout, 'data') as [Buffer]
+    const zombie = Number(line.toString().trim())
+    for (let i = 0; i < 100 && !readFileSync(`/proc/${zombie}/stat`, 'utf8').includes(') Z '); i++) await new Promise((resolve) => setTimeout(resolve, 20))
+    assert.match(readFileSync(`/proc/${zombie}/stat`, 'utf8'), /\) Z /, 'the background sleep is a zombie')
+    writeFileSync(join(dir, 'instance.lock'), `${zombie}\n${hostname()}\n`)
+    const afterZombie = await startService(config)
+    await afterZombie.app.close()
+  }
 })
