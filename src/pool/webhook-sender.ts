@@ -116,6 +116,25 @@ export async function refusedUrl (raw: string, allowPrivate: boolean): Promise<s
   return null
 }
 
+/**
+ * Why an attempt to a stored URL is refused before any connection, or null: what the connection-time lookup cannot see.
+ * A host written as an address is connected to without a lookup, and a webhook stored while
+ * IOC_WEBHOOK_ALLOW_PRIVATE was 1 may hold http:// or a private address; with the setting at 0 neither is sent to.
+ */
+export function refusedAtSend (raw: string, allowPrivate: boolean): string | null {
+  if (allowPrivate) return null
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    return 'the stored URL is not a valid URL'
+  }
+  if (url.protocol !== 'https:') return 'the URL is not https:// (allowed only with IOC_WEBHOOK_ALLOW_PRIVATE=1)'
+  const host = url.hostname.replace(/^\[|\]$/g, '')
+  if (ipaddr.isValid(host) && !publicAddress(host)) return 'the host is a non-public address'
+  return null
+}
+
 async function resolve (host: string): Promise<LookupAddress[]> {
   return await new Promise((resolve, reject) => {
     dnsLookup(host, { all: true, verbatim: true }, (err, addresses) => { err === null ? resolve(addresses) : reject(err) })
@@ -273,6 +292,8 @@ export class WebhookSender {
 
   /** One attempt: null when the receiver answered 2xx, else why not (no secret in it). */
   async #send (hook: WebhookWithSecret, d: { id: string, body: string }): Promise<string | null> {
+    const refused = refusedAtSend(hook.url, this.#o.allowPrivate)
+    if (refused !== null) return refused
     let secret: string
     try {
       secret = openSecret(this.#o.key, hook.secretSealed)

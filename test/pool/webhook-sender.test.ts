@@ -1,0 +1,61 @@
+/**
+ * The sender's own guard at each attempt, for what the connection-time lookup cannot see: a webhook stored while
+ * IOC_WEBHOOK_ALLOW_PRIVATE was 1 (http://, or a host written as a private address, which is connected to without a
+ * lookup) is not sent to once the setting is 0. A real SQLite store and a receiver on 127.0.0.1.
+ */
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { test, type TestContext } from 'node:test'
+import { refusedAtSend, WebhookSender } from '../../src/pool/webhook-sender.ts'
+import { SqliteStore } from '../../src/store/index.ts'
+import { waitFor } from '../fixtures/read-history.ts'
+
+const kSilent = { info: () => {}, warn: () => {}, error: () => {} }
+
+test('refusedAtSend: with private addresses not allowed, only https:// to a name or a public address passes', () => {
+  for (const url of ['http://127.0.0.1:8080/x', 'http://example.com/x']) assert.match(refusedAtSend(url, false) ?? '', /not https/, url)
+  for (const url of ['https://127.0.0.1/x', 'https://10.1.2.3/x', 'https://[::1]/x', 'https://[::ffff:127.0.0.1]/x', 'https://0x7f.1/x', 'https://2130706433/x', 'https://169.254.169.254/x']) {
+    assert.equal(refusedAtSend(url, false), 'the host is a non-public address', url)
+  }
+  for (const url of ['https://example.com/x', 'https://93.184.216.34/x', 'https://[2606:2800:220:1::1]/x']) assert.equal(refusedAtSend(url, false), null, url)
+  for (const url of ['http://127.0.0.1:8080/x', 'https://10.1.2.3/x']) assert.equal(refusedAtSend(url, true), null, url)
+})
+
+async function receiver (t: TestContext): Promise<{ port: number, got: number }> {
+  const state = { port: 0, got: 0 }
+  const server = createServer((req, res) => { state.got++; req.resume(); res.end() })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(async () => { server.closeAllConnections(); await new Promise((resolve) => server.close(resolve)) })
+  state.port = (server.address() as AddressInfo).port
+  return state
+}
+
+test('webhooks stored with private addresses allowed are not sent to once they are not', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'iocv-sender-'))
+  const store = new SqliteStore({ path: join(dir, 'db.sqlite') })
+  t.after(async () => { await store.close(); rmSync(dir, { recursive: true, force: true }) })
+  await store.migrate()
+  const target = await receiver(t)
+  const sender = new WebhookSender({ store, key: Buffer.alloc(32, 7), allowPrivate: false, retryBaseMs: 60_000, timeoutMs: 2_000, logger: kSilent })
+  t.after(async () => { await sender.close() })
+  const hooks: Array<{ id: string }> = []
+  for (const url of [`http://127.0.0.1:${target.port}/plain`, `https://127.0.0.1:${target.port}/tls`]) {
+    const hook = await store.webhooks.create({ tenant: 'lab', url, minScore: 0, description: '', secretSealed: sender.seal('whsec_test') })
+    await store.webhooks.enqueue({ id: store.webhooks.newDeliveryId(), webhookId: hook.id, tenant: 'lab', body: '{"event":"retro_hunt.hits","hits":[]}', hits: 0 })
+    hooks.push(hook)
+  }
+  sender.start()
+  const errors = await waitFor('an attempt of each delivery', async () => {
+    const out: Array<string | null> = []
+    for (const hook of hooks) out.push((await store.webhooks.deliveries('lab', hook.id, 5))[0]?.lastError ?? null)
+    return out.every((e) => e !== null) ? out : undefined
+  }, 30_000)
+  assert.match(errors[0] ?? '', /not https/)
+  assert.equal(errors[1], 'the host is a non-public address')
+  assert.equal(target.got, 0, 'the receiver on 127.0.0.1 got nothing')
+  assert.equal(sender.state().delivered, 0)
+})
