@@ -141,6 +141,25 @@ async function readCapped (body: Dispatcher.ResponseData['body'], gzip: boolean 
   }
   const raw = body as AsyncIterable<Buffer>
   let gunzip: ReturnType<typeof createGunzip> | null = null
+  // The inflater's failure (a bad stream, or push() refusing what it inflated): kept by a listener that lives as long
+  // as the inflater, so that no 'error' is ever emitted with nobody listening (an uncaught exception), and thrown by
+  // the loop at its next step.
+  let failure: Error | null = null
+  const failed = (): void => {
+    if (failure !== null) throw failure
+  }
+  /** Until `event`, or the inflater closing (destroyed on a failure). */
+  const until = async (g: NonNullable<typeof gunzip>, event: 'drain' | 'end'): Promise<void> => {
+    await new Promise<void>((resolve) => {
+      const done = (): void => {
+        g.off(event, done)
+        g.off('close', done)
+        resolve()
+      }
+      g.once(event, done)
+      g.once('close', done)
+    })
+  }
   let first = true
   try {
     for await (const chunk of raw) {
@@ -148,36 +167,43 @@ async function readCapped (body: Dispatcher.ResponseData['body'], gzip: boolean 
         first = false
         const isGzip = gzip === true || (gzip === 'sniff' && chunk[0] === kGzipMagic[0] && chunk[1] === kGzipMagic[1])
         if (isGzip) {
-          gunzip = createGunzip()
-          gunzip.on('data', (c: Buffer) => {
+          const g = createGunzip()
+          gunzip = g
+          g.on('error', (err) => { failure ??= err })
+          g.on('data', (c: Buffer) => {
+            if (failure !== null) return
             try {
               push(c)
             } catch (err) {
-              gunzip?.destroy(err as Error)
+              // Stop the download too: the loop may be waiting for the next chunk of a body that never ends.
+              failure = err as Error
+              g.destroy()
+              abandon(body)
             }
           })
         }
       }
       if (gunzip === null) {
         push(chunk)
-      } else if (!gunzip.write(chunk)) {
-        await new Promise<void>((resolve, reject) => {
-          gunzip?.once('drain', resolve)
-          gunzip?.once('error', reject)
-        })
+        continue
       }
+      failed()
+      if (!gunzip.write(chunk)) await until(gunzip, 'drain')
+      failed()
     }
     if (gunzip !== null) {
       const g = gunzip
-      await new Promise<void>((resolve, reject) => {
-        g.once('end', resolve)
-        g.once('error', reject)
-        g.end()
-      })
+      failed()
+      const ended = until(g, 'end')
+      g.end()
+      await ended
+      failed()
     }
-  } catch (err) {
+  } catch (thrown) {
     abandon(body)
     gunzip?.destroy()
+    // The inflater's failure first: abandoning the body makes the loop throw an abort of its own.
+    const err = failure ?? thrown
     if (err instanceof AttemptError) throw err
     const code = (err as NodeJS.ErrnoException).code ?? ''
     if (code.startsWith('Z_')) throw new AttemptError('bad_gzip', 'body is not valid gzip', false)

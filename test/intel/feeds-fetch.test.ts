@@ -529,6 +529,42 @@ test('a manifest entry with both path and url, or bad refresh settings, is a sta
   }
 })
 
+test('a gzip body inflating past max_bytes is refused as oversize every time, and never throws out of the fetch', { timeout: 120_000 }, async (t) => {
+  const host = await feedHost(t)
+  // 40 MiB of one line repeated: about 40 KiB of gzip, inflating past a 1 MiB max_bytes within its first chunks.
+  const bomb = gzipSync(Buffer.alloc(40 * 1024 * 1024, '10.0.0.1\n'))
+  host.set((req, res) => {
+    if (req.url === '/enc') res.setHeader('content-encoding', 'gzip')
+    if (req.url?.startsWith('/stall') === true) {
+      // 8 KiB (inflating to about 8 MiB) and then nothing: the reader is waiting for a chunk when the inflater fails.
+      res.write(bomb.subarray(0, 8192))
+      return
+    }
+    // Written in small pieces, so that the inflater meets the bound between writes as well as within one.
+    let at = 0
+    const more = (): void => {
+      while (at < bomb.length) {
+        const piece = bomb.subarray(at, at + 1024)
+        at += piece.length
+        if (!res.write(piece)) { res.once('drain', more); return }
+      }
+      res.end()
+    }
+    more()
+  })
+  const uncaught: unknown[] = []
+  const onUncaught = (err: unknown): void => { uncaught.push(err) }
+  process.on('uncaughtException', onUncaught)
+  t.after(() => { process.off('uncaughtException', onUncaught) })
+  for (let i = 0; i < 12; i++) {
+    const feed = { url: `${host.url}/${['enc', 'list.gz', 'stall.gz'][i % 3] as string}`, refreshSeconds: 3600, headers: {}, maxBytes: 1 << 20, timeoutSeconds: 30, zipMember: null }
+    await assert.rejects(fetchFeed(feed, { etag: null, lastModified: null }, { variables: {}, retry: { attempts: 1, baseMs: 1, maxMs: 1 } }),
+      (err: unknown) => err instanceof FeedFetchError && err.reason === 'oversize', `fetch ${i}`)
+  }
+  await new Promise((resolve) => setTimeout(resolve, 200))
+  assert.deepEqual(uncaught, [])
+})
+
 test('a fetch whose signal aborts mid-download stops at once, with reason aborted, and is not retried', { timeout: 60_000 }, async (t) => {
   const host = await feedHost(t)
   let sent: () => void = () => {}
