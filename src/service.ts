@@ -125,7 +125,7 @@ export const kServiceParts: readonly PartSpec[] = [
   {
     name: 'feeds',
     start: '`FeedRefresher` (`src/intel/refresher.ts`): one timer per fetched feed (in a fleet only the leader fetches); the first fetch in the background',
-    close: 'stops the timers, waits for a fetch and a rebuild in flight',
+    close: 'stops the timers and a download in flight (it has stored nothing), waits for a rebuild in flight',
     destroy: 'aborts a download and a validation in flight, stops the timers'
   },
   {

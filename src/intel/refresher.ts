@@ -391,9 +391,14 @@ export class FeedRefresher {
     }
   }
 
-  /** Graceful and idempotent: stops the timers and waits for a fetch and a rebuild in flight. */
+  /**
+   * Graceful and idempotent: stops the timers, stops a download or validation in flight (it has stored nothing; the
+   * last good copy stays, and the next start fetches again) and waits for a rebuild in flight. A download may take its
+   * whole timeout per attempt: a stop waiting for one overran the shutdown timeout.
+   */
   async close (): Promise<void> {
     this.closing ??= (async () => {
+      this.abort.abort()
       for (const t of this.timers.values()) clearTimeout(t)
       this.timers.clear()
       await Promise.all([...this.inflight.values()])

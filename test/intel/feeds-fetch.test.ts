@@ -529,6 +529,29 @@ test('a manifest entry with both path and url, or bad refresh settings, is a sta
   }
 })
 
+test('a graceful stop does not wait for a feed download in flight; the last good copy stays', { timeout: 60_000 }, async (t) => {
+  const host = await feedHost(t)
+  let serve = true
+  let asked: () => void = () => {}
+  const stalled = new Promise<void>((resolve) => { asked = resolve })
+  // The first fetch gets the feed; later ones are never answered (no headers), within an hour-long timeout.
+  host.set((_req, res) => {
+    if (serve) { res.end(netset(30, 7)); return }
+    asked()
+  })
+  const dir = tempDir(t)
+  const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/x`, timeout_seconds: 3600 }))
+  assert.equal((await refresh(svc)).sources[0]?.records, 30)
+  serve = false
+  // As a feed's timer starts a refresh (not through a request, which the stop would wait for as it drains).
+  void svc.feeds.refreshAll().catch(() => {})
+  await stalled
+  await svc.app.close()
+  // The copy the first fetch stored is still the feed's last good copy, for the next start.
+  const again = await start(t, dir, writeManifest(dir, { url: `${host.url}/x`, timeout_seconds: 3600 }))
+  assert.deepEqual(await verdictSources(again, '10.7.0.1'), ['remote_list'])
+})
+
 test('a gzip body inflating past max_bytes is refused as oversize every time, and never throws out of the fetch', { timeout: 120_000 }, async (t) => {
   const host = await feedHost(t)
   // 40 MiB of one line repeated: about 40 KiB of gzip, inflating past a 1 MiB max_bytes within its first chunks.
