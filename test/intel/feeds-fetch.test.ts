@@ -529,6 +529,29 @@ test('a manifest entry with both path and url, or bad refresh settings, is a sta
   }
 })
 
+test('a body whose lines read but whose values are not indicators is refused; the last good copy stays', async (t) => {
+  const host = await feedHost(t)
+  let body = 'plain-good-1.example\nplain-good-2.example\n45.133.1.77\n'
+  host.set((_req, res) => { res.end(body) })
+  const dir = tempDir(t)
+  const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/plain.txt`, format: 'plain' }))
+  assert.equal((await refresh(svc)).sources[0]?.records, 3)
+  assert.deepEqual(await verdictSources(svc, '45.133.1.77'), ['remote_list'])
+  // Tokens the plain format reads, none of them an indicator: an address out of range, a label with a bad hyphen.
+  body = Array.from({ length: 13 }, (_, i) => `999.1.1.${i + 1}`).concat(['-bad-.com', 'a..b.com']).join('\n') + '\n'
+  const r = await refresh(svc)
+  assert.equal(r.sources[0]?.status, 'failed')
+  assert.equal(r.sources[0]?.error, 'body holds no usable entries')
+  assert.equal(r.sources[0]?.records, 3, 'the last good copy\'s count')
+  assert.deepEqual(await verdictSources(svc, '45.133.1.77'), ['remote_list'])
+  // The count is of values that normalize: a copy with two of three usable is stored with 2.
+  body = 'plain-good-3.example\n999.9.9.9\n45.133.1.78\n'
+  host.set((_req, res) => { res.end(body) })
+  const mixed = await refresh(svc)
+  assert.equal(mixed.sources[0]?.status, 'ok')
+  assert.equal(mixed.sources[0]?.records, 2)
+})
+
 test('a graceful stop does not wait for a feed download in flight; the last good copy stays', { timeout: 60_000 }, async (t) => {
   const host = await feedHost(t)
   let serve = true
