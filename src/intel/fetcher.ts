@@ -107,6 +107,8 @@ class AttemptError extends Error {
   }
 }
 
+/** A whole download attempt may take this many times the feed's timeout_seconds. */
+const kWholeAttempt = 10
 const kGzipMagic = [0x1f, 0x8b]
 
 let shared: Dispatcher | null = null
@@ -230,8 +232,12 @@ async function attempt (feed: RemoteFeed, headers: Record<string, string>, valid
   const h: Record<string, string> = { 'accept-encoding': 'gzip', 'user-agent': 'ioc-verdict', ...headers }
   if (validators.etag !== null) h['if-none-match'] = validators.etag
   if (validators.lastModified !== null) h['if-modified-since'] = validators.lastModified
+  // timeout_seconds bounds the wait for headers and each wait between body chunks (undici's headersTimeout and
+  // bodyTimeout), so a large feed on a slow link is not cut while bytes keep coming; a whole attempt is bounded too,
+  // at kWholeAttempt times that, so that a host dripping a byte at a time cannot hold a download for ever.
   const timeout = feed.timeoutSeconds * 1000
-  const signal = stop === undefined ? AbortSignal.timeout(timeout) : AbortSignal.any([stop, AbortSignal.timeout(timeout)])
+  const whole = AbortSignal.timeout(timeout * kWholeAttempt)
+  const signal = stop === undefined ? whole : AbortSignal.any([stop, whole])
   let res: Dispatcher.ResponseData
   try {
     res = await request(feed.url, {

@@ -552,6 +552,25 @@ test('a body whose lines read but whose values are not indicators is refused; th
   assert.equal(mixed.sources[0]?.records, 2)
 })
 
+test('timeout_seconds bounds the waits between body chunks, not a download that keeps moving', { timeout: 60_000 }, async (t) => {
+  const host = await feedHost(t)
+  const text = netset(4, 8) // about 50 bytes
+  host.set((_req, res) => {
+    res.writeHead(200)
+    let at = 0
+    // A byte every 100 ms: about 5 s in all, under a 1 s timeout_seconds.
+    const drip = setInterval(() => {
+      if (at >= text.length) { clearInterval(drip); res.end(); return }
+      res.write(text[at++] as string)
+    }, 100)
+    res.once('close', () => { clearInterval(drip) })
+  })
+  const feed = { url: `${host.url}/drip`, refreshSeconds: 3600, headers: {}, maxBytes: 1 << 20, timeoutSeconds: 1, zipMember: null }
+  const out = await fetchFeed(feed, { etag: null, lastModified: null }, { variables: {}, retry: { attempts: 1, baseMs: 1, maxMs: 1 } })
+  assert.equal(out.kind, 'body')
+  assert.equal(out.kind === 'body' ? out.body.toString() : '', text)
+})
+
 test('a graceful stop does not wait for a feed download in flight; the last good copy stays', { timeout: 60_000 }, async (t) => {
   const host = await feedHost(t)
   let serve = true
