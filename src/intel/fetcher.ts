@@ -10,7 +10,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { createGunzip } from 'node:zlib'
-import { Agent, interceptors, request, type Dispatcher } from 'undici'
+import { Agent, request, type Dispatcher } from 'undici'
 import type { RemoteFeed } from '../engine/types.ts'
 import { kEnvReference } from './manifest.ts'
 import { FeedFetchError, MissingVariableError, ZipError } from '../errors.ts'
@@ -112,11 +112,15 @@ const kWholeAttempt = 10
 const kGzipMagic = [0x1f, 0x8b]
 
 let shared: Dispatcher | null = null
-/** One agent for every feed, following up to 5 redirects. */
+/** One agent for every feed (redirects are followed by attempt() itself). */
 function defaultDispatcher (): Dispatcher {
-  shared ??= new Agent().compose(interceptors.redirect({ maxRedirections: 5 }))
+  shared ??= new Agent()
   return shared
 }
+
+/** Redirects an attempt follows. */
+const kMaxRedirects = 5
+const kRedirectStatuses = new Set([301, 302, 303, 307, 308])
 
 /** Delay before attempt `n` (1-based retry number): full jitter over an exponential ceiling. */
 export function backoffMs (n: number, policy: RetryPolicy, random: () => number = Math.random): number {
@@ -239,17 +243,40 @@ async function attempt (feed: RemoteFeed, headers: Record<string, string>, valid
   const whole = AbortSignal.timeout(timeout * kWholeAttempt)
   const signal = stop === undefined ? whole : AbortSignal.any([stop, whole])
   let res: Dispatcher.ResponseData
-  try {
-    res = await request(feed.url, {
-      method: 'GET',
-      headers: h,
-      signal,
-      headersTimeout: timeout,
-      bodyTimeout: timeout,
-      dispatcher: dispatcher ?? defaultDispatcher()
-    })
-  } catch (err) {
-    throw transportError(err, signal, stop)
+  // Redirects are followed here rather than by undici's interceptor, which keeps every header but Authorization,
+  // Cookie and Proxy-Authorization across origins: a manifest's own headers (an API key in `Auth-Key`) and the
+  // feed's validators are sent to the feed's origin only, never to another host a redirect names.
+  const origin = new URL(feed.url).origin
+  const visited = new Set<string>([feed.url])
+  let url = feed.url
+  let sent = h
+  for (let hop = 0; ; hop++) {
+    try {
+      res = await request(url, {
+        method: 'GET',
+        headers: sent,
+        signal,
+        headersTimeout: timeout,
+        bodyTimeout: timeout,
+        dispatcher: dispatcher ?? defaultDispatcher()
+      })
+    } catch (err) {
+      throw transportError(err, signal, stop)
+    }
+    const location = res.headers.location
+    if (!kRedirectStatuses.has(res.statusCode) || typeof location !== 'string' || hop >= kMaxRedirects) break
+    let next: URL
+    try {
+      next = new URL(location, url)
+    } catch {
+      break // an unusable Location: reported below as a redirect not followed
+    }
+    if (next.protocol !== 'https:' && next.protocol !== 'http:') break
+    await res.body.dump().catch(() => {})
+    if (visited.has(next.href)) throw new AttemptError('http_status', 'redirect loop', false)
+    visited.add(next.href)
+    url = next.href
+    sent = next.origin === origin ? h : { 'accept-encoding': 'gzip', 'user-agent': 'ioc-verdict' }
   }
   try {
     if (res.statusCode === 304) {

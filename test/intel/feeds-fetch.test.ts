@@ -552,6 +552,27 @@ test('a body whose lines read but whose values are not indicators is refused; th
   assert.equal(mixed.sources[0]?.records, 2)
 })
 
+test('a manifest\'s headers follow a redirect within the feed\'s origin only', async (t) => {
+  const other = await feedHost(t)
+  other.set((_req, res) => { res.end(netset(5, 9)) })
+  const host = await feedHost(t)
+  const otherPort = new URL(other.url).port
+  host.set((req, res) => {
+    if (req.url === '/start') { res.writeHead(302, { location: '/moved' }); res.end(); return }
+    // Another origin: the same machine by another name and port.
+    if (req.url === '/moved') { res.writeHead(301, { location: `http://localhost:${otherPort}/elsewhere` }); res.end(); return }
+    res.statusCode = 404
+    res.end()
+  })
+  const feed = { url: `${host.url}/start`, refreshSeconds: 3600, headers: { 'Auth-Key': 'feed-secret-1234' }, maxBytes: 1 << 20, timeoutSeconds: 5, zipMember: null }
+  const out = await fetchFeed(feed, { etag: '"v1"', lastModified: null }, { variables: {}, retry: { attempts: 1, baseMs: 1, maxMs: 1 } })
+  assert.equal(out.kind, 'body')
+  assert.deepEqual(host.requests.map((r) => [r.url, r.headers['auth-key'], r.headers['if-none-match']]), [['/start', 'feed-secret-1234', '"v1"'], ['/moved', 'feed-secret-1234', '"v1"']])
+  assert.equal(other.requests.length, 1)
+  assert.equal(other.requests[0]?.headers['auth-key'], undefined, 'the key never reaches another origin')
+  assert.equal(other.requests[0]?.headers['if-none-match'], undefined)
+})
+
 test('timeout_seconds bounds the waits between body chunks, not a download that keeps moving', { timeout: 60_000 }, async (t) => {
   const host = await feedHost(t)
   const text = netset(4, 8) // about 50 bytes
