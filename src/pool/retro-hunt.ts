@@ -187,9 +187,10 @@ export class RetroHunter {
       this.#state.last = { ...r, hits: r.hits.length }
       this.#o.logger.info({ retro_hunt: { ...this.#state.last, ms: Math.round(r.ms), version: next.header.version, whole: prev === null } }, 'retro-hunt pass finished')
       const note = await noted
-      const cleared = note !== null && r.cut !== true ? this.#clear(note) : null
+      // Handed on before the debt is cleared: a crash between the two runs the pass again at the next start, where
+      // clearing first would have left its hits recorded and never handed on.
       if (r.hits.length > 0 && this.#o.onHits !== undefined) await this.#o.onHits(r.hits)
-      await cleared
+      if (note !== null && r.cut !== true) await this.#clear(note)
     }, (err: unknown) => {
       this.#state.passes++
       this.#state.failedPasses++
