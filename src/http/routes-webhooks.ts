@@ -106,7 +106,9 @@ export function webhookRoutes (app: FastifyInstance, deps: WebhookRouteDeps): vo
       tags: ['management'],
       summary: 'The tenant\'s retro-hunt webhooks (never their secrets)',
       security: [{ apiKey: [] }],
-      response: { 200: { type: 'object', required: ['webhooks'], properties: { webhooks: { type: 'array', items: kHook } } }, ...errorsOf(401, 403) }
+      // No parameter: one sent by mistake (a limit, a filter) is 400, as on every other listing.
+      querystring: { type: 'object', additionalProperties: false, properties: {} },
+      response: { 200: { type: 'object', required: ['webhooks'], properties: { webhooks: { type: 'array', items: kHook } } }, ...errorsOf(400, 401, 403) }
     },
     onRequest: mgmt
   }, async (req) => ({ webhooks: (await db.list(req.apiKey!.tenant)).map(publicHook) }))

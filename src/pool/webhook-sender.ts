@@ -105,7 +105,8 @@ export async function refusedUrl (raw: string, allowPrivate: boolean): Promise<s
   if (url.port === '0') return 'url port must not be 0'
   if (url.protocol !== 'https:' && !(allowPrivate && url.protocol === 'http:')) return 'url must be https:// (http:// only with IOC_WEBHOOK_ALLOW_PRIVATE=1)'
   if (url.username !== '' || url.password !== '') return 'url must not hold credentials'
-  if (url.hash !== '') return 'url must not hold a fragment'
+  // An empty fragment ("/hook#") parses to an empty hash but stays in the text stored and sent.
+  if (url.hash !== '' || raw.includes('#')) return 'url must not hold a fragment'
   let addresses: LookupAddress[]
   try {
     addresses = await resolve(url.hostname.replace(/^\[|\]$/g, ''))
