@@ -215,14 +215,16 @@ test('serve refuses a data directory another running instance holds, and takes o
   const afterCrash = await startService(config)
   await afterCrash.app.close()
   // Nor does a process that has exited but is not reaped yet (a zombie, as a kill -9'd service is until its parent
-  // reaps it): a shell starts `sleep 0` in the background and then becomes a `sleep` that never reaps it.
+  // reaps it): a shell starts a short `sleep` in the background and then becomes a `sleep` that never reaps it. The
+  // background one ends after the exec, so that the shell cannot reap it first.
   if (process.platform === 'linux') {
-    const holder = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] })
+    const holder = spawn('sh', ['-c', 'sleep 1 & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] })
     t.after(() => { holder.kill('SIGKILL') })
     const [line] = await once(holder.stdout, 'data') as [Buffer]
     const zombie = Number(line.toString().trim())
-    for (let i = 0; i < 100 && !readFileSync(`/proc/${zombie}/stat`, 'utf8').includes(') Z '); i++) await new Promise((resolve) => setTimeout(resolve, 20))
-    assert.match(readFileSync(`/proc/${zombie}/stat`, 'utf8'), /\) Z /, 'the background sleep is a zombie')
+    const state = (): string => readFileSync(`/proc/${zombie}/stat`, 'utf8')
+    for (let i = 0; i < 250 && !state().includes(') Z '); i++) await new Promise((resolve) => setTimeout(resolve, 20))
+    assert.match(state(), /\) Z /, 'the background sleep is a zombie')
     writeFileSync(join(dir, 'instance.lock'), `${zombie}\n${hostname()}\n`)
     const afterZombie = await startService(config)
     await afterZombie.app.close()
