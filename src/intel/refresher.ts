@@ -26,6 +26,13 @@ export interface FeedMeta {
   records: number
   bytes: number
   sha256: string | null
+  /** sourceKey() of the feed the copy was fetched from (absent in copies of earlier versions). */
+  source?: string
+}
+
+/** What a feed is fetched from: its URL and header templates (never a resolved secret), as a digest. */
+function sourceKey (spec: FeedSpec): string {
+  return createHash('sha256').update(JSON.stringify({ url: spec.remote?.url ?? null, headers: spec.remote?.headers ?? null })).digest('hex').slice(0, 32)
 }
 
 /** One source's row, as the status route and the CLI show it. */
@@ -203,7 +210,15 @@ export class FeedRefresher {
       if (state.failed) this.options.logger.warn({ feed: spec.name, error: state.error }, 'feed cannot be fetched')
     }
     await this.writeStatus()
-    for (const spec of this.remote) this.schedule(spec, 0)
+    // A feed fetched from the same source less than its refresh_seconds ago waits out the rest of its interval: a
+    // restart (or a crash loop) does not fetch every feed again, which some feeds' terms forbid (at most once an hour).
+    const now = Date.now()
+    for (const spec of this.remote) {
+      const meta = this.states.get(spec.name)!.meta
+      const last = meta.fetchedAt === null || meta.source !== sourceKey(spec) ? NaN : Date.parse(meta.fetchedAt)
+      const due = Number.isFinite(last) ? last + spec.remote!.refreshSeconds * 1000 - now : 0
+      this.schedule(spec, Math.min(Math.max(0, due), spec.remote!.refreshSeconds * 1000))
+    }
   }
 
   /** Rows for every fetched feed. */
@@ -273,7 +288,7 @@ export class FeedRefresher {
       throw err
     }
     if (outcome.kind === 'unchanged') {
-      state.meta = { ...state.meta, fetchedAt: new Date().toISOString() }
+      state.meta = { ...state.meta, fetchedAt: new Date().toISOString(), source: sourceKey(spec) }
       state.failed = false
       state.error = null
       await writeAtomic(this.metaPath(spec), JSON.stringify(state.meta))
@@ -318,7 +333,8 @@ export class FeedRefresher {
       changedAt: changed ? now : state.meta.changedAt,
       records: counts.entries,
       bytes: body.length,
-      sha256
+      sha256,
+      source: sourceKey(spec)
     }
     state.failed = false
     state.error = null

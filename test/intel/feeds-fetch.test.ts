@@ -552,6 +552,35 @@ test('a body whose lines read but whose values are not indicators is refused; th
   assert.equal(mixed.sources[0]?.records, 2)
 })
 
+test('a restart within refresh_seconds of the last fetch fetches nothing; a changed source is fetched at once', { timeout: 120_000 }, async (t) => {
+  const host = await feedHost(t)
+  host.set((_req, res) => { res.end(netset(10, 11)) })
+  const dir = tempDir(t)
+  const until = async (what: string, check: () => boolean | Promise<boolean>): Promise<void> => {
+    for (let i = 0; !await check(); i++) {
+      assert.ok(i < 600, `timed out waiting for ${what}`)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+  }
+  const manifest = writeManifest(dir, { url: `${host.url}/a`, refresh_seconds: 3600 })
+  const first = await start(t, dir, manifest)
+  await until('the first start\'s fetch', async () => (await sources(first)).sources[0]?.status === 'ok')
+  assert.equal(host.requests.length, 1)
+  await first.app.close()
+  const second = await start(t, dir, manifest)
+  // Fetched moments ago with an hour's interval: the restart serves the last good copy and fetches nothing.
+  await new Promise((resolve) => setTimeout(resolve, 1500))
+  assert.equal(host.requests.length, 1, 'no fetch at the restart')
+  assert.equal((await sources(second)).sources[0]?.status, 'ok')
+  assert.deepEqual(await verdictSources(second, '10.11.0.1'), ['remote_list'])
+  await second.app.close()
+  // The manifest now names another URL: that source was never fetched, so it is fetched at start.
+  const third = await start(t, dir, writeManifest(dir, { url: `${host.url}/b`, refresh_seconds: 3600 }))
+  await until('the moved feed\'s fetch', () => host.requests.length === 2)
+  assert.equal(host.requests[1]?.url, '/b')
+  await until('its copy', async () => (await sources(third)).sources[0]?.status === 'ok')
+})
+
 test('a manifest\'s headers follow a redirect within the feed\'s origin only', async (t) => {
   const other = await feedHost(t)
   other.set((_req, res) => { res.end(netset(5, 9)) })
