@@ -58,6 +58,12 @@ async function open (t: Cleanups, dir: string, durability: Durability, batch: nu
   return client
 }
 
+/**
+ * Records acknowledged before destroy(): enough that the writer, five records a transaction, is still copying them
+ * when the stop reaches it. With 400 a busy CI machine once delivered the stop only after all 504 were copied.
+ */
+const kBacklog = 2000
+
 for (const durability of ['sync', 'async'] as const) {
   test(`destroy under write load (${durability} journal) loses no acknowledged record, writes none twice and refuses later writes`, async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'iocv-history-destroy-'))
@@ -86,12 +92,12 @@ for (const durability of ['sync', 'async'] as const) {
           if (sentAfterDestroy || code !== 'HISTORY_CLOSED') return
         }
         // Turns of the event loop let the writer thread's messages in; past the backlog wanted, the load goes on slower.
-        if (acknowledged.size >= 400) await new Promise((resolve) => setTimeout(resolve, 1))
+        if (acknowledged.size >= kBacklog) await new Promise((resolve) => setTimeout(resolve, 1))
         else if (n % 20 === 19) await new Promise((resolve) => setImmediate(resolve))
       }
     }
     const writers = [0, 1, 2, 3].map(async (w) => await writer(w))
-    await waitFor('a backlog of acknowledged records', () => acknowledged.size >= 400 ? true : undefined)
+    await waitFor('a backlog of acknowledged records', () => acknowledged.size >= kBacklog ? true : undefined)
     // The writer copies the backlog five records per transaction; destroy() comes while it is doing so.
     void client.flush()
     // Looked at every turn of the event loop, not every 50 ms: on an idle machine the writer copies these few hundred
