@@ -114,13 +114,10 @@ export function allowlistRoutes (app: FastifyInstance, deps: AllowlistRouteDeps)
       if (ms <= Date.now()) throw new InvalidRequestError('expires_at must be in the future')
       expiresAt = new Date(ms).toISOString()
     }
-    const full = (): Error => new InvalidRequestError(`a tenant holds at most ${kMaxAllowEntries} active allowlist entries`)
-    // The cached list refuses at once in the common case; the store's count decides, concurrent adds included.
-    const active = (await allowlists.entries(key.tenant)).filter((e) => e.expiresAt === null || Date.parse(e.expiresAt) > Date.now())
-    if (active.length >= kMaxAllowEntries) throw full()
+    // The store counts the tenant's active entries with the insert, concurrent adds on any instance included.
     const entry = await store.addAllowEntry({ tenant: key.tenant, kind: body.kind, value: n.value, reason, createdBy: key.id, expiresAt }, kMaxAllowEntries)
+    if (entry === null) throw new InvalidRequestError(`a tenant holds at most ${kMaxAllowEntries} active allowlist entries`)
     allowlists.invalidate(key.tenant)
-    if (entry === null) throw full()
     return reply.code(201).send(publicEntry(entry))
   })
 

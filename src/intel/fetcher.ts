@@ -233,7 +233,8 @@ async function unzipBody (zip: Buffer, feed: RemoteFeed): Promise<Buffer> {
  * first, in whatever it is doing: connecting, waiting for headers, reading or inflating the body.
  */
 async function attempt (feed: RemoteFeed, headers: Record<string, string>, validators: Validators, dispatcher: Dispatcher | undefined, stop: AbortSignal | undefined): Promise<AttemptOutcome> {
-  const h: Record<string, string> = { 'accept-encoding': 'gzip', 'user-agent': 'ioc-verdict', ...headers }
+  const own: Record<string, string> = { 'accept-encoding': 'gzip', 'user-agent': 'ioc-verdict' }
+  const h: Record<string, string> = { ...own, ...headers }
   if (validators.etag !== null) h['if-none-match'] = validators.etag
   if (validators.lastModified !== null) h['if-modified-since'] = validators.lastModified
   // timeout_seconds bounds the wait for headers and each wait between body chunks (undici's headersTimeout and
@@ -276,7 +277,7 @@ async function attempt (feed: RemoteFeed, headers: Record<string, string>, valid
     if (visited.has(next.href)) throw new AttemptError('http_status', 'redirect loop', false)
     visited.add(next.href)
     url = next.href
-    sent = next.origin === origin ? h : { 'accept-encoding': 'gzip', 'user-agent': 'ioc-verdict' }
+    sent = next.origin === origin ? h : own
   }
   try {
     if (res.statusCode === 304) {

@@ -215,9 +215,9 @@ export class FeedRefresher {
     const now = Date.now()
     for (const spec of this.remote) {
       const meta = this.states.get(spec.name)!.meta
-      const last = meta.fetchedAt === null || meta.source !== sourceKey(spec) ? NaN : Date.parse(meta.fetchedAt)
-      const due = Number.isFinite(last) ? last + spec.remote!.refreshSeconds * 1000 - now : 0
-      this.schedule(spec, Math.min(Math.max(0, due), spec.remote!.refreshSeconds * 1000))
+      const interval = spec.remote!.refreshSeconds * 1000
+      const due = meta.fetchedAt !== null && meta.source === sourceKey(spec) ? Date.parse(meta.fetchedAt) + interval - now : 0
+      this.schedule(spec, Math.min(Math.max(0, due), interval))
     }
   }
 
