@@ -107,6 +107,9 @@ export async function refusedUrl (raw: string, allowPrivate: boolean): Promise<s
   if (url.username !== '' || url.password !== '') return 'url must not hold credentials'
   // An empty fragment ("/hook#") parses to an empty hash but stays in the text stored and sent.
   if (url.hash !== '' || raw.includes('#')) return 'url must not hold a fragment'
+  // Stored as sent: a backslash, which this parser reads as '/', another parser may read as part of the host
+  // ("https://8.8.8.8\\@127.0.0.1/" names 127.0.0.1 to one that takes the text before '@' as userinfo).
+  if (raw.includes('\\')) return 'url must not hold a backslash'
   let addresses: LookupAddress[]
   try {
     addresses = await resolve(url.hostname.replace(/^\[|\]$/g, ''))

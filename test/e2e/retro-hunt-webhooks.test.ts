@@ -176,7 +176,7 @@ test('webhook URLs on private addresses, http:// and bad input are refused; only
   for (const url of ['https://127.0.0.1/hook', 'https://localhost/hook', 'https://10.1.2.3/x', 'https://169.254.169.254/latest', 'https://[::1]/x',
     'https://[::ffff:127.0.0.1]/x', 'https://192.168.0.1/', 'https://0.0.0.0/', 'http://example.com/hook', 'ftp://example.com/', 'not a url',
     'https://user:pass@example.com/', 'https://[::127.0.0.1]/x', 'https://[::a9fe:a9fe]/x', 'https://1.1.1.1:0/',
-    'https://1.1.1.1/\r\nX-Injected: 1', 'https://1.1.1.1/a b', 'https://1.1.1.1/hook#frag', 'https://1.1.1.1/hook#']) {
+    'https://1.1.1.1/\r\nX-Injected: 1', 'https://1.1.1.1/a b', 'https://1.1.1.1/hook#frag', 'https://1.1.1.1/hook#', 'https://8.8.8.8\\@127.0.0.1/h', 'https://1.1.1.1\\hook']) {
     assert.deepEqual(await post({ url }), { status: 400, code: 'INVALID_REQUEST' }, url)
   }
   assert.deepEqual(await post({ url: 'https://example.com/', min_score: 101 }), { status: 400, code: 'INVALID_REQUEST' })
