@@ -77,6 +77,8 @@ export interface Config {
   retroHuntDays: number
   /** Share of the time a retro-hunt pass works beside verdicts, in percent (100: without pauses). */
   retroHuntDutyPercent: number
+  /** Run retro-hunt passes at the lowest CPU priority (nice 19 on Linux); false: normal priority, paced alone. */
+  retroHuntLowPriority: boolean
   /** Accept webhook URLs resolving to loopback, link-local or private addresses (and http://): labs and tests only. */
   webhookAllowPrivate: boolean
   /** First wait before a failed webhook delivery is retried, in ms (doubled per attempt, full jitter, at most 1 h). */
@@ -180,6 +182,8 @@ const kFields: Record<string, Field> = {
   IOC_RETRO_HUNT_DAYS: { key: 'retroHuntDays', kind: 'int', min: 0, max: 100_000, default: 30, doc: 'retro-hunt lookback in days: on each snapshot swap, history of this many days is matched against what the new snapshot raises (0 = off; never past `IOC_RETENTION_DAYS`)' },
   // A pass is CPU-bound; paced, it leaves the scoring threads their cores (docs/PERFORMANCE.md "Retro-hunt").
   IOC_RETRO_HUNT_DUTY_PERCENT: { key: 'retroHuntDutyPercent', kind: 'int', min: 1, max: 100, default: 20, doc: 'share of the time a retro-hunt pass works, percent (it pauses the rest; 100 = no pauses)' },
+  // Lowest priority: a pass takes a core only when verdicts leave one idle, and may wait long on a machine kept busy.
+  IOC_RETRO_HUNT_LOW_PRIORITY: { key: 'retroHuntLowPriority', kind: 'bool', default: true, shown: '1', doc: 'run retro-hunt passes on a thread at the lowest CPU priority (nice 19, Linux), so they wait for idle cores; 0 = normal priority, paced by the duty percent alone' },
   IOC_WEBHOOK_ALLOW_PRIVATE: { key: 'webhookAllowPrivate', kind: 'bool', default: false, shown: '0', doc: 'accept webhook URLs that resolve to loopback, link-local or private addresses, and http:// (SSRF guard off: labs and tests only)' },
   IOC_WEBHOOK_RETRY_BASE_MS: { key: 'webhookRetryBaseMs', kind: 'int', min: 1, max: 3_600_000, default: 30_000, doc: 'first wait before a failed webhook delivery is retried, ms (doubled per attempt, full jitter, at most 1 h; retried for 24 h)' },
   IOC_WEBHOOK_TIMEOUT_MS: { key: 'webhookTimeoutMs', kind: 'int', min: 100, max: 600_000, default: 10_000, doc: 'longest a webhook delivery attempt may take, ms' },

@@ -248,6 +248,7 @@ export async function startService (config: Readonly<Config>, options: { logger?
       days: config.retroHuntDays,
       retentionDays: config.retentionDays,
       dutyPercent: config.retroHuntDutyPercent,
+      lowPriority: config.retroHuntLowPriority,
       logger: logger.child({ component: 'retro-hunt' }),
       onHits: async (hits) => { await webhooks.enqueueHits(hits) },
       owed: store.retroHunt

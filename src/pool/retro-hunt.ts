@@ -35,6 +35,8 @@ export interface RetroHunterOptions {
   retentionDays: number
   /** Share of the time a pass works (100: without pauses). */
   dutyPercent: number
+  /** Whether a pass's thread runs at the lowest CPU priority (default true; false: normal priority, paced alone). */
+  lowPriority?: boolean
   logger: RetroLogger
   /** Told of the hits each pass recorded (not awaited past close). */
   onHits?: (hits: TenantHit[]) => Promise<void> | void
@@ -68,9 +70,9 @@ export function lookbackStart (now: number, days: number, retentionDays: number)
   return retentionDays > 0 ? Math.max(since, now - retentionDays * kDayMs) : since
 }
 
-/** Runs a pass on its own thread; `stop` ends it early. */
-export function passOnThread (store: StoreOptions, input: { prev: SnapshotData | null, next: SnapshotData, sinceMs: number, dutyPercent: number }): { result: Promise<RetroPassResult>, stop: () => Promise<void> } {
-  const worker = new Worker(kWorkerShim, { execArgv: [...kWorkerExecArgv], workerData: { entry: workerEntry('retro-hunt'), store, input } })
+/** Runs a pass on its own thread, at the lowest CPU priority unless `lowPriority` is false; `stop` ends it early. */
+export function passOnThread (store: StoreOptions, input: { prev: SnapshotData | null, next: SnapshotData, sinceMs: number, dutyPercent: number }, lowPriority = true): { result: Promise<RetroPassResult>, stop: () => Promise<void> } {
+  const worker = new Worker(kWorkerShim, { execArgv: [...kWorkerExecArgv], workerData: { entry: workerEntry('retro-hunt'), store, input, lowPriority } })
   let settled = false
   let exited = false
   const exit = new Promise<void>((resolve) => worker.once('exit', () => { exited = true; resolve() }))
@@ -179,7 +181,7 @@ export class RetroHunter {
     // Noted before the pass's result is awaited and cleared only after it finished uncut, so a stop, a crash or a
     // failure leaves it for the next start (resumeOwed).
     const noted = this.#note(sinceMs, now)
-    const pass = passOnThread(this.#o.store, { prev, next, sinceMs, dutyPercent: this.#o.dutyPercent })
+    const pass = passOnThread(this.#o.store, { prev, next, sinceMs, dutyPercent: this.#o.dutyPercent }, this.#o.lowPriority ?? true)
     this.#state.running = true
     const done = pass.result.then(async (r) => {
       this.#state.passes++

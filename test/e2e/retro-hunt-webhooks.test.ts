@@ -87,6 +87,8 @@ test('a new hit is delivered signed, and a receiver failing twice gets it on the
     IOC_WEBHOOK_RETRY_BASE_MS: '50',
     IOC_FEED_MIN_SHRINK_PERCENT: '0',
     IOC_RETRO_HUNT_DUTY_PERCENT: '100',
+    // Normal priority: at nice 19 on a machine kept busy (CI, other tests) a pass can wait minutes for a core.
+    IOC_RETRO_HUNT_LOW_PRIORITY: '0',
     ...smallRegistries()
   })
   const key = (await svc.store.createKey({ tenant: 'hooked', permissions: ['verdict', 'mgmt', 'admin'], quota: null })).key

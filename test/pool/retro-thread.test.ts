@@ -77,6 +77,18 @@ test('a retro-hunt pass on its thread runs at the lowest priority', { timeout: 3
   assert.equal(result.lowPriority, kLinux)
 })
 
+test('a retro-hunt pass asked not to lower its priority keeps the normal one', { timeout: 300_000 }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'ioc-retro-thread-'))
+  t.after(() => { rmSync(dir, { recursive: true, force: true }) })
+  const prev = await compileFeed(dir, 'a.example\n')
+  const next = await compileFeed(dir, 'a.example\nb.example\n')
+  const pass = passOnThread({ kind: 'sqlite', path: join(dir, 'store.db') }, { prev, next, sinceMs: 0, dutyPercent: 100 }, false)
+  const result = await pass.result
+  await pass.stop()
+  assert.equal(result.raised, 1)
+  assert.equal(result.lowPriority, false)
+})
+
 test('a pass waiting at a stop is owed to the next hunter, which runs it over every listing and clears it', { timeout: 300_000 }, async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'ioc-retro-owed-'))
   const store = new SqliteStore({ path: join(dir, 'store.db') })
