@@ -112,7 +112,7 @@ export const kServiceParts: readonly PartSpec[] = [
   },
   {
     name: 'webhooks',
-    start: '`WebhookSender` (`src/pool/webhook-sender.ts`): opens the webhook key, polls the store for due retro-hunt deliveries',
+    start: '`WebhookSender` (`src/pool/webhook-sender.ts`): opens the webhook key, polls the store for retro-hunt hits not yet handed on (queuing their deliveries in the transaction that marks them) and for due deliveries',
     close: 'stops polling, waits for attempts in flight (each bounded by `IOC_WEBHOOK_TIMEOUT_MS`)',
     destroy: 'aborts attempts in flight (their deliveries stay pending and are sent again)'
   },
@@ -250,7 +250,7 @@ export async function startService (config: Readonly<Config>, options: { logger?
       dutyPercent: config.retroHuntDutyPercent,
       lowPriority: config.retroHuntLowPriority,
       logger: logger.child({ component: 'retro-hunt' }),
-      onHits: async (hits) => { await webhooks.enqueueHits(hits) },
+      onHits: async () => { await webhooks.handOn() },
       owed: store.retroHunt
     })
     // In a fleet every instance swaps to each generation; only the leader, which published it, hunts (once per

@@ -7,7 +7,7 @@
  *
  * Fleet: service.ts calls onSwap only on the instance that leads (src/fleet/fleet.ts), so a pass runs once per
  * generation; should two ever run (a lead changing hands mid-pass), a hit is still recorded once (the store's unique
- * key on tenant, indicator and cause), and only the instance that recorded it hands it on.
+ * key on tenant, indicator and cause), and handed on once (WebhookStore.handOnHits), by whichever instance gets to it.
  */
 import { Worker } from 'node:worker_threads'
 import type { StoreOptions } from '../config.ts'
@@ -189,8 +189,8 @@ export class RetroHunter {
       this.#state.last = { ...r, hits: r.hits.length }
       this.#o.logger.info({ retro_hunt: { ...this.#state.last, ms: Math.round(r.ms), version: next.header.version, whole: prev === null } }, 'retro-hunt pass finished')
       const note = await noted
-      // Handed on before the debt is cleared: a crash between the two runs the pass again at the next start, where
-      // clearing first would have left its hits recorded and never handed on.
+      // Hits are recorded as not yet handed on, so a crash before this hands them on at the next start all the same
+      // (WebhookStore.handOnHits); handing them on now only spares them the wait for the sender's next poll.
       if (r.hits.length > 0 && this.#o.onHits !== undefined) await this.#o.onHits(r.hits)
       if (note !== null && r.cut !== true) await this.#clear(note)
     }, (err: unknown) => {

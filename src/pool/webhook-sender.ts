@@ -19,8 +19,7 @@ import { lookup as dnsLookup, type LookupAddress } from 'node:dns'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import ipaddr from 'ipaddr.js'
 import { Agent, request } from 'undici'
-import type { Store, WebhookWithSecret } from '../store/index.ts'
-import type { TenantHit } from './retro-pass.ts'
+import type { RetroHit, Store, WebhookWithSecret } from '../store/index.ts'
 
 /** Longest wait between attempts, ms. */
 const kMaxBackoffMs = 3_600_000
@@ -30,6 +29,13 @@ export const kRetryWindowMs = 24 * 3_600_000
 const kBatch = 8
 /** Hits per delivery at most (a bigger batch is cut into several deliveries). */
 const kMaxHitsPerDelivery = 500
+/** Hits handed on per transaction. */
+const kHandOnBatch = 500
+
+/** The body of a delivery of `hits` (docs/API.md "Retro-hunt webhooks"). */
+function deliveryBody (deliveryId: string, hits: RetroHit[]): string {
+  return JSON.stringify({ event: 'retro_hunt.hits', delivery_id: deliveryId, hits })
+}
 
 /** The webhook key: 32 bytes from IOC_WEBHOOK_SECRET_KEY (hex or base64), or a file made once in the data directory. */
 export function webhookKey (configured: string | null, file: string): Buffer {
@@ -231,26 +237,19 @@ export class WebhookSender {
     this.#kick()
   }
 
-  /** Queues one delivery per webhook of each tenant for the hits at or above its min_score, and starts sending. */
-  async enqueueHits (hits: readonly TenantHit[]): Promise<void> {
-    const byTenant = new Map<string, TenantHit[]>()
-    for (const h of hits) {
-      const list = byTenant.get(h.tenant)
-      if (list === undefined) byTenant.set(h.tenant, [h])
-      else list.push(h)
-    }
-    const db = this.#o.store.webhooks
-    for (const [tenant, list] of byTenant) {
-      for (const hook of await db.forTenant(tenant)) {
-        const picked = list.filter((h) => h.now.score >= hook.minScore).map(({ tenant: _t, ...hit }) => hit)
-        for (let i = 0; i < picked.length; i += kMaxHitsPerDelivery) {
-          const id = db.newDeliveryId()
-          const chunk = picked.slice(i, i + kMaxHitsPerDelivery)
-          await db.enqueue({ id, webhookId: hook.id, tenant, hits: chunk.length, body: JSON.stringify({ event: 'retro_hunt.hits', delivery_id: id, hits: chunk }) })
-        }
-      }
-    }
+  /**
+   * Hands every retro-hunt hit not yet handed on to the webhooks (a pass's, a pass's cut by a crash, the CLI's):
+   * one delivery per webhook of each tenant for its hits at or above the webhook's min_score, queued in the
+   * transaction that marks the hits handed (WebhookStore.handOnHits); then starts sending.
+   */
+  async handOn (): Promise<void> {
+    await this.#handOnAll()
     this.#kick()
+  }
+
+  async #handOnAll (): Promise<void> {
+    const db = this.#o.store.webhooks
+    while (await db.handOnHits(kHandOnBatch, kMaxHitsPerDelivery, deliveryBody) === kHandOnBatch);
   }
 
   #kick (): void {
@@ -261,6 +260,8 @@ export class WebhookSender {
   }
 
   async #poll (): Promise<void> {
+    // Hits recorded but not handed on: a pass's whose process stopped or crashed first, or the CLI's.
+    await this.#handOnAll()
     for (;;) {
       if (this.#closed) return
       const due = await this.#o.store.webhooks.claimDue(Date.now(), kBatch, this.#o.timeoutMs * 2 + 5_000)

@@ -95,7 +95,8 @@ export class RetroHuntStore {
 
   /**
    * Records hits, each unless one of the same (tenant, indicator, cause) exists, in statements of kInsertRows rows;
-   * returns the hits recorded (those new), in order.
+   * returns the hits recorded (those new), in order. They are recorded as not yet handed to the webhooks
+   * (WebhookStore.handOnHits hands them on).
    */
   async addHits (list: readonly NewRetroHit[], now = Date.now()): Promise<RetroHit[]> {
     const out: RetroHit[] = []
@@ -111,8 +112,8 @@ export class RetroHuntStore {
         params.push(id, tenant, foundAt, h.indicator.type, h.indicator.value, causeKey, h.now.score, h.now.category, JSON.stringify(body))
       }
       const inserted = await this.#db.all<{ id: string }>(
-        'INSERT INTO {retro_hits} (id, tenant, found_at, indicator_type, indicator_value, cause_key, score, category, hit) VALUES ' +
-        rows.map(() => '(?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ') +
+        'INSERT INTO {retro_hits} (id, tenant, found_at, indicator_type, indicator_value, cause_key, score, category, hit, handed) VALUES ' +
+        rows.map(() => '(?, ?, ?, ?, ?, ?, ?, ?, ?, 0)').join(', ') +
         ' ON CONFLICT (tenant, indicator_type, indicator_value, cause_key) DO NOTHING RETURNING id', params)
       const ids = new Set(inserted.map((r) => r.id))
       for (const [id, hit] of made) if (ids.has(id)) out.push(hit)
@@ -213,6 +214,18 @@ export function retroHuntOwedSchema (table: string): string {
     notes BIGINT NOT NULL,                   -- notes made since the debt began: a pass clears only its own
     noted_at TEXT NOT NULL                   -- ISO 8601 UTC: when the last note was made
   );
+  `
+}
+
+/**
+ * Which hits were handed to the webhooks (schema version 13 on SQLite, 14 on PostgreSQL): a hit is recorded with
+ * handed = 0 and set to 1 in the transaction that queues its deliveries (WebhookStore.handOnHits), so a hit recorded
+ * just before a crash is handed on after it, once. Hits recorded before this version count as handed on.
+ */
+export function retroHitsHandedSchema (hits: string, collate: string): string {
+  return `
+  ALTER TABLE ${hits} ADD COLUMN handed INTEGER NOT NULL DEFAULT 1;
+  CREATE INDEX retro_hits_unhanded ON ${hits} (id${collate}) WHERE handed = 0;
   `
 }
 

@@ -9,6 +9,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { StoreError } from '../errors.ts'
+import type { RetroHit } from './retro-hunt.ts'
 import type { SqlPort } from './sql-port.ts'
 
 /** A webhook as listed (never its secret). */
@@ -63,14 +64,27 @@ function hookOf (r: HookRow): Webhook {
   return { id: r.id, tenant: r.tenant, url: r.url, minScore: Number(r.min_score), description: r.description, createdAt: r.created_at }
 }
 
+/** Inserts a delivery due at `now` through `db` (the store's port or a transaction's). */
+async function enqueueOn (db: SqlPort, d: { id: string, webhookId: string, tenant: string, body: string, hits: number }, now: number): Promise<void> {
+  await db.run('INSERT INTO {webhook_deliveries} (id, webhook_id, tenant, status, attempts, hits, body, last_error, created_at, created_ms, next_at, lease_until, delivered_at) ' +
+    'VALUES (?, ?, ?, ?, 0, ?, ?, NULL, ?, ?, ?, 0, NULL)', [d.id, d.webhookId, d.tenant, 'pending', d.hits, d.body, new Date(now).toISOString(), now, now])
+}
+
 /** Webhooks and deliveries over one store's SQL port. */
 export class WebhookStore {
   readonly #db: SqlPort
   readonly #id: string
 
+  /**
+   * PostgreSQL: instances handing hits on at once take disjoint rows, in id order, instead of waiting on (or
+   * deadlocking over) each other's; SQLite's write transactions take turns already.
+   */
+  readonly #skipLocked: string
+
   constructor (db: SqlPort, dialect: 'sqlite' | 'postgres') {
     this.#db = db
     this.#id = dialect === 'sqlite' ? 'id' : 'id COLLATE "C"'
+    this.#skipLocked = dialect === 'sqlite' ? '' : ' FOR UPDATE SKIP LOCKED'
   }
 
   /** Stores a webhook; INVALID_REQUEST past kMaxWebhooks for the tenant. */
@@ -109,8 +123,42 @@ export class WebhookStore {
 
   /** Queues a delivery of `body` (its id inside it) due now. */
   async enqueue (d: { id: string, webhookId: string, tenant: string, body: string, hits: number }, now = Date.now()): Promise<void> {
-    await this.#db.run('INSERT INTO {webhook_deliveries} (id, webhook_id, tenant, status, attempts, hits, body, last_error, created_at, created_ms, next_at, lease_until, delivered_at) ' +
-      'VALUES (?, ?, ?, ?, 0, ?, ?, NULL, ?, ?, ?, 0, NULL)', [d.id, d.webhookId, d.tenant, 'pending', d.hits, d.body, new Date(now).toISOString(), now, now])
+    await enqueueOn(this.#db, d, now)
+  }
+
+  /**
+   * Hands up to `limit` retro-hunt hits not yet handed on (RetroHuntStore.addHits records them so) to the webhooks,
+   * oldest first, in one transaction: marks them handed and queues, for each webhook of a hit's tenant, deliveries
+   * of its hits at or above the webhook's min_score, at most `perDelivery` hits each, whose body `body` makes. A crash
+   * before the commit leaves them to the next call; instances calling it at once hand each hit on once (the mark is
+   * taken only where it is still 0). Returns how many hits it handed on.
+   */
+  async handOnHits (limit: number, perDelivery: number, body: (deliveryId: string, hits: RetroHit[]) => string, now = Date.now()): Promise<number> {
+    // Nearly always none: a read, not a write transaction, finds that out.
+    if ((await this.#db.all('SELECT 1 FROM {retro_hits} WHERE handed = 0 LIMIT 1', [])).length === 0) return 0
+    return await this.#db.transaction(async (tx) => {
+      const rows = await tx.all<{ id: string, tenant: string, found_at: string, hit: string }>(
+        `UPDATE {retro_hits} SET handed = 1 WHERE id IN (SELECT id FROM {retro_hits} WHERE handed = 0 ORDER BY ${this.#id} LIMIT ?${this.#skipLocked}) AND handed = 0 ` +
+        'RETURNING id, tenant, found_at, hit', [limit])
+      const byTenant = new Map<string, RetroHit[]>()
+      for (const r of rows.sort((a, b) => a.id < b.id ? -1 : a.id > b.id ? 1 : 0)) {
+        const hit: RetroHit = { id: r.id, found_at: r.found_at, ...(JSON.parse(r.hit) as Omit<RetroHit, 'id' | 'found_at'>) }
+        const list = byTenant.get(r.tenant)
+        if (list === undefined) byTenant.set(r.tenant, [hit])
+        else list.push(hit)
+      }
+      for (const [tenant, hits] of byTenant) {
+        for (const hook of await tx.all<HookRow>(`SELECT * FROM {webhooks} WHERE tenant = ? ORDER BY ${this.#id}`, [tenant])) {
+          const picked = hits.filter((h) => h.now.score >= Number(hook.min_score))
+          for (let i = 0; i < picked.length; i += perDelivery) {
+            const id = this.newDeliveryId(now)
+            const chunk = picked.slice(i, i + perDelivery)
+            await enqueueOn(tx, { id, webhookId: hook.id, tenant, hits: chunk.length, body: body(id, chunk) }, now)
+          }
+        }
+      }
+      return rows.length
+    }, 'write')
   }
 
   /** A new delivery id. */

@@ -8,23 +8,11 @@ import assert from 'node:assert/strict'
 import { existsSync } from 'node:fs'
 import { test } from 'node:test'
 import { chromium, type Page } from 'playwright-core'
-import type { NewRetroHit } from '../../src/store/index.ts'
+import { newHit } from '../fixtures/retro-hits.ts'
 import { build } from '../helper.ts'
 
 const kChromium = process.env.IOC_TEST_CHROMIUM ?? '/usr/bin/chromium'
 const kPassword = 'correct horse battery staple'
-
-function hit (tenant: string, value: string, now: number, category: string): NewRetroHit {
-  return {
-    tenant,
-    causeKey: `listed|feed|exact|${value}|${category}|0.9`,
-    indicator: { type: 'domain', value },
-    queried: { first_at: '2026-11-20T08:00:00.000Z', last_at: '2026-11-26T09:00:00.000Z', count: 2, key_ids: ['k1'], action_sources: [] },
-    then: { score: 50, category: 'unknown' },
-    now: { score: now, category, strength: 'strong', recommended_actions: [{ action: 'block', order: 1 }] },
-    cause: { signal_id: 'feed:exact', source: 'feed', match: 'exact', listed_value: value }
-  }
-}
 
 test('the Retro-hunt page lists the tenant\'s hits newest first, filters them and leads to their Lookup', {
   timeout: 180_000,
@@ -34,9 +22,9 @@ test('the Retro-hunt page lists the tenant\'s hits newest first, filters them an
   const base = await svc.app.listen({ port: 0, host: '127.0.0.1' })
   await svc.store.accounts.createUser({ tenant: 'soc-a', username: 'ana', role: 'analyst', password: kPassword })
   const t0 = Date.now()
-  await svc.store.retroHunt.addHits([hit('soc-a', 'older-hit.example', 70, 'malware')], t0 - 60_000)
-  await svc.store.retroHunt.addHits([hit('soc-a', 'malware-c2.example', 90, 'botnet')], t0)
-  await svc.store.retroHunt.addHits([hit('soc-b', 'tenant-b-hit.example', 95, 'malware')], t0)
+  await svc.store.retroHunt.addHits([newHit('soc-a', 'older-hit.example', 70, 'malware')], t0 - 60_000)
+  await svc.store.retroHunt.addHits([newHit('soc-a', 'malware-c2.example', 90, 'botnet')], t0)
+  await svc.store.retroHunt.addHits([newHit('soc-b', 'tenant-b-hit.example', 95, 'malware')], t0)
 
   const browser = await chromium.launch({ executablePath: kChromium, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] })
   t.after(async () => { await browser.close() })

@@ -16,11 +16,13 @@ import { Writable } from 'node:stream'
 import { test, type TestContext } from 'node:test'
 import pino from 'pino'
 import { request } from 'undici'
-import { loadConfig } from '../../src/config.ts'
+import { loadConfig, storeOptions } from '../../src/config.ts'
 import { newWebhookSecret, signatureOf } from '../../src/pool/webhook-sender.ts'
 import { startService, type Service } from '../../src/service.ts'
+import { openStore } from '../../src/store/index.ts'
 import { waitFor } from '../fixtures/read-history.ts'
 import { writeFeedManifest } from '../fixtures/retro-feed.ts'
+import { newHit } from '../fixtures/retro-hits.ts'
 import { kTestIntelCache, serviceEnv, smallRegistries } from '../helper.ts'
 
 type Json = Record<string, any>
@@ -165,6 +167,36 @@ test('a new hit is delivered signed, and a receiver failing twice gets it on the
   assert.match(metrics, /^iocv_retro_hunt_delivery_retries_total [2-9]$/m)
   assert.ok(!svc.logs.join('').includes(secret), 'no log line holds the secret')
   assert.ok(!svc.logs.join('').includes(String(first.headers['x-ioc-signature'])), 'nor a signature')
+})
+
+test('hits recorded but not handed on when the service stopped (a crash mid-pass, the CLI) are delivered after the next start, once', { timeout: 200_000 }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'ioc-retro-hooks-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  const env = { IOC_DATA_DIR: dir, IOC_POOL_SIZE: '0', IOC_BOOTSTRAP_KEY: '0', IOC_LOG_LEVEL: 'silent', IOC_INTEL_CACHE_DIR: kTestIntelCache, IOC_WEBHOOK_ALLOW_PRIVATE: '1' }
+  const hook = await receiver(t)
+  let svc: Service | null = await startService(loadConfig(env))
+  t.after(async () => { await svc?.app.close() })
+  const key = (await svc.store.createKey({ tenant: 'crashed', permissions: ['mgmt', 'admin'], quota: null })).key
+  const created = await svc.app.inject({ method: 'POST', url: '/api/v2/mgmt/webhooks', headers: { 'x-api-key': key }, payload: { url: hook.url, min_score: 80 } })
+  assert.equal(created.statusCode, 201)
+  await svc.app.close()
+  svc = null
+  // What a pass leaves when its process dies between recording hits and handing them on.
+  const store = await openStore(storeOptions(loadConfig(env)))
+  const recorded = await store.retroHunt.addHits([newHit('crashed', 'left-behind.example', 90, 'malware'), newHit('crashed', 'below-min.example', 70, 'malware')])
+  await store.close()
+  assert.equal(recorded.length, 2)
+
+  svc = await startService(loadConfig(env))
+  const got = await waitFor('the delivery after the restart', () => hook.got.length > 0 ? hook.got : undefined, kHitsMs)
+  const body = JSON.parse((got[0] as Received).raw) as Json
+  assert.deepEqual(body.hits.map((h: Json) => h.indicator.value), ['left-behind.example'], 'at the webhook\'s min_score')
+  assert.equal(body.hits[0].id, recorded[0]?.id)
+  await svc.app.close()
+  svc = await startService(loadConfig(env))
+  const again = await svc.app.inject({ method: 'GET', url: `/api/v2/mgmt/webhooks/${created.json().id as string}/deliveries`, headers: { 'x-api-key': key } })
+  assert.equal(again.json().deliveries.length, 1, 'handed on once, not again at the next start')
+  assert.equal(hook.got.length, 1)
 })
 
 test('webhook URLs on private addresses, http:// and bad input are refused; only admins create', { timeout: 120_000 }, async (t) => {

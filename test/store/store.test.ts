@@ -7,6 +7,7 @@ import { toRows, type HistoryRow } from '../../src/history/rows.ts'
 import type { HistoryRecord, SearchFilters } from '../../src/store/types.ts'
 import { storeBackends, type ExplainableStore } from './backends.ts'
 import { historyRecord } from '../fixtures/history-record.ts'
+import { newHit } from '../fixtures/retro-hits.ts'
 
 let seq = 0
 
@@ -694,6 +695,45 @@ for (const backend of storeBackends) {
       assert.equal(await owed.owed(), 1_000)
       await owed.clearOwed(third)
       assert.equal(await owed.owed(), null)
+    })
+
+    await t.test('retro-hunt hits are handed to the webhooks once, at each webhook\'s min_score, by whichever store gets there', async () => {
+      const hooks = store.webhooks
+      const strict = await hooks.create({ tenant: 'hand-a', url: 'https://a.example/strict', minScore: 80, description: '', secretSealed: 's1' })
+      const all = await hooks.create({ tenant: 'hand-a', url: 'https://a.example/all', minScore: 0, description: '', secretSealed: 's2' })
+      const body = (id: string, hits: Array<{ id: string }>): string => JSON.stringify({ delivery_id: id, hits: hits.map((h) => h.id) })
+      assert.equal(await hooks.handOnHits(10, 10, body), 0, 'nothing to hand on')
+      const recorded = await store.retroHunt.addHits([
+        newHit('hand-a', 'low.example', 70, 'malware'),
+        newHit('hand-a', 'high.example', 90, 'malware'),
+        newHit('hand-b', 'no-hook.example', 95, 'botnet'),
+        ...Array.from({ length: 5 }, (_, i) => newHit('hand-a', `many-${i}.example`, 85, 'malware'))
+      ])
+      assert.equal(recorded.length, 8)
+      // Two stores (two instances of a fleet): each hit is handed on by one of them. At once on PostgreSQL; SQLite's two
+      // connections in one thread cannot both wait for its write lock (one instance owns a SQLite store).
+      const other = await h.openAnother()
+      let handed: number[]
+      try {
+        handed = backend.name === 'SQLite'
+          ? [await hooks.handOnHits(3, 4, body), await other.webhooks.handOnHits(3, 4, body)]
+          : await Promise.all([hooks.handOnHits(3, 4, body), other.webhooks.handOnHits(3, 4, body)])
+        while (true) {
+          const n = await other.webhooks.handOnHits(3, 4, body)
+          handed.push(n)
+          if (n === 0) break
+        }
+      } finally {
+        await other.close()
+      }
+      assert.equal(handed.reduce((a, b) => a + b, 0), 8, `every hit handed on once (${handed.join(', ')})`)
+      assert.equal(await hooks.handOnHits(10, 10, body), 0, 'and never again')
+      const due = await hooks.claimDue(Date.now() + 60_000, 100, 1_000)
+      const sent = (hook: string): string[] => due.filter((d) => d.webhookId === hook).flatMap((d) => (JSON.parse(d.body) as { hits: string[] }).hits).sort()
+      const ids = (pred: (value: string) => boolean): string[] => recorded.filter((r) => pred(r.indicator.value)).map((r) => r.id).sort()
+      assert.deepEqual(sent(all.id), ids((v) => v !== 'no-hook.example'), 'the min_score 0 webhook gets every hit of its tenant')
+      assert.deepEqual(sent(strict.id), ids((v) => v !== 'no-hook.example' && v !== 'low.example'), 'min_score 80 leaves out the 70')
+      assert.ok(due.every((d) => (JSON.parse(d.body) as { hits: string[], delivery_id: string }).hits.length <= 4 && JSON.parse(d.body).delivery_id === d.id), 'at most perDelivery hits each, under its own id')
     })
 
     await t.test('close is idempotent and later calls reject with STORE_CLOSED', async () => {
