@@ -122,6 +122,7 @@ type Kind = 'string' | 'port' | 'int' | 'bool' | 'path' | 'nullable-path' | 'url
 interface Field {
   key: keyof Config
   kind: Kind
+  /** A string's allowed values; a URL's allowed schemes (`redis:`). */
   choices?: readonly string[]
   min?: number
   max?: number
@@ -147,15 +148,15 @@ const kFields: Record<string, Field> = {
   IOC_FEEDS: { key: 'feeds', kind: 'path', default: join(kProjectRoot, 'data', 'feeds', 'manifest.json'), shown: 'data/feeds/manifest.json', doc: 'feed manifest' },
   IOC_INTEL_CACHE_DIR: { key: 'intelCacheDir', kind: 'nullable-path', default: null, shown: '<data dir>/intel', doc: 'compiled snapshot cache' },
   IOC_STORE: { key: 'store', kind: 'string', choices: ['sqlite', 'postgres'], default: 'sqlite', doc: '`sqlite` or `postgres`' },
-  IOC_DATABASE_URL: { key: 'databaseUrl', kind: 'url', default: null, doc: 'PostgreSQL URL (with `IOC_STORE=postgres`)' },
+  IOC_DATABASE_URL: { key: 'databaseUrl', kind: 'url', choices: ['postgres:', 'postgresql:'], default: null, doc: 'PostgreSQL URL (with `IOC_STORE=postgres`)' },
   IOC_DATABASE_SCHEMA: { key: 'databaseSchema', kind: 'string', default: 'public', doc: 'PostgreSQL schema of the tables (several deployments can share a database)' },
-  IOC_REDIS_URL: { key: 'redisUrl', kind: 'url', default: null, doc: 'Redis URL: shared quota counters across instances' },
+  IOC_REDIS_URL: { key: 'redisUrl', kind: 'url', choices: ['redis:', 'rediss:'], default: null, doc: 'Redis URL: shared quota counters across instances' },
   IOC_REDIS_PREFIX: { key: 'redisPrefix', kind: 'string', default: 'iocv:', doc: 'prefix of every Redis key (several deployments can share a Redis)' },
   IOC_INSTANCE_NAME: { key: 'instanceName', kind: 'string', default: null, shown: 'host:pid:random', doc: 'this instance\'s name in the fleet\'s status (`intel status`, the sources route) when several share PostgreSQL' },
-  IOC_LOG_LEVEL: { key: 'logLevel', kind: 'string', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', doc: 'pino level' },
-  IOC_BOOTSTRAP_KEY: { key: 'bootstrapKey', kind: 'bool', default: true, shown: '1', doc: 'create and print one all-permission key on a first start with no keys' },
+  IOC_LOG_LEVEL: { key: 'logLevel', kind: 'string', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', doc: 'pino level. At `info` each request writes one access line as it is answered (`request completed`, or `request errored`: method, URL with its query redacted, client address, status, time taken, request id); `debug` adds a line as each request arrives (`incoming request`); `warn` writes no line per request' },
+  IOC_BOOTSTRAP_KEY: { key: 'bootstrapKey', kind: 'bool', default: true, shown: '1', doc: 'create and print one all-permission key on a first start with no keys (instances starting together on one empty PostgreSQL schema make one between them)' },
   IOC_CACHE_SIZE: { key: 'cacheSize', kind: 'int', min: 0, max: 100_000_000, default: 100_000, doc: 'verdicts per worker cache shard (off the heap: 768 bytes of ring each, at most 512 MiB per shard)' },
-  IOC_MAX_INFLIGHT: { key: 'maxInflight', kind: 'int', min: 1, max: 100_000_000, default: 200_000, doc: 'indicators being scored at once; beyond it 503 OVERLOADED' },
+  IOC_MAX_INFLIGHT: { key: 'maxInflight', kind: 'int', min: 1, max: 100_000_000, default: 200_000, doc: 'indicators being scored at once; a request that would pass it while others are in flight gets 503 OVERLOADED (one alone is always admitted, so a bulk larger than the bound still runs)' },
   IOC_RATE_LIMIT: { key: 'rateLimit', kind: 'int', min: 0, max: 1_000_000, default: 0, doc: 'requests per minute for keys without a `rate_limit` of their own; 0 = none (such keys are not limited)' },
   IOC_TRUST_PROXY: { key: 'trustProxy', kind: 'addresses', default: null, doc: 'addresses or CIDR blocks of reverse proxies (comma-separated) whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed: the client address of sign-in limits and `allowed_cidrs`, and HTTPS for the session cookie' },
   IOC_SESSION_IDLE_MS: { key: 'sessionIdleMs', kind: 'int', min: 1000, max: 7 * 86_400_000, default: 30 * 60_000, doc: 'a dashboard session ends after this long without a request, ms' },
@@ -268,12 +269,14 @@ function coerce (name: string, field: Field, raw: unknown, base: string): unknow
     case 'url': {
       if (raw === null || raw === '') return null
       if (typeof raw !== 'string') bad('must be a URL')
+      let url: URL | null = null
       try {
-        new URL(raw as string) // eslint-disable-line no-new
+        url = new URL(raw as string)
       } catch {
         // Never echo the value: it may hold a password.
         bad('is not a valid URL')
       }
+      if (field.choices !== undefined && !field.choices.includes(url?.protocol ?? '')) bad(`must be a ${field.choices.map((c) => `${c}//`).join(' or ')} URL`)
       return raw
     }
     case 'addresses': {

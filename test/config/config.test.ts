@@ -3,7 +3,7 @@
  * JSON file named by IOC_CONFIG (the environment wins), and CONFIG_INVALID for a bad value or an unknown name.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { test } from 'node:test'
@@ -232,6 +232,10 @@ test('feed headers see every environment variable but the IOC_* settings, as the
 
 test('IOC_STORE=postgres needs IOC_DATABASE_URL, and storeOptions follows the store', () => {
   configError({ IOC_STORE: 'postgres' }, /IOC_STORE=postgres needs IOC_DATABASE_URL/)
+  // A URL of another scheme is named at start, never echoed (it may hold a password).
+  configError({ IOC_REDIS_URL: 'notaurl://u:hunter2@127.0.0.1:6379' }, /^IOC_REDIS_URL: must be a redis:\/\/ or rediss:\/\/ URL$/)
+  configError({ IOC_STORE: 'postgres', IOC_DATABASE_URL: 'mysql://u:hunter2@127.0.0.1/db' }, /^IOC_DATABASE_URL: must be a postgres:\/\/ or postgresql:\/\/ URL$/)
+  assert.equal(loadConfig({ IOC_REDIS_URL: 'rediss://127.0.0.1:6380' }).redisUrl, 'rediss://127.0.0.1:6380')
   const pg = loadConfig({ IOC_STORE: 'postgres', IOC_DATABASE_URL: 'postgres://127.0.0.1/db', IOC_DATABASE_SCHEMA: 's1' })
   assert.deepEqual(storeOptions(pg), { kind: 'postgres', url: 'postgres://127.0.0.1/db', schema: 's1' })
   const lite = loadConfig({ IOC_DATA_DIR: '/srv/iocv' })
@@ -310,4 +314,9 @@ test('the docs table (npm run docs:config) has one row per setting, in schema or
   assert.equal(shown.get('IOC_POOL_SIZE'), 'CPU count')
   assert.equal(shown.get('IOC_JOURNAL_LIMIT'), String(defaults().journalLimit))
   for (const r of rows) assert.ok((r[2] as string).length > 3, `${r[0]} has a meaning`)
+})
+
+test('docs/OPERATIONS.md holds the table as npm run docs:config prints it', () => {
+  const doc = readFileSync(join(kProjectRoot, 'docs', 'OPERATIONS.md'), 'utf8')
+  assert.ok(doc.includes(`${configTable()}\n`), 'regenerate the table in docs/OPERATIONS.md "Configuration" with npm run docs:config')
 })
