@@ -122,3 +122,14 @@ test('a journal that cannot be written (a full disk) makes health unavailable an
   assert.equal(after.json().checks.history.journal_error, null)
   assert.equal(after.statusCode, 200)
 })
+
+test('every metric /metrics exports is in docs/API.md\'s table of metrics', async () => {
+  const text = (await svc.app.inject({ url: '/metrics' })).body
+  const exported = new Set([...text.matchAll(/^# TYPE (iocv_[a-z0-9_]+) /gm)].map((m) => m[1] as string))
+  const doc = fs.readFileSync(new URL('../../docs/API.md', import.meta.url), 'utf8')
+  const listed = new Set([...doc.matchAll(/^\| `(iocv_[a-z0-9_]+)` \|/gm)].map((m) => m[1] as string))
+  // prom-client's default metrics are listed as a family.
+  const missing = [...exported].filter((name) => !listed.has(name) && !/^iocv_(process|nodejs)_/.test(name))
+  assert.ok(exported.has('iocv_retro_hunt_hits_total') && exported.size > 20, `the service exports its metrics (${exported.size})`)
+  assert.deepEqual(missing, [], 'add these to docs/API.md "Metrics"')
+})
