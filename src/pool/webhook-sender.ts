@@ -206,6 +206,11 @@ export class WebhookSender {
   readonly #state: WebhookState = { delivered: 0, retried: 0, failed: 0 }
   #timer: NodeJS.Timeout | null = null
   #polling: Promise<void> | null = null
+  #sweeping: Promise<void> | null = null
+  /** Wakes a poll waiting for a slot, to claim what became due (a tick, new deliveries). */
+  #wake: (() => void) | null = null
+  /** Whether the last hand-on failed (logged once per run of failures). */
+  #sweepFailing = false
   #closed = false
   readonly #aborts = new Set<AbortController>()
 
@@ -232,8 +237,9 @@ export class WebhookSender {
   /** Starts polling for due deliveries (those of a previous run included). */
   start (): void {
     const every = Math.min(1000, Math.max(10, this.#o.retryBaseMs))
-    this.#timer = setInterval(() => { this.#kick() }, every)
+    this.#timer = setInterval(() => { this.#sweep(); this.#kick() }, every)
     this.#timer.unref()
+    this.#sweep()
     this.#kick()
   }
 
@@ -247,26 +253,68 @@ export class WebhookSender {
     this.#kick()
   }
 
-  async #handOnAll (): Promise<void> {
+  /** Hands on every hit not yet handed on; how many. */
+  async #handOnAll (): Promise<number> {
     const db = this.#o.store.webhooks
-    while (await db.handOnHits(kHandOnBatch, kMaxHitsPerDelivery, deliveryBody) === kHandOnBatch);
+    let total = 0
+    for (;;) {
+      const n = await db.handOnHits(kHandOnBatch, kMaxHitsPerDelivery, deliveryBody)
+      total += n
+      if (n < kHandOnBatch || this.#closed) return total
+    }
+  }
+
+  /**
+   * At every tick, apart from sending (so that receivers slow to answer never hold it up): hands on the hits left not
+   * handed on, a pass's whose process stopped or crashed first, or the CLI's.
+   */
+  #sweep (): void {
+    if (this.#closed || this.#sweeping !== null) return
+    this.#sweeping = this.#handOnAll().then((n) => {
+      if (this.#sweepFailing) this.#o.logger.info({}, 'retro-hunt hits are handed to the webhooks again')
+      this.#sweepFailing = false
+      if (n > 0) this.#kick()
+    }, (err: unknown) => {
+      if (!this.#sweepFailing) this.#o.logger.error({ err }, 'retro-hunt hits could not be handed to the webhooks (tried again every poll)')
+      this.#sweepFailing = true
+    }).finally(() => { this.#sweeping = null })
   }
 
   #kick (): void {
-    if (this.#closed || this.#polling !== null) return
+    if (this.#closed) return
+    if (this.#polling !== null) {
+      this.#wake?.()
+      return
+    }
     this.#polling = this.#poll().catch((err: unknown) => {
       this.#o.logger.error({ err }, 'webhook deliveries could not be read')
     }).finally(() => { this.#polling = null })
   }
 
+  /**
+   * Sends due deliveries, at most kBatch at once: each one that ends makes room for the next due one, so a receiver
+   * that answers slowly holds up one slot, not a whole round.
+   */
   async #poll (): Promise<void> {
-    // Hits recorded but not handed on: a pass's whose process stopped or crashed first, or the CLI's.
-    await this.#handOnAll()
-    for (;;) {
-      if (this.#closed) return
-      const due = await this.#o.store.webhooks.claimDue(Date.now(), kBatch, this.#o.timeoutMs * 2 + 5_000)
-      if (due.length === 0) return
-      await Promise.all(due.map(async (d) => { await this.#attempt(d) }))
+    const running = new Set<Promise<void>>()
+    try {
+      for (;;) {
+        const room = kBatch - running.size
+        if (!this.#closed && room > 0) {
+          for (const d of await this.#o.store.webhooks.claimDue(Date.now(), room, this.#o.timeoutMs * 2 + 5_000)) {
+            const p: Promise<void> = this.#attempt(d).catch((err: unknown) => {
+              this.#o.logger.error({ err, delivery: d.id }, 'webhook delivery attempt could not be recorded')
+            }).finally(() => { running.delete(p) })
+            running.add(p)
+          }
+        }
+        if (running.size === 0) return
+        // Until an attempt ends or a tick (or new deliveries) may have made another due.
+        await Promise.race([...running, new Promise<void>((resolve) => { this.#wake = resolve })])
+        this.#wake = null
+      }
+    } finally {
+      await Promise.allSettled(running)
     }
   }
 
@@ -341,6 +389,7 @@ export class WebhookSender {
     this.#closed = true
     if (this.#timer !== null) clearInterval(this.#timer)
     this.#timer = null
+    await this.#sweeping
     await this.#polling
     await this.#agent.close()
   }
@@ -351,6 +400,7 @@ export class WebhookSender {
     if (this.#timer !== null) clearInterval(this.#timer)
     this.#timer = null
     for (const a of this.#aborts) a.abort()
+    await this.#sweeping
     await this.#polling?.catch(() => {})
     await this.#agent.destroy()
   }

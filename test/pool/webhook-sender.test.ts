@@ -1,7 +1,8 @@
 /**
  * The sender's own guard at each attempt, for what the connection-time lookup cannot see: a webhook stored while
  * IOC_WEBHOOK_ALLOW_PRIVATE was 1 (http://, or a host written as a private address, which is connected to without a
- * lookup) is not sent to once the setting is 0. A real SQLite store and a receiver on 127.0.0.1.
+ * lookup) is not sent to once the setting is 0; a receiver that never answers holds up neither the other deliveries nor
+ * the hand-on of new hits. A real SQLite store and receivers on 127.0.0.1.
  */
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -13,6 +14,7 @@ import { test, type TestContext } from 'node:test'
 import { refusedAtSend, WebhookSender } from '../../src/pool/webhook-sender.ts'
 import { SqliteStore } from '../../src/store/index.ts'
 import { waitFor } from '../fixtures/read-history.ts'
+import { newHit } from '../fixtures/retro-hits.ts'
 
 const kSilent = { info: () => {}, warn: () => {}, error: () => {} }
 
@@ -58,4 +60,39 @@ test('webhooks stored with private addresses allowed are not sent to once they a
   assert.equal(errors[1], 'the host is a non-public address')
   assert.equal(target.got, 0, 'the receiver on 127.0.0.1 got nothing')
   assert.equal(sender.state().delivered, 0)
+})
+
+test('a receiver that never answers holds up one delivery, not the others, nor the hand-on of new hits', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'iocv-sender-'))
+  const store = new SqliteStore({ path: join(dir, 'db.sqlite') })
+  t.after(async () => { await store.close(); rmSync(dir, { recursive: true, force: true }) })
+  await store.migrate()
+  // A receiver that reads the request and never answers, until the test ends.
+  let hung = 0
+  const silent = createServer((req) => { hung++; req.resume() })
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+  t.after(async () => { silent.closeAllConnections(); await new Promise((resolve) => silent.close(resolve)) })
+  const healthy = await receiver(t)
+  // An attempt may wait a minute for the silent receiver: far longer than anything below waits.
+  const sender = new WebhookSender({ store, key: Buffer.alloc(32, 7), allowPrivate: true, retryBaseMs: 50, timeoutMs: 60_000, logger: kSilent })
+  t.after(async () => { await sender.destroy() })
+  const hook = async (tenant: string, port: number): Promise<{ id: string }> =>
+    await store.webhooks.create({ tenant, url: `http://127.0.0.1:${port}/hook`, minScore: 0, description: '', secretSealed: sender.seal('whsec_test') })
+  const stuck = await hook('slow', (silent.address() as AddressInfo).port)
+  const fine = await hook('lab', healthy.port)
+  await store.webhooks.enqueue({ id: store.webhooks.newDeliveryId(), webhookId: stuck.id, tenant: 'slow', body: '{"event":"retro_hunt.hits","hits":[]}', hits: 0 })
+  sender.start()
+  await waitFor('the silent receiver holding an attempt', () => hung > 0 ? true : undefined, 30_000)
+
+  // A delivery queued while that attempt hangs is sent in the meantime.
+  await store.webhooks.enqueue({ id: store.webhooks.newDeliveryId(), webhookId: fine.id, tenant: 'lab', body: '{"event":"retro_hunt.hits","hits":[]}', hits: 0 })
+  await waitFor('the queued delivery sent beside the hanging one', () => healthy.got >= 1 ? true : undefined, 30_000)
+  // A hit recorded meanwhile (as by the CLI, or a pass whose process died) is handed on and sent too.
+  await store.retroHunt.addHits([newHit('lab', 'recorded-meanwhile.example', 90, 'malware')])
+  await waitFor('the new hit handed on and sent', () => healthy.got >= 2 ? true : undefined, 30_000)
+  assert.equal(sender.state().retried + sender.state().failed, 0, 'the hanging attempt has not ended')
+  assert.equal(hung, 1)
+  assert.equal(sender.state().delivered, 2)
+  assert.equal(await store.webhooks.handOnHits(10, 10, () => '{}'), 0, 'nothing left to hand on')
+  assert.deepEqual((await store.webhooks.deliveries('lab', fine.id, 5)).map((d) => d.status), ['delivered', 'delivered'])
 })
