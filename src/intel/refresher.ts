@@ -163,6 +163,8 @@ export class FeedRefresher {
   private readonly states = new Map<string, SourceState>()
   private readonly timers = new Map<string, NodeJS.Timeout>()
   private readonly inflight = new Map<string, Promise<void>>()
+  /** Per feed, the download that follows the one in flight, shared by every refreshAll() made while it runs. */
+  private readonly following = new Map<string, Promise<void>>()
   private readonly abort = new AbortController()
   private changeChain: Promise<void> = Promise.resolve()
   private changePending = false
@@ -226,10 +228,29 @@ export class FeedRefresher {
     return [...this.states.values()].map((s) => sourceRow(s, now))
   }
 
-  /** Fetches every feed now; resolves when done and any resulting rebuild finished. */
+  /**
+   * Fetches every feed now; resolves when done and any resulting rebuild finished. A download already in flight may
+   * have begun before what the caller wants to see was published: one more follows it (one for every call made
+   * meanwhile), so the answer reflects each host as it was when this was called.
+   */
   async refreshAll (): Promise<void> {
-    await Promise.all(this.remote.map(async (spec) => { await this.run(spec) }))
+    await Promise.all(this.remote.map(async (spec) => { await this.runAfresh(spec) }))
     await this.changeChain
+  }
+
+  /** run(), after the download in flight if there is one. */
+  private async runAfresh (spec: FeedSpec): Promise<void> {
+    const running = this.inflight.get(spec.name)
+    if (running === undefined) return await this.run(spec)
+    let next = this.following.get(spec.name)
+    if (next === undefined) {
+      next = running.then(async () => {
+        this.following.delete(spec.name)
+        await this.run(spec)
+      })
+      this.following.set(spec.name, next)
+    }
+    await next
   }
 
   private metaPath (spec: FeedSpec): string {

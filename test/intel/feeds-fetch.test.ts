@@ -696,3 +696,28 @@ test('a fetch whose signal aborts mid-download stops at once, with reason aborte
   await cut
   assert.equal(host.requests.length, 1, 'no retry after an abort')
 })
+
+test('a refresh asked while a download is in flight fetches again after it, and answers with what the host serves now', { timeout: 60_000 }, async (t) => {
+  const host = await feedHost(t)
+  host.set((_req, res) => { res.end(netset(30, 1)) })
+  const dir = tempDir(t)
+  const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/x`, timeout_seconds: 3600 }))
+  assert.equal((await refresh(svc)).sources[0]?.records, 30)
+  // A download in flight (as a feed's timer starts one) is held before its answer.
+  let held: ServerResponse | null = null
+  let asked: () => void = () => {}
+  const holding = new Promise<void>((resolve) => { asked = resolve })
+  host.set((_req, res) => { held = res; asked() })
+  const background = svc.feeds.refreshAll()
+  await holding
+  // The host now serves a new list, and an operator asks for a refresh.
+  host.set((_req, res) => { res.end(netset(40, 2)) })
+  const asking = refresh(svc)
+  const first = host.requests.length
+  ;(held as ServerResponse | null)?.end(netset(30, 1))
+  const answer = await asking
+  await background
+  assert.equal(answer.sources[0]?.records, 40, 'the answer holds the list served after the call')
+  assert.equal(host.requests.length, first + 1, 'one more download, after the one in flight')
+  assert.deepEqual(await verdictSources(svc, '10.2.0.1'), ['remote_list'])
+})
