@@ -381,11 +381,20 @@ async function retroHunt (config: Readonly<Config>, args: string[]): Promise<num
   mkdirSync(config.dataDir, { recursive: true })
   const [{ intelSource }, { compileInputs, loadSnapshot }, { openStore }, { runRetroPass }] =
     await Promise.all([import('./service.ts'), import('./intel/index.ts'), import('./store/index.ts'), import('./pool/retro-pass.ts')])
-  const src = intelSource(config)
-  const { data } = await loadSnapshot({ ...await compileInputs(src), cacheDir: src.cacheDir })
   const store = await openStore(storeOptions(config))
   try {
-    err(`retro-hunt: history since ${new Date(sinceMs).toISOString()} against snapshot ${data.header.version}`)
+    // In a fleet the current snapshot is the newest published generation (the leader's, built from the feeds it
+    // fetched); this data directory may hold none of those feeds' copies.
+    const published = config.store === 'postgres' ? await (await import('./fleet/snapshots.ts')).readLatestPublished(config.databaseUrl as string, config.databaseSchema) : null
+    let data
+    if (published !== null) {
+      data = published.data
+    } else {
+      const src = intelSource(config)
+      data = (await loadSnapshot({ ...await compileInputs(src), cacheDir: src.cacheDir })).data
+    }
+    err(`retro-hunt: history since ${new Date(sinceMs).toISOString()} against snapshot ${data.header.version}` +
+      (published === null ? '' : ` (the fleet's generation ${published.generation})`))
     const r = await runRetroPass(store, { prev: null, next: data, sinceMs })
     for (const hit of r.hits) out(JSON.stringify(hit))
     err(`retro-hunt: ${r.hits.length} new hits; ${r.tenants} tenants, ${r.blocks} blocks, ${r.items} history records, ${r.matched} indicators matched against ` +

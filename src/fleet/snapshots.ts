@@ -60,6 +60,22 @@ function toPublished (r: GenerationRow): Published {
   }
 }
 
+/**
+ * The newest generation published to the fleet of PostgreSQL schema `schema`, read and verified on a connection of its
+ * own (the CLI's `retro-hunt run`), or null when none is published.
+ */
+export async function readLatestPublished (url: string, schema: string): Promise<{ data: SnapshotData, generation: number } | null> {
+  const { default: Pg } = await import('pg')
+  const client = new Pg.Client({ connectionString: url, application_name: 'ioc-verdict cli' })
+  await client.connect()
+  try {
+    const pub = await latestGeneration(client, `"${schema}"`)
+    return pub === null ? null : { data: await readSnapshot(client, `"${schema}"`, pub), generation: pub.generation }
+  } finally {
+    await client.end()
+  }
+}
+
 /** What a query goes through: a pool or one client. */
 export type Queryable = Pick<pg.ClientBase, 'query'>
 
