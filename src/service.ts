@@ -118,7 +118,7 @@ export const kServiceParts: readonly PartSpec[] = [
   },
   {
     name: 'retro-hunt',
-    start: '`RetroHunter` (`src/pool/retro-hunt.ts`): told of every snapshot swap, runs one retro-hunt pass per swap on a thread of its own',
+    start: '`RetroHunter` (`src/pool/retro-hunt.ts`): told of every snapshot swap, runs one retro-hunt pass per swap on a thread of its own, and one over every listing at start when a pass is owed or the snapshot is not the one last hunted with',
     close: 'starts no new pass and notes a waiting one as owed to the next start; a running pass gets back the normal priority of its thread (where the process may raise it), stops at its next part and closes its store connection',
     destroy: '-'
   },

@@ -44,11 +44,13 @@ export interface RetroHunterOptions {
   owed?: OwedPasses
 }
 
-/** The store's note of a pass owed (src/store/retro-hunt.ts). */
+/** The store's note of a pass owed, and of the snapshot last hunted with (src/store/retro-hunt.ts). */
 export interface OwedPasses {
   noteOwed: (sinceMs: number, now?: number) => Promise<number>
   owed: () => Promise<number | null>
   clearOwed: (note: number) => Promise<void>
+  hunted: () => Promise<string | null>
+  noteHunted: (version: string) => Promise<void>
 }
 
 /** A pass to run: from `prev` to `next`, or over every listing of `next` when prev is null; `owedSince` widens its lookback. */
@@ -145,22 +147,41 @@ export class RetroHunter {
 
   /**
    * Runs a pass over every listing of `current` when the store says one is owed: a pass was cut by a stop, a crash
-   * or a failure, or one waited when the service stopped. Called once the service runs, and when an instance of a
-   * fleet takes the lead. The pass's lookback reaches back to where the owed pass's did (within the retention).
+   * or a failure, or one waited when the service stopped. The pass's lookback reaches back to where the owed pass's
+   * did (within the retention). Failing that, when `current` is not the snapshot the last finished pass hunted with,
+   * the intel changed while no pass watched (a file feed edited while the service was stopped, a new release's data):
+   * one pass over every listing runs too, with the usual lookback. The first start with no snapshot noted takes
+   * `current` as where hunting starts. Called once the service runs, and when an instance of a fleet takes the lead.
    */
   async resumeOwed (current: SnapshotData): Promise<boolean> {
-    if (this.#closed || !this.enabled || this.#o.owed === undefined) return false
+    const store = this.#o.owed
+    if (this.#closed || !this.enabled || store === undefined) return false
     let since: number | null
+    let hunted: string | null
     try {
-      since = await this.#o.owed.owed()
+      since = await store.owed()
+      hunted = since === null ? await store.hunted() : null
     } catch (err) {
       this.#o.logger.error({ err }, 'retro-hunt: could not read whether a pass is owed')
       return false
     }
-    if (since === null || this.#closed) return false
+    if (this.#closed) return false
+    const version = current.header.version
+    if (since === null) {
+      if (hunted === version) return false
+      if (hunted === null) {
+        await this.#noteHunted(version)
+        return false
+      }
+    }
     const waiting = this.#pending
-    this.#pending = { prev: null, next: waiting?.next ?? current, owedSince: Math.min(since, waiting?.owedSince ?? since) }
-    this.#o.logger.info({ retro_hunt: { owed_since: new Date(since).toISOString() } }, 'retro-hunt: a pass owed since the last stop runs over every listing')
+    const owedSince = since === null ? waiting?.owedSince ?? null : Math.min(since, waiting?.owedSince ?? since)
+    this.#pending = { prev: null, next: waiting?.next ?? current, owedSince }
+    if (since !== null) {
+      this.#o.logger.info({ retro_hunt: { owed_since: new Date(since).toISOString() } }, 'retro-hunt: a pass owed since the last stop runs over every listing')
+    } else {
+      this.#o.logger.info({ retro_hunt: { hunted, version } }, 'retro-hunt: the snapshot changed since the last pass; a pass runs over every listing')
+    }
     this.#kick()
     return true
   }
@@ -192,6 +213,7 @@ export class RetroHunter {
       // Hits are recorded as not yet handed on, so a crash before this hands them on at the next start all the same
       // (WebhookStore.handOnHits); handing them on now only spares them the wait for the sender's next poll.
       if (r.hits.length > 0 && this.#o.onHits !== undefined) await this.#o.onHits(r.hits)
+      if (r.cut !== true) await this.#noteHunted(next.header.version)
       if (note !== null && r.cut !== true) await this.#clear(note)
     }, (err: unknown) => {
       this.#state.passes++
@@ -221,6 +243,15 @@ export class RetroHunter {
       await this.#o.owed?.clearOwed(note)
     } catch (err) {
       this.#o.logger.error({ err }, 'retro-hunt: could not clear the owed pass (the next start runs it again)')
+    }
+  }
+
+  /** Notes the snapshot a pass finished with; a failure is logged (the next start may then hunt once more). */
+  async #noteHunted (version: string): Promise<void> {
+    try {
+      await this.#o.owed?.noteHunted(version)
+    } catch (err) {
+      this.#o.logger.error({ err }, 'retro-hunt: could not note the snapshot hunted with (the next start runs a pass over every listing)')
     }
   }
 

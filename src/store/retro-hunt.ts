@@ -192,6 +192,18 @@ export class RetroHuntStore {
     await this.#db.run('DELETE FROM {retro_hunt_owed} WHERE id = 1 AND notes = ?', [note])
   }
 
+  /** The version of the snapshot the last pass that finished hunted with, or null before any. */
+  async hunted (): Promise<string | null> {
+    const r = (await this.#db.all<{ version: string }>('SELECT version FROM {retro_hunt_seen} WHERE id = 1', []))[0]
+    return r === undefined ? null : r.version
+  }
+
+  /** Notes that a pass finished with the snapshot of `version` (or that the first start takes it as its baseline). */
+  async noteHunted (version: string, now = Date.now()): Promise<void> {
+    await this.#db.run('INSERT INTO {retro_hunt_seen} (id, version, seen_at) VALUES (1, ?, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version, seen_at = excluded.seen_at',
+      [version, new Date(now).toISOString()])
+  }
+
   /** A request's date (epoch ms) and key id, or null when it is gone (purged). */
   async request (id: number): Promise<RetroRequest | null> {
     const sql = this.#dialect === 'sqlite'
@@ -213,6 +225,21 @@ export function retroHuntOwedSchema (table: string): string {
     since_ms BIGINT NOT NULL,                -- the earliest lookback start (epoch ms) a pass owes
     notes BIGINT NOT NULL,                   -- notes made since the debt began: a pass clears only its own
     noted_at TEXT NOT NULL                   -- ISO 8601 UTC: when the last note was made
+  );
+  `
+}
+
+/**
+ * The snapshot the retro-hunt last hunted with (schema version 14 on SQLite, 15 on PostgreSQL): one row at most.
+ * At a start (or a new lead) whose snapshot is another, the intel changed while no pass watched, and one pass runs
+ * over every listing (RetroHunter.resumeOwed).
+ */
+export function retroHuntSeenSchema (table: string): string {
+  return `
+  CREATE TABLE ${table} (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    version TEXT NOT NULL,                   -- the snapshot's header.version
+    seen_at TEXT NOT NULL                    -- ISO 8601 UTC: when it was noted
   );
   `
 }

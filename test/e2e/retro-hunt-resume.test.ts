@@ -1,11 +1,12 @@
 /**
  * A retro-hunt pass owed (cut by a stop or a crash: the note a pass makes when it starts, cleared only when it
  * finishes uncut) is run by the next start on the same data directory: a pass over every listing of its snapshot,
- * with no swap, that finds the hit the cut pass would have found, then clears the debt. Which passes note a debt, and
- * when, is tested on the hunter itself (test/pool/retro-thread.test.ts).
+ * with no swap, that finds the hit the cut pass would have found, then clears the debt. A file feed edited while the
+ * service was stopped is hunted at the next start too. Which passes note a debt, and when, is tested on the hunter
+ * itself (test/pool/retro-thread.test.ts).
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
@@ -82,4 +83,63 @@ test('a pass owed at a stop runs at the next start, over every listing, and find
   assert.equal(await second.store.retroHunt.owed(), null, 'the debt is cleared once the pass finished')
   assert.equal(second.retroHunt.state().last?.cut, false)
   assert.equal(second.retroHunt.state().passes, 1)
+})
+
+test('a file feed that starts listing an indicator while the service is stopped gives its hit at the next start', { timeout: 400_000 }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'ioc-retro-file-'))
+  let svc: Service | null = null
+  t.after(async () => {
+    await svc?.app.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  const feeds = join(dir, 'feeds')
+  mkdirSync(feeds)
+  const list = join(feeds, 'local.txt')
+  writeFileSync(list, 'unrelated-file-entry.example\n')
+  writeFileSync(join(feeds, 'manifest.json'), JSON.stringify({
+    feeds: [{ name: 'local_feed', format: 'plain', path: 'local.txt', direction: 'malicious', group: 'threat_feed', subgroup: 'malware_distribution', category: 'malware', confidence: 0.95, half_life_days: 0 }]
+  }))
+  const env = {
+    IOC_DATA_DIR: join(dir, 'data'),
+    IOC_FEEDS: join(feeds, 'manifest.json'),
+    IOC_POOL_SIZE: '0',
+    IOC_BOOTSTRAP_KEY: '0',
+    IOC_LOG_LEVEL: 'silent',
+    IOC_HISTORY_FLUSH_MS: '20',
+    IOC_RETRO_HUNT_DUTY_PERCENT: '100',
+    // Normal priority: at nice 19 on a machine kept busy (CI, other tests) a pass can wait minutes for a core.
+    IOC_RETRO_HUNT_LOW_PRIORITY: '0',
+    ...smallRegistries()
+  }
+  svc = await startService(loadConfig(env))
+  const key = (await svc.store.createKey({ tenant: 'tenant-f', permissions: ['verdict', 'mgmt'], quota: null })).key
+  const value = 'file-edited.example'
+  const asked = await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict', headers: { 'x-api-key': key }, payload: { indicator: { value } } })
+  assert.equal(asked.statusCode, 200)
+  const first = svc
+  await waitFor('the query in history', async () => {
+    const res = await first.app.inject({ method: 'GET', url: `/api/v2/mgmt/enrich-logs/search-history?indicator_value=${value}`, headers: { 'x-api-key': key } })
+    return res.statusCode === 200 && res.json().results.length > 0 ? true : undefined
+  })
+  await svc.app.close()
+  svc = null
+
+  // Edited while no service runs, as an operator updates a local list and restarts.
+  writeFileSync(list, `unrelated-file-entry.example\n${value}\n`)
+  svc = await startService(loadConfig(env))
+  const second = svc
+  const hits = await waitFor('the hit at the next start', async () => {
+    const res = await second.app.inject({ method: 'GET', url: '/api/v2/mgmt/retro-hunt/hits', headers: { 'x-api-key': key } })
+    assert.equal(res.statusCode, 200, res.body)
+    return res.json().hits.length > 0 ? res.json().hits : undefined
+  }, 240_000)
+  assert.deepEqual(hits.map((h: Record<string, any>) => [h.indicator.value, h.cause.source, h.then.score]), [[value, 'local_feed', asked.json().risk.score]])
+  await second.retroHunt.idle()
+  assert.ok((second.retroHunt.state().last?.raised ?? 0) >= 2, 'a pass over every listing')
+
+  // A restart with nothing changed hunts nothing.
+  await svc.app.close()
+  svc = await startService(loadConfig(env))
+  assert.equal(await svc.retroHunt.resumeOwed(svc.intel.data), false)
+  assert.equal(await svc.store.retroHunt.hunted(), svc.intel.data.header.version)
 })

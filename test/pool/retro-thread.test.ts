@@ -132,3 +132,44 @@ test('a pass waiting at a stop is owed to the next hunter, which runs it over ev
   await third.close()
   assert.equal(logged.filter((m) => m.includes('could not')).length, 0, logged.join('; '))
 })
+
+test('a start whose snapshot is not the one last hunted with runs a pass over every listing; the first start only notes it', { timeout: 300_000 }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'ioc-retro-seen-'))
+  const store = new SqliteStore({ path: join(dir, 'store.db') })
+  await store.migrate()
+  t.after(async () => {
+    await store.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  const s1 = await compileFeed(dir, 'a.example\n')
+  const s2 = await compileFeed(dir, 'a.example\nb.example\n')
+  const logged: string[] = []
+  const logger = { info: (_o: object, msg: string) => { logged.push(msg) }, error: (_o: object, msg: string) => { logged.push(msg) } }
+  const hunter = (): RetroHunter => new RetroHunter({ store: { kind: 'sqlite', path: join(dir, 'store.db') }, days: 30, retentionDays: 0, dutyPercent: 100, lowPriority: false, logger, owed: store.retroHunt })
+
+  const first = hunter()
+  assert.equal(await first.resumeOwed(s1), false, 'a first start hunts nothing')
+  assert.equal(await store.retroHunt.hunted(), s1.header.version, 'it takes its snapshot as where hunting starts')
+  await first.close()
+  const same = hunter()
+  assert.equal(await same.resumeOwed(s1), false, 'a restart on the same snapshot hunts nothing')
+  await same.close()
+
+  // The feed changed while no service ran: the next start hunts over every listing, then notes its snapshot.
+  const changed = hunter()
+  assert.equal(await changed.resumeOwed(s2), true)
+  await changed.idle()
+  assert.equal(changed.state().passes, 1)
+  assert.ok((changed.state().last?.raised ?? 0) >= 2, 'every listing counts as raised')
+  assert.equal(await store.retroHunt.hunted(), s2.header.version)
+  assert.match(logged.join('; '), /the snapshot changed since the last pass/)
+  await changed.close()
+  const after = hunter()
+  assert.equal(await after.resumeOwed(s2), false)
+  // A swap's pass notes its new snapshot too.
+  after.onSwap(s2, s1)
+  await after.idle()
+  assert.equal(await store.retroHunt.hunted(), s1.header.version)
+  await after.close()
+  assert.equal(logged.filter((m) => m.includes('could not')).length, 0, logged.join('; '))
+})

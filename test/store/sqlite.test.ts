@@ -46,7 +46,7 @@ test('a file store runs in WAL mode and two stores migrating the same new file a
   const raw = new Database(path, { readonly: true })
   try {
     assert.equal(raw.pragma('journal_mode', { simple: true }), 'wal')
-    assert.deepEqual(raw.prepare('SELECT version FROM schema_version').pluck().all(), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13])
+    assert.deepEqual(raw.prepare('SELECT version FROM schema_version').pluck().all(), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])
   } finally {
     raw.close()
   }
@@ -217,7 +217,7 @@ test('a database of schema version 2 is upgraded: its items move into blocks wit
   await store.migrate()
   const check = new Database(path, { readonly: true })
   t.after(() => check.close())
-  assert.deepEqual(check.prepare('SELECT version FROM schema_version ORDER BY version').pluck().all(), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13])
+  assert.deepEqual(check.prepare('SELECT version FROM schema_version ORDER BY version').pluck().all(), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])
   assert.deepEqual(check.prepare("SELECT name FROM sqlite_master WHERE name IN ('history', 'history_segments')").pluck().all(), [])
   assert.deepEqual(check.prepare('SELECT id, n, req, block FROM history_parts ORDER BY id').all(), [
     { id: 1, n: 3, req: 1, block: 1 }, { id: 4, n: 2, req: 2, block: 2 }, { id: 6, n: 2, req: 3, block: 1 }

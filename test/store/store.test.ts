@@ -680,7 +680,7 @@ for (const backend of storeBackends) {
       await assert.rejects(store.purgeHistory(new Date('nope')), { code: 'INVALID_REQUEST' })
     })
 
-    await t.test('a retro-hunt pass owed keeps the oldest lookback and is cleared only by the last note made', async () => {
+    await t.test('a retro-hunt pass owed keeps the oldest lookback and is cleared only by the last note made; the snapshot hunted with is kept', async () => {
       const owed = store.retroHunt
       assert.equal(await owed.owed(), null)
       const first = await owed.noteOwed(5_000)
@@ -695,6 +695,11 @@ for (const backend of storeBackends) {
       assert.equal(await owed.owed(), 1_000)
       await owed.clearOwed(third)
       assert.equal(await owed.owed(), null)
+      // The snapshot last hunted with: none, then the last one noted.
+      assert.equal(await owed.hunted(), null)
+      await owed.noteHunted('0123456789abcdef')
+      await owed.noteHunted('fedcba9876543210')
+      assert.equal(await owed.hunted(), 'fedcba9876543210')
     })
 
     await t.test('retro-hunt hits are handed to the webhooks once, at each webhook\'s min_score, by whichever store gets there', async () => {

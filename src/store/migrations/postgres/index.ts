@@ -17,9 +17,10 @@ import m011 from './011-retro-hunt.ts'
 import m012 from './012-webhooks.ts'
 import m013 from './013-retro-hunt-owed.ts'
 import m014 from './014-retro-hits-handed.ts'
+import m015 from './015-retro-hunt-seen.ts'
 
 /** One step: the SQL script for the schema `s` (a quoted identifier), run inside the migration's transaction. */
 export type PostgresMigration = (s: string) => string
 
 /** Every migration, index i upgrading to version i + 1. */
-export const kPostgresMigrations: readonly PostgresMigration[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010, m011, m012, m013, m014]
+export const kPostgresMigrations: readonly PostgresMigration[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010, m011, m012, m013, m014, m015]

@@ -17,9 +17,10 @@ import m010 from './010-retro-hunt.ts'
 import m011 from './011-webhooks.ts'
 import m012 from './012-retro-hunt-owed.ts'
 import m013 from './013-retro-hits-handed.ts'
+import m014 from './014-retro-hunt-seen.ts'
 
 /** One step: SQL run as one script, or a function over the connection; it runs inside the migration's transaction. */
 export type SqliteMigration = string | ((db: Database.Database) => void)
 
 /** Every migration, index i upgrading to version i + 1. */
-export const kSqliteMigrations: readonly SqliteMigration[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010, m011, m012, m013]
+export const kSqliteMigrations: readonly SqliteMigration[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010, m011, m012, m013, m014]
