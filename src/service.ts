@@ -13,7 +13,7 @@ import { lockDataDir } from './data-dir-lock.ts'
 import { requestSerializer } from './http/request-logger.ts'
 import { storeOptions, type Config } from './config.ts'
 import { startHistory, type HistoryClient } from './history/client.ts'
-import { buildSnapshot, buildSummary, FeedRefresher, loadManifest, type IntelSourceOptions } from './intel/index.ts'
+import { buildSnapshot, buildSummary, cachedSnapshot, FeedRefresher, loadManifest, type IntelSourceOptions } from './intel/index.ts'
 import { IntelService } from './pool/intel-service.ts'
 import { Fleet } from './fleet/fleet.ts'
 import { RetroHunter } from './pool/retro-hunt.ts'
@@ -251,7 +251,9 @@ export async function startService (config: Readonly<Config>, options: { logger?
       lowPriority: config.retroHuntLowPriority,
       logger: logger.child({ component: 'retro-hunt' }),
       onHits: async () => { await webhooks.handOn() },
-      owed: store.retroHunt
+      owed: store.retroHunt,
+      // The snapshot last hunted with, while the intel cache still holds it, so a start hunts only what changed.
+      previous: async (seen) => source.cacheDir === null ? null : await cachedSnapshot(source.cacheDir, seen.inputKey, seen.version)
     })
     // In a fleet every instance swaps to each generation; only the leader, which published it, hunts (once per
     // generation). Alone (or on SQLite) this instance leads.

@@ -120,6 +120,19 @@ async function readSnapshotFile (path: string): Promise<SnapshotData> {
   }
 }
 
+/**
+ * The snapshot of `version` compiled from inputs `inputKey`, if the cache in `cacheDir` still holds it (it keeps the
+ * newest kKeepFiles), else null: the retro-hunt's previous snapshot at a start (src/pool/retro-hunt.ts).
+ */
+export async function cachedSnapshot (cacheDir: string, inputKey: string, version: string): Promise<SnapshotData | null> {
+  try {
+    const data = await readSnapshotFile(join(cacheDir, `snapshot-${inputKey.slice(0, 32)}.bin`))
+    return data.header.inputKey === inputKey && data.header.version === version ? data : null
+  } catch {
+    return null
+  }
+}
+
 /** How a snapshot was obtained. */
 export interface LoadResult {
   data: SnapshotData

@@ -11,6 +11,7 @@
  */
 import { Worker } from 'node:worker_threads'
 import type { StoreOptions } from '../config.ts'
+import type { HuntedSnapshot } from '../store/index.ts'
 import type { SnapshotData } from '../engine/index.ts'
 import { kWorkerExecArgv, kWorkerShim, workerEntry } from '../worker-entry.ts'
 import type { RetroPassResult, TenantHit } from './retro-pass.ts'
@@ -42,6 +43,8 @@ export interface RetroHunterOptions {
   onHits?: (hits: TenantHit[]) => Promise<void> | void
   /** Where a pass owed after a stop or a crash is kept (the store's retroHunt); without it none is kept. */
   owed?: OwedPasses
+  /** The snapshot last hunted with, where it can still be read (the intel cache), or null: a start hunts from it. */
+  previous?: (seen: HuntedSnapshot) => Promise<SnapshotData | null>
 }
 
 /** The store's note of a pass owed, and of the snapshot last hunted with (src/store/retro-hunt.ts). */
@@ -49,8 +52,8 @@ export interface OwedPasses {
   noteOwed: (sinceMs: number, now?: number) => Promise<number>
   owed: () => Promise<number | null>
   clearOwed: (note: number) => Promise<void>
-  hunted: () => Promise<string | null>
-  noteHunted: (version: string) => Promise<void>
+  hunted: () => Promise<HuntedSnapshot | null>
+  noteHunted: (seen: HuntedSnapshot) => Promise<void>
 }
 
 /** A pass to run: from `prev` to `next`, or over every listing of `next` when prev is null; `owedSince` widens its lookback. */
@@ -121,6 +124,8 @@ export class RetroHunter {
   /** A pass of this process failed: the next one runs over every listing (what it missed is not known). */
   #wholeNext = false
   #running: { done: Promise<void>, stop: () => Promise<void> } | null = null
+  /** The newest snapshot a swap told of (a pass queued at a start ends there, not at an older one). */
+  #latest: SnapshotData | null = null
   #closed = false
   readonly #state: RetroHuntState = { passes: 0, failedPasses: 0, hits: 0, running: false, last: null }
 
@@ -141,6 +146,7 @@ export class RetroHunter {
   /** A snapshot swap: queues a pass from `prev` to `next` (merged with one already waiting). */
   onSwap (prev: SnapshotData, next: SnapshotData): void {
     if (this.#closed || !this.enabled) return
+    this.#latest = next
     this.#pending = this.#pending === null ? { prev, next, owedSince: null } : { ...this.#pending, next }
     this.#kick()
   }
@@ -150,14 +156,15 @@ export class RetroHunter {
    * or a failure, or one waited when the service stopped. The pass's lookback reaches back to where the owed pass's
    * did (within the retention). Failing that, when `current` is not the snapshot the last finished pass hunted with,
    * the intel changed while no pass watched (a file feed edited while the service was stopped, a new release's data):
-   * one pass over every listing runs too, with the usual lookback. The first start with no snapshot noted takes
-   * `current` as where hunting starts. Called once the service runs, and when an instance of a fleet takes the lead.
+   * a pass runs from that snapshot, read from the intel cache (`previous`), as a swap's would, or over every listing
+   * when it is gone. The first start with no snapshot noted takes `current` as where hunting starts. Called once the
+   * service runs, and when an instance of a fleet takes the lead.
    */
   async resumeOwed (current: SnapshotData): Promise<boolean> {
     const store = this.#o.owed
     if (this.#closed || !this.enabled || store === undefined) return false
     let since: number | null
-    let hunted: string | null
+    let hunted: HuntedSnapshot | null
     try {
       since = await store.owed()
       hunted = since === null ? await store.hunted() : null
@@ -167,20 +174,26 @@ export class RetroHunter {
     }
     if (this.#closed) return false
     const version = current.header.version
+    let prev: SnapshotData | null = null
     if (since === null) {
-      if (hunted === version) return false
+      if (hunted?.version === version) return false
       if (hunted === null) {
-        await this.#noteHunted(version)
+        await this.#noteHunted(current)
         return false
       }
+      prev = await this.#o.previous?.(hunted).catch(() => null) ?? null
+      if (this.#closed) return false
     }
     const waiting = this.#pending
+    const next = waiting?.next ?? this.#latest ?? current
     const owedSince = since === null ? waiting?.owedSince ?? null : Math.min(since, waiting?.owedSince ?? since)
-    this.#pending = { prev: null, next: waiting?.next ?? current, owedSince }
+    // From the snapshot last hunted with, it covers a swap that waits too (its raised keys are among these).
+    this.#pending = { prev, next, owedSince }
     if (since !== null) {
       this.#o.logger.info({ retro_hunt: { owed_since: new Date(since).toISOString() } }, 'retro-hunt: a pass owed since the last stop runs over every listing')
     } else {
-      this.#o.logger.info({ retro_hunt: { hunted, version } }, 'retro-hunt: the snapshot changed since the last pass; a pass runs over every listing')
+      this.#o.logger.info({ retro_hunt: { hunted: hunted?.version, version, whole: prev === null } },
+        `retro-hunt: the snapshot changed since the last pass; a pass runs ${prev === null ? 'over every listing (the last one hunted is gone from the intel cache)' : 'from the last one hunted'}`)
     }
     this.#kick()
     return true
@@ -213,7 +226,7 @@ export class RetroHunter {
       // Hits are recorded as not yet handed on, so a crash before this hands them on at the next start all the same
       // (WebhookStore.handOnHits); handing them on now only spares them the wait for the sender's next poll.
       if (r.hits.length > 0 && this.#o.onHits !== undefined) await this.#o.onHits(r.hits)
-      if (r.cut !== true) await this.#noteHunted(next.header.version)
+      if (r.cut !== true) await this.#noteHunted(next)
       if (note !== null && r.cut !== true) await this.#clear(note)
     }, (err: unknown) => {
       this.#state.passes++
@@ -247,9 +260,9 @@ export class RetroHunter {
   }
 
   /** Notes the snapshot a pass finished with; a failure is logged (the next start may then hunt once more). */
-  async #noteHunted (version: string): Promise<void> {
+  async #noteHunted (snap: SnapshotData): Promise<void> {
     try {
-      await this.#o.owed?.noteHunted(version)
+      await this.#o.owed?.noteHunted({ version: snap.header.version, inputKey: snap.header.inputKey })
     } catch (err) {
       this.#o.logger.error({ err }, 'retro-hunt: could not note the snapshot hunted with (the next start runs a pass over every listing)')
     }

@@ -14,7 +14,7 @@ export { DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, column, optionalColumn, type Hi
 export { HistoryItems, partRows, type HistoryPart } from '../history/block.ts'
 export { PostgresStore, type PostgresStoreOptions } from './postgres.ts'
 export { kMaxDeliveryLimit, WebhookStore, type DeliveryStatus, type Webhook, type WebhookDelivery, type WebhookWithSecret } from './webhooks.ts'
-export { kMaxRetroHitLimit, RetroHuntStore, type NewRetroHit, type RetroHit, type RetroHitFilters, type RetroHitPage } from './retro-hunt.ts'
+export { kMaxRetroHitLimit, RetroHuntStore, type HuntedSnapshot, type NewRetroHit, type RetroHit, type RetroHitFilters, type RetroHitPage } from './retro-hunt.ts'
 export { MemoryQuota, RedisQuota } from './quota.ts'
 export type { QuotaCounter, ReserveResult, UsageSource, MemoryQuotaOptions, RedisQuotaOptions } from './quota.ts'
 export { SqliteStore, type SqliteStoreOptions } from './sqlite.ts'

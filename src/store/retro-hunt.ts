@@ -40,6 +40,9 @@ export interface RetroHitFilters {
 /** One page, newest first. */
 export interface RetroHitPage { hits: RetroHit[], nextCursor: string | null }
 
+/** The snapshot a retro-hunt pass hunted with: its header's version and input key. */
+export interface HuntedSnapshot { version: string, inputKey: string }
+
 /** A history block of the lookback window. */
 export interface RetroBlock { id: number, types: number }
 /** A stored part. */
@@ -192,16 +195,17 @@ export class RetroHuntStore {
     await this.#db.run('DELETE FROM {retro_hunt_owed} WHERE id = 1 AND notes = ?', [note])
   }
 
-  /** The version of the snapshot the last pass that finished hunted with, or null before any. */
-  async hunted (): Promise<string | null> {
-    const r = (await this.#db.all<{ version: string }>('SELECT version FROM {retro_hunt_seen} WHERE id = 1', []))[0]
-    return r === undefined ? null : r.version
+  /** The snapshot the last pass that finished hunted with (its version and input key), or null before any. */
+  async hunted (): Promise<HuntedSnapshot | null> {
+    const r = (await this.#db.all<{ version: string, input_key: string }>('SELECT version, input_key FROM {retro_hunt_seen} WHERE id = 1', []))[0]
+    return r === undefined ? null : { version: r.version, inputKey: r.input_key }
   }
 
-  /** Notes that a pass finished with the snapshot of `version` (or that the first start takes it as its baseline). */
-  async noteHunted (version: string, now = Date.now()): Promise<void> {
-    await this.#db.run('INSERT INTO {retro_hunt_seen} (id, version, seen_at) VALUES (1, ?, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version, seen_at = excluded.seen_at',
-      [version, new Date(now).toISOString()])
+  /** Notes that a pass finished with snapshot `seen` (or that the first start takes it as its baseline). */
+  async noteHunted (seen: HuntedSnapshot, now = Date.now()): Promise<void> {
+    await this.#db.run('INSERT INTO {retro_hunt_seen} (id, version, input_key, seen_at) VALUES (1, ?, ?, ?) ' +
+      'ON CONFLICT (id) DO UPDATE SET version = excluded.version, input_key = excluded.input_key, seen_at = excluded.seen_at',
+    [seen.version, seen.inputKey, new Date(now).toISOString()])
   }
 
   /** A request's date (epoch ms) and key id, or null when it is gone (purged). */
@@ -239,6 +243,7 @@ export function retroHuntSeenSchema (table: string): string {
   CREATE TABLE ${table} (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     version TEXT NOT NULL,                   -- the snapshot's header.version
+    input_key TEXT NOT NULL,                 -- and its header.inputKey (which names its intel cache file)
     seen_at TEXT NOT NULL                    -- ISO 8601 UTC: when it was noted
   );
   `

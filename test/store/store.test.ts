@@ -697,9 +697,9 @@ for (const backend of storeBackends) {
       assert.equal(await owed.owed(), null)
       // The snapshot last hunted with: none, then the last one noted.
       assert.equal(await owed.hunted(), null)
-      await owed.noteHunted('0123456789abcdef')
-      await owed.noteHunted('fedcba9876543210')
-      assert.equal(await owed.hunted(), 'fedcba9876543210')
+      await owed.noteHunted({ version: '0123456789abcdef', inputKey: 'a'.repeat(64) })
+      await owed.noteHunted({ version: 'fedcba9876543210', inputKey: 'b'.repeat(64) })
+      assert.deepEqual(await owed.hunted(), { version: 'fedcba9876543210', inputKey: 'b'.repeat(64) })
     })
 
     await t.test('retro-hunt hits are handed to the webhooks once, at each webhook\'s min_score, by whichever store gets there', async () => {
