@@ -386,13 +386,8 @@ async function retroHunt (config: Readonly<Config>, args: string[]): Promise<num
     // In a fleet the current snapshot is the newest published generation (the leader's, built from the feeds it
     // fetched); this data directory may hold none of those feeds' copies.
     const published = config.store === 'postgres' ? await (await import('./fleet/snapshots.ts')).readLatestPublished(config.databaseUrl as string, config.databaseSchema) : null
-    let data
-    if (published !== null) {
-      data = published.data
-    } else {
-      const src = intelSource(config)
-      data = (await loadSnapshot({ ...await compileInputs(src), cacheDir: src.cacheDir })).data
-    }
+    const src = intelSource(config)
+    const data = published?.data ?? (await loadSnapshot({ ...await compileInputs(src), cacheDir: src.cacheDir })).data
     err(`retro-hunt: history since ${new Date(sinceMs).toISOString()} against snapshot ${data.header.version}` +
       (published === null ? '' : ` (the fleet's generation ${published.generation})`))
     const r = await runRetroPass(store, { prev: null, next: data, sinceMs })

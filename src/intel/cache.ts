@@ -120,13 +120,18 @@ async function readSnapshotFile (path: string): Promise<SnapshotData> {
   }
 }
 
+/** The cache file of the snapshot compiled from inputs `inputKey`. */
+function cacheFile (cacheDir: string, inputKey: string): string {
+  return join(cacheDir, `snapshot-${inputKey.slice(0, 32)}.bin`)
+}
+
 /**
  * The snapshot of `version` compiled from inputs `inputKey`, if the cache in `cacheDir` still holds it (it keeps the
  * newest kKeepFiles), else null: the retro-hunt's previous snapshot at a start (src/pool/retro-hunt.ts).
  */
 export async function cachedSnapshot (cacheDir: string, inputKey: string, version: string): Promise<SnapshotData | null> {
   try {
-    const data = await readSnapshotFile(join(cacheDir, `snapshot-${inputKey.slice(0, 32)}.bin`))
+    const data = await readSnapshotFile(cacheFile(cacheDir, inputKey))
     return data.header.inputKey === inputKey && data.header.version === version ? data : null
   } catch {
     return null
@@ -153,7 +158,7 @@ export async function loadSnapshot (options: CompileOptions & { cacheDir: string
   const t0 = performance.now()
   const digests = options.digests ?? await feedDigests(options.feeds)
   const key = await inputKey({ ...options, digests })
-  const path = options.cacheDir === null ? null : join(options.cacheDir, `snapshot-${key.slice(0, 32)}.bin`)
+  const path = options.cacheDir === null ? null : cacheFile(options.cacheDir, key)
   if (path !== null && options.force !== true) {
     try {
       const data = await readSnapshotFile(path)

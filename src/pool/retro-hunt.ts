@@ -226,8 +226,10 @@ export class RetroHunter {
       // Hits are recorded as not yet handed on, so a crash before this hands them on at the next start all the same
       // (WebhookStore.handOnHits); handing them on now only spares them the wait for the sender's next poll.
       if (r.hits.length > 0 && this.#o.onHits !== undefined) await this.#o.onHits(r.hits)
-      if (r.cut !== true) await this.#noteHunted(next)
-      if (note !== null && r.cut !== true) await this.#clear(note)
+      if (r.cut !== true) {
+        await this.#noteHunted(next)
+        if (note !== null) await this.#clear(note)
+      }
     }, (err: unknown) => {
       this.#state.passes++
       this.#state.failedPasses++

@@ -87,6 +87,11 @@ export class WebhookStore {
     this.#skipLocked = dialect === 'sqlite' ? '' : ' FOR UPDATE SKIP LOCKED'
   }
 
+  /** A tenant's webhook rows, oldest first, through `db` (the store's port or a transaction's). */
+  async #rowsOf (db: SqlPort, tenant: string): Promise<HookRow[]> {
+    return await db.all<HookRow>(`SELECT * FROM {webhooks} WHERE tenant = ? ORDER BY ${this.#id}`, [tenant])
+  }
+
   /** Stores a webhook; INVALID_REQUEST past kMaxWebhooks for the tenant. */
   async create (h: Omit<Webhook, 'id' | 'createdAt'> & { secretSealed: string }, now = Date.now()): Promise<Webhook> {
     const n = await this.#db.all<{ n: number | string }>('SELECT count(*) AS n FROM {webhooks} WHERE tenant = ?', [h.tenant])
@@ -99,12 +104,12 @@ export class WebhookStore {
 
   /** A tenant's webhooks, oldest first. */
   async list (tenant: string): Promise<Webhook[]> {
-    return (await this.#db.all<HookRow>(`SELECT * FROM {webhooks} WHERE tenant = ? ORDER BY ${this.#id}`, [tenant])).map(hookOf)
+    return (await this.#rowsOf(this.#db, tenant)).map(hookOf)
   }
 
   /** A tenant's webhooks with their sealed secrets (the sender). */
   async forTenant (tenant: string): Promise<WebhookWithSecret[]> {
-    return (await this.#db.all<HookRow>(`SELECT * FROM {webhooks} WHERE tenant = ? ORDER BY ${this.#id}`, [tenant])).map((r) => ({ ...hookOf(r), secretSealed: r.secret }))
+    return (await this.#rowsOf(this.#db, tenant)).map((r) => ({ ...hookOf(r), secretSealed: r.secret }))
   }
 
   /** One webhook with its sealed secret, or null (deleted). */
@@ -148,7 +153,7 @@ export class WebhookStore {
         else list.push(hit)
       }
       for (const [tenant, hits] of byTenant) {
-        for (const hook of await tx.all<HookRow>(`SELECT * FROM {webhooks} WHERE tenant = ? ORDER BY ${this.#id}`, [tenant])) {
+        for (const hook of await this.#rowsOf(tx, tenant)) {
           const picked = hits.filter((h) => h.now.score >= Number(hook.min_score))
           for (let i = 0; i < picked.length; i += perDelivery) {
             const id = this.newDeliveryId(now)

@@ -13,10 +13,17 @@ import { test } from 'node:test'
 import { loadConfig } from '../../src/config.ts'
 import { startService, type Service } from '../../src/service.ts'
 import { waitFor } from '../fixtures/read-history.ts'
-import { feedHost, writeFeedManifest } from '../fixtures/retro-feed.ts'
-import { smallRegistries } from '../helper.ts'
+import { feedHost, retroEnv, writeFeedManifest } from '../fixtures/retro-feed.ts'
 
 const kDomain = 'retro-resume.example'
+
+/** Resolves once `svc` finds `key`'s query of `value` in history: a pass sees only stored queries. */
+async function inHistory (svc: Service, key: string, value: string): Promise<void> {
+  await waitFor('the query in history', async () => {
+    const res = await svc.app.inject({ method: 'GET', url: `/api/v2/mgmt/enrich-logs/search-history?indicator_value=${value}`, headers: { 'x-api-key': key } })
+    return res.statusCode === 200 && res.json().results.length > 0 ? true : undefined
+  })
+}
 
 test('a pass owed at a stop runs at the next start, over every listing, and finds the hit', { timeout: 400_000 }, async (t) => {
   const host = await feedHost(t, 'unrelated-resume-entry.example\n')
@@ -29,19 +36,7 @@ test('a pass owed at a stop runs at the next start, over every listing, and find
   })
   const manifest = join(dir, 'manifest.json')
   writeFeedManifest(manifest, 'resume_feed', host.url)
-  const env = {
-    IOC_DATA_DIR: join(dir, 'data'),
-    IOC_FEEDS: manifest,
-    IOC_POOL_SIZE: '0',
-    IOC_BOOTSTRAP_KEY: '0',
-    IOC_LOG_LEVEL: 'silent',
-    IOC_HISTORY_FLUSH_MS: '20',
-    IOC_FEED_MIN_SHRINK_PERCENT: '0',
-    IOC_RETRO_HUNT_DUTY_PERCENT: '100',
-    // Normal priority: at nice 19 on a machine kept busy (CI, other tests) a pass can wait minutes for a core.
-    IOC_RETRO_HUNT_LOW_PRIORITY: '0',
-    ...smallRegistries()
-  }
+  const env = retroEnv(join(dir, 'data'), manifest)
 
   // The first run hunts nothing (lookback 0): a tenant asks about the domain, then the feed starts listing it.
   svc = await startService(loadConfig({ ...env, IOC_RETRO_HUNT_DAYS: '0' }))
@@ -55,11 +50,7 @@ test('a pass owed at a stop runs at the next start, over every listing, and find
   const asked = await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict', headers: { 'x-api-key': key }, payload: { indicator: { value: kDomain } } })
   assert.equal(asked.statusCode, 200)
   const then = { score: asked.json().risk.score, category: asked.json().risk.category }
-  const first = svc
-  await waitFor('the query in history', async () => {
-    const res = await first.app.inject({ method: 'GET', url: `/api/v2/mgmt/enrich-logs/search-history?indicator_value=${kDomain}`, headers: { 'x-api-key': key } })
-    return res.statusCode === 200 && res.json().results.length > 0 ? true : undefined
-  })
+  await inHistory(svc, key, kDomain)
   host.set(`unrelated-resume-entry.example\n${kDomain}\n`)
   await refresh(svc)
   // What a pass leaves when the process dies during it: the note it made as it started, never cleared.
@@ -99,28 +90,13 @@ test('a file feed that starts listing an indicator while the service is stopped 
   writeFileSync(join(feeds, 'manifest.json'), JSON.stringify({
     feeds: [{ name: 'local_feed', format: 'plain', path: 'local.txt', direction: 'malicious', group: 'threat_feed', subgroup: 'malware_distribution', category: 'malware', confidence: 0.95, half_life_days: 0 }]
   }))
-  const env = {
-    IOC_DATA_DIR: join(dir, 'data'),
-    IOC_FEEDS: join(feeds, 'manifest.json'),
-    IOC_POOL_SIZE: '0',
-    IOC_BOOTSTRAP_KEY: '0',
-    IOC_LOG_LEVEL: 'silent',
-    IOC_HISTORY_FLUSH_MS: '20',
-    IOC_RETRO_HUNT_DUTY_PERCENT: '100',
-    // Normal priority: at nice 19 on a machine kept busy (CI, other tests) a pass can wait minutes for a core.
-    IOC_RETRO_HUNT_LOW_PRIORITY: '0',
-    ...smallRegistries()
-  }
+  const env = retroEnv(join(dir, 'data'), join(feeds, 'manifest.json'))
   svc = await startService(loadConfig(env))
   const key = (await svc.store.createKey({ tenant: 'tenant-f', permissions: ['verdict', 'mgmt'], quota: null })).key
   const value = 'file-edited.example'
   const asked = await svc.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict', headers: { 'x-api-key': key }, payload: { indicator: { value } } })
   assert.equal(asked.statusCode, 200)
-  const first = svc
-  await waitFor('the query in history', async () => {
-    const res = await first.app.inject({ method: 'GET', url: `/api/v2/mgmt/enrich-logs/search-history?indicator_value=${value}`, headers: { 'x-api-key': key } })
-    return res.statusCode === 200 && res.json().results.length > 0 ? true : undefined
-  })
+  await inHistory(svc, key, value)
   await svc.app.close()
   svc = null
 

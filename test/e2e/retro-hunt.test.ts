@@ -11,8 +11,8 @@ import { test, type TestContext } from 'node:test'
 import { loadConfig } from '../../src/config.ts'
 import { startService, type Service } from '../../src/service.ts'
 import { waitFor } from '../fixtures/read-history.ts'
-import { feedHost, writeFeedManifest } from '../fixtures/retro-feed.ts'
-import { CleanupList, kTestIntelCache, pgSchemaCleanups, smallRegistries, type Cleanups } from '../helper.ts'
+import { feedHost, retroEnv, writeFeedManifest } from '../fixtures/retro-feed.ts'
+import { CleanupList, kTestIntelCache, pgSchemaCleanups, type Cleanups } from '../helper.ts'
 
 type Json = Record<string, any>
 
@@ -29,20 +29,7 @@ async function scenario (t: TestContext, cleanups: Cleanups, env: Record<string,
   t.after(() => rmSync(dir, { recursive: true, force: true }))
   const manifest = join(dir, 'manifest.json')
   writeFeedManifest(manifest, 'retro_feed', host.url)
-  const config = loadConfig({
-    IOC_DATA_DIR: dir,
-    IOC_FEEDS: manifest,
-    IOC_POOL_SIZE: '0',
-    IOC_BOOTSTRAP_KEY: '0',
-    IOC_LOG_LEVEL: 'silent',
-    IOC_HISTORY_FLUSH_MS: '20',
-    IOC_FEED_MIN_SHRINK_PERCENT: '0',
-    IOC_RETRO_HUNT_DUTY_PERCENT: '100',
-    // Normal priority: at nice 19 on a machine kept busy (CI, other tests) a pass can wait minutes for a core.
-    IOC_RETRO_HUNT_LOW_PRIORITY: '0',
-    ...smallRegistries(),
-    ...env
-  })
+  const config = loadConfig({ ...retroEnv(dir, manifest), ...env })
   const svc: Service = await startService(config)
   cleanups.after(async () => { await svc.app.close() })
   const keyOf = async (tenant: string, permissions = ['verdict', 'verdict_bulk', 'mgmt']): Promise<string> =>

@@ -7,9 +7,9 @@ import assert from 'node:assert/strict'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { test } from 'node:test'
+import { test, type TestContext } from 'node:test'
 import { Worker } from 'node:worker_threads'
-import { passOnThread, RetroHunter } from '../../src/pool/retro-hunt.ts'
+import { passOnThread, RetroHunter, type RetroHunterOptions } from '../../src/pool/retro-hunt.ts'
 import { restoreThreadPriority } from '../../src/pool/thread-priority.ts'
 import { SqliteStore } from '../../src/store/index.ts'
 import { compileSnapshot, loadManifest } from '../../src/intel/index.ts'
@@ -89,21 +89,28 @@ test('a retro-hunt pass asked not to lower its priority keeps the normal one', {
   assert.equal(result.lowPriority, false)
 })
 
-test('a pass waiting at a stop is owed to the next hunter, which runs it over every listing and clears it', { timeout: 300_000 }, async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'ioc-retro-owed-'))
+/** A SQLite store in a new folder, and hunters over it (30 days, unpaced, `options` on top) logging into `logged`. */
+async function hunters (t: TestContext, options: Partial<RetroHunterOptions> = {}): Promise<{ dir: string, store: SqliteStore, logged: string[], hunter: (more?: Partial<RetroHunterOptions>) => RetroHunter }> {
+  const dir = mkdtempSync(join(tmpdir(), 'ioc-retro-hunter-'))
   const store = new SqliteStore({ path: join(dir, 'store.db') })
   await store.migrate()
   t.after(async () => {
     await store.close()
     rmSync(dir, { recursive: true, force: true })
   })
+  const logged: string[] = []
+  const logger = { info: (_o: object, msg: string) => { logged.push(msg) }, error: (_o: object, msg: string) => { logged.push(msg) } }
+  const hunter = (more: Partial<RetroHunterOptions> = {}): RetroHunter =>
+    new RetroHunter({ store: { kind: 'sqlite', path: join(dir, 'store.db') }, days: 30, retentionDays: 0, dutyPercent: 100, logger, owed: store.retroHunt, ...options, ...more })
+  return { dir, store, logged, hunter }
+}
+
+test('a pass waiting at a stop is owed to the next hunter, which runs it over every listing and clears it', { timeout: 300_000 }, async (t) => {
+  const { dir, store, logged, hunter } = await hunters(t)
   const compile = async (body: string): ReturnType<typeof compileFeed> => await compileFeed(dir, body)
   const s1 = await compile('a.example\n')
   const s2 = await compile('a.example\nb.example\n')
   const s3 = await compile('a.example\nb.example\nc.example\n')
-  const logged: string[] = []
-  const logger = { info: (_o: object, msg: string) => { logged.push(msg) }, error: (_o: object, msg: string) => { logged.push(msg) } }
-  const hunter = (): RetroHunter => new RetroHunter({ store: { kind: 'sqlite', path: join(dir, 'store.db') }, days: 30, retentionDays: 0, dutyPercent: 100, logger, owed: store.retroHunt })
 
   const first = hunter()
   first.onSwap(s1, s2) // runs
@@ -134,18 +141,9 @@ test('a pass waiting at a stop is owed to the next hunter, which runs it over ev
 })
 
 test('a start whose snapshot is not the one last hunted with runs a pass over every listing; the first start only notes it', { timeout: 300_000 }, async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'ioc-retro-seen-'))
-  const store = new SqliteStore({ path: join(dir, 'store.db') })
-  await store.migrate()
-  t.after(async () => {
-    await store.close()
-    rmSync(dir, { recursive: true, force: true })
-  })
+  const { dir, store, logged, hunter } = await hunters(t, { lowPriority: false })
   const s1 = await compileFeed(dir, 'a.example\n')
   const s2 = await compileFeed(dir, 'a.example\nb.example\n')
-  const logged: string[] = []
-  const logger = { info: (_o: object, msg: string) => { logged.push(msg) }, error: (_o: object, msg: string) => { logged.push(msg) } }
-  const hunter = (): RetroHunter => new RetroHunter({ store: { kind: 'sqlite', path: join(dir, 'store.db') }, days: 30, retentionDays: 0, dutyPercent: 100, lowPriority: false, logger, owed: store.retroHunt })
 
   const first = hunter()
   assert.equal(await first.resumeOwed(s1), false, 'a first start hunts nothing')
@@ -174,7 +172,7 @@ test('a start whose snapshot is not the one last hunted with runs a pass over ev
 
   // Where the snapshot last hunted with can still be read, a start hunts only what changed since.
   const s3 = await compileFeed(dir, 'a.example\nc.example\n')
-  const fromPrevious = new RetroHunter({ store: { kind: 'sqlite', path: join(dir, 'store.db') }, days: 30, retentionDays: 0, dutyPercent: 100, lowPriority: false, logger, owed: store.retroHunt, previous: async (seen) => seen.version === s1.header.version ? s1 : null })
+  const fromPrevious = hunter({ previous: async (seen) => seen.version === s1.header.version ? s1 : null })
   assert.equal(await fromPrevious.resumeOwed(s3), true)
   await fromPrevious.idle()
   assert.equal(fromPrevious.state().last?.raised, 1, 'c.example alone is raised')
