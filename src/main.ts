@@ -71,6 +71,12 @@ async function serve (config: Readonly<Config>): Promise<void> {
   } catch (e) {
     // The port is taken (or the host is not ours): every part started is closed before the error ends the process.
     await app.close().catch(() => {})
+    // A key made by this start is in the store: shown here, or it would never be (the next start finds a key).
+    if (svc.bootstrapKey !== null) {
+      err('The service did not start, but its first start created a bootstrap API key with every permission. It is')
+      err('shown only this once (it works once the service runs):')
+      err(`  ${svc.bootstrapKey}`)
+    }
     throw e
   }
   let stopping = false

@@ -82,7 +82,7 @@ export const kServiceParts: readonly PartSpec[] = [
   },
   {
     name: 'store',
-    start: 'opens and migrates SQLite or PostgreSQL (`src/store/`); creates the bootstrap key on a first start',
+    start: 'opens and migrates SQLite or PostgreSQL (`src/store/`); a first start\'s bootstrap key is made in it once every part has started',
     close: 'closes the connections',
     destroy: '-'
   },
@@ -155,20 +155,7 @@ export async function startService (config: Readonly<Config>, options: { logger?
   }, (lock) => ({ close: () => { lock.release() } }))
 
   const sopts = storeOptions(config)
-  let bootstrapKey: string | null = null
-  const store = await life.start('store', async () => {
-    const store = await openStore(sopts)
-    try {
-      if (config.bootstrapKey) {
-        // One between instances starting together on an empty store (the store's createFirstKey takes turns).
-        bootstrapKey = (await store.createFirstKey({ tenant: 'default', permissions: ['verdict', 'verdict_bulk', 'mgmt', 'admin'], quota: null }))?.key ?? null
-      }
-    } catch (err) {
-      await store.close().catch(() => {})
-      throw err
-    }
-    return store
-  })
+  const store = await life.start('store', async () => await openStore(sopts))
 
   const quota = await life.start('quota', async () => await openQuota(config.redisUrl === null
     ? { kind: 'memory', store }
@@ -313,5 +300,17 @@ export async function startService (config: Readonly<Config>, options: { logger?
     return app
   }, (app) => ({ destroy: () => { app.server.closeAllConnections() } }))
 
+  // The bootstrap key comes last, once every part has started: a start that fails before it leaves no key that was
+  // never shown, and the next start makes one (and shows it). One between instances starting together on an empty
+  // store (the store's createFirstKey takes turns).
+  let bootstrapKey: string | null = null
+  if (config.bootstrapKey) {
+    try {
+      bootstrapKey = (await store.createFirstKey({ tenant: 'default', permissions: ['verdict', 'verdict_bulk', 'mgmt', 'admin'], quota: null }))?.key ?? null
+    } catch (err) {
+      await app.close().catch(() => {})
+      throw err
+    }
+  }
   return { app, store, quota, intel, history, fleet, feeds, retroHunt, webhooks, logger, bootstrapKey, parts: life.parts, destroy: async (err) => { await life.destroy(err) } }
 }
