@@ -60,10 +60,10 @@ function pairValue (pair: string, eq: number): string {
   }
 }
 
-/** The status, code and message of a parser-level client error. */
 /** What clientError hands over: the parser's error, sometimes with the bytes it was parsing. */
 export type ParserError = Error & { code?: string, rawPacket?: unknown }
 
+/** The status, code and message of a parser-level client error. */
 function describe (err: ParserError): { status: number, code: string, message: string } {
   switch (err.code) {
     case 'ERR_HTTP_REQUEST_TIMEOUT':
@@ -96,7 +96,7 @@ export function clientErrorHandler (err: ParserError, socket: Socket): void {
   const { status, code, message } = describe(err)
   const body = JSON.stringify({ statusCode: status, code, error: STATUS_CODES[status] ?? 'Error', message })
   socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
+    `X-Content-Type-Options: nosniff\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
   // A client still sending would otherwise hold the socket: it is closed once the answer is out, or after a bound.
   setTimeout(() => socket.destroy(), 5_000).unref()
 }

@@ -226,6 +226,12 @@ test('an unknown scoring_version falls back to the default profile with a meta w
   assert.equal(unknown.body.meta.engine_version, dflt.body.meta.engine_version)
   assert.deepEqual(unknown.body.results, dflt.body.results)
   assert.deepEqual(dflt.body.meta.warnings, [])
+  // An empty string is no version (the documented default, no warning).
+  const empty = await bulk({ indicators: [{ value: '203.0.113.9' }], scoring_version: '' })
+  assert.equal(empty.status, 200)
+  assert.deepEqual(empty.body.meta.warnings, [])
+  assert.equal(empty.body.meta.engine_version, dflt.body.meta.engine_version)
+  assert.deepEqual(empty.body.results, dflt.body.results)
 })
 
 test('a known scoring_version is honoured and named in engine_version', async () => {

@@ -72,6 +72,7 @@ test('headers larger than the limit get 431 with the documented body and code HE
   assert.equal(body.code, 'HEADERS_TOO_LARGE')
   assert.equal(body.statusCode, 431)
   assert.match(r.headers, /connection: close/i)
+  assert.match(r.headers, /x-content-type-options: nosniff/i)
 })
 
 test('a URL longer than the header limit gets 414 URI_TOO_LONG; one within it but past 8 KiB too', async (t) => {
