@@ -57,6 +57,10 @@ export class PostgresPort implements SqlPort {
   readonly #sql = new Map<string, string>()
   #closed = false
   #ending: Promise<void> | null = null
+  /** The last attempt found the server unreachable: no answer at all (cleared by the next one that reaches it). */
+  #down = false
+  /** An attempt is in flight while #down: the others fail at once (#reach). */
+  #probing = false
 
   constructor (options: PostgresPortOptions) {
     this.#s = `"${options.schema}"`
@@ -79,10 +83,34 @@ export class PostgresPort implements SqlPort {
   /** A query in PostgreSQL's own SQL, on any pooled connection. */
   async query<R extends pg.QueryResultRow> (sql: string, params: unknown[] = []): Promise<pg.QueryResult<R>> {
     this.assertOpen()
+    return await this.#reach(async () => await this.#pool.query<R>(sql, params))
+  }
+
+  /**
+   * Runs `attempt` (a query or a connection from the pool), its errors as StoreError. Once an attempt has found the
+   * server unreachable, the next one goes ahead alone: while it is in flight, the others fail at once with
+   * STORE_UNAVAILABLE, so a server that does not answer (a network that drops packets) costs one caller the
+   * connection timeout, not every request of the meantime (and their connection attempts do not pile up in the
+   * pool's queue). The first attempt that reaches the server, with any answer, lets everyone through again.
+   */
+  async #reach<T> (attempt: () => Promise<T>): Promise<T> {
+    const probe = this.#down
+    if (probe) {
+      if (this.#probing) throw new StoreError('STORE_UNAVAILABLE', 'PostgreSQL unavailable: the last attempt failed and the next one is in progress')
+      this.#probing = true
+    }
     try {
-      return await this.#pool.query<R>(sql, params)
+      const result = await attempt()
+      this.#down = false
+      return result
     } catch (err) {
-      throw postgresError(err, this.#secrets)
+      const e = postgresError(err, this.#secrets)
+      // Unreachable: no answer at all (refused, timed out, cut). A server that answered with an error state (one
+      // connection terminated, too many clients) is reached, and other connections may still work.
+      this.#down = e.code === 'STORE_UNAVAILABLE' && (e as StoreError & { sqlState?: string }).sqlState === undefined
+      throw e
+    } finally {
+      if (probe) this.#probing = false
     }
   }
 
@@ -199,12 +227,7 @@ export class PostgresPort implements SqlPort {
    */
   async #connect (): Promise<pg.PoolClient> {
     this.assertOpen()
-    let client: pg.PoolClient
-    try {
-      client = await this.#pool.connect()
-    } catch (err) {
-      throw postgresError(err, this.#secrets)
-    }
+    const client = await this.#reach(async () => await this.#pool.connect())
     const ignore = (): void => {}
     client.on('error', ignore)
     const release = client.release

@@ -5,6 +5,8 @@
  */
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
+import { once } from 'node:events'
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net'
 import { test, type TestContext } from 'node:test'
 import Database from 'better-sqlite3'
 import { PostgresPort } from '../../src/store/postgres-port.ts'
@@ -145,4 +147,50 @@ test('PostgreSQL port: a snapshot transaction reads one snapshot while others co
   }, 'snapshot')
   assert.deepEqual(counts.map(Number), [1, 1])
   assert.deepEqual((await port.all<{ n: string }>('SELECT count(*) AS n FROM {items}', []))[0], { n: '2' })
+})
+
+test('PostgreSQL port: while a server that does not answer is tried again, the other callers fail at once; then all pass', { skip: kNoPostgres }, async (t) => {
+  // A relay on 127.0.0.1 that either holds connections without a word (a network dropping packets) or passes them to
+  // the test database.
+  const target = new URL(kDatabaseUrl as string)
+  let forward = false
+  const sockets = new Set<Socket>()
+  const relay = createServer((client) => {
+    sockets.add(client)
+    client.on('close', () => sockets.delete(client))
+    client.on('error', () => {})
+    if (!forward) return
+    const server = connect(Number(target.port === '' ? 5432 : target.port), target.hostname === 'localhost' ? '127.0.0.1' : target.hostname)
+    sockets.add(server)
+    server.on('close', () => { sockets.delete(server); client.destroy() })
+    client.on('close', () => server.destroy())
+    server.on('error', () => {})
+    client.pipe(server).pipe(client)
+  })
+  relay.listen(0, '127.0.0.1')
+  await once(relay, 'listening')
+  t.after(() => { for (const s of sockets) s.destroy(); relay.close() })
+  const url = new URL(kDatabaseUrl as string)
+  url.hostname = '127.0.0.1'
+  url.port = String((relay.address() as AddressInfo).port)
+  const port = new PostgresPort({ url: url.href, schema: 'public', max: 3, connectionTimeoutMs: 800 })
+  t.after(async () => { await port.close() })
+  const codeOf = async (p: Promise<unknown>): Promise<string> => await p.then(() => 'ok', (err: { code?: string, message?: string }) => `${err.code ?? '?'}: ${err.message ?? ''}`)
+
+  // Nothing known yet: each caller waits for its own connection attempt to time out.
+  const first = await Promise.all(Array.from({ length: 2 }, async () => await codeOf(port.query('SELECT 1'))))
+  for (const r of first) assert.match(r, /^STORE_UNAVAILABLE: PostgreSQL unavailable: .*timeout/i)
+  // Known unreachable: one caller tries, the four others are answered at once, without a connection attempt.
+  const second = await Promise.all(Array.from({ length: 5 }, async () => await codeOf(port.query('SELECT 1'))))
+  assert.match(second[0] as string, /timeout/i, 'the first caller tried')
+  for (const r of second.slice(1)) assert.equal(r, 'STORE_UNAVAILABLE: PostgreSQL unavailable: the last attempt failed and the next one is in progress')
+  // Transactions and sessions take their connection through the same gate.
+  const [probe, tx] = await Promise.all([codeOf(port.query('SELECT 1')), codeOf(port.transaction(async (q) => await q.all('SELECT 1', [])))])
+  assert.match(probe, /timeout/i)
+  assert.match(tx, /the next one is in progress/)
+
+  // Reachable again: the next attempt gets through, and after it everyone does.
+  forward = true
+  assert.equal(await codeOf(port.query('SELECT 1')), 'ok')
+  assert.deepEqual(await Promise.all(Array.from({ length: 5 }, async () => await codeOf(port.query('SELECT 1')))), ['ok', 'ok', 'ok', 'ok', 'ok'])
 })
