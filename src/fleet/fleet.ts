@@ -112,6 +112,8 @@ export class Fleet {
   private generation: number | null = null
   private published: number | null = null
   private leaderName: string | null = null
+  /** When a heartbeat first found no leader among the instances seen (null: one was found, or none has looked yet). */
+  private noLeaderSince: number | null = null
   private instances: InstanceRow[] = []
   private failure: string | null = null
   private rebuildPending = false
@@ -154,6 +156,14 @@ export class Fleet {
   /** Whether change notifications are being received (null: inactive). */
   get listening (): boolean | null {
     return this.listener === null ? null : this.listener.listening
+  }
+
+  /**
+   * Whether no instance has led for kGoneMs by this instance's heartbeats: none shows itself as leader (a leader whose
+   * process is stopped but whose lock session lives on, or an election that keeps failing), so no one fetches feeds.
+   */
+  leaderless (): boolean {
+    return this.active && !this.leading && this.noLeaderSince !== null && Date.now() - this.noLeaderSince >= kGoneMs
   }
 
   /** The status, or null when the fleet is inactive. */
@@ -505,6 +515,8 @@ export class Fleet {
       this.instances = rows.map((r) => ({ instance: r.instance, leader: r.leader, generation: r.generation === null ? null : Number(r.generation), version: r.version, state: r.state, seen_at: r.seen_at.toISOString() }))
       const leader = rows.find((r) => r.leader)
       this.leaderName = leader?.instance ?? null
+      if (leader !== undefined || this.leading) this.noLeaderSince = null
+      else this.noLeaderSince ??= Date.now()
       if (!this.leading) {
         if (leader?.sources != null) this.feeds?.adoptStates(leader.sources)
         this.sync()

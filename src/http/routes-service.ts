@@ -25,15 +25,38 @@ export interface ServiceRouteDeps {
   feeds: Pick<FeedRefresher, 'rows'>
   closing: () => boolean
   /** Instances sharing the store (health shows this one's role and generation). */
-  fleet?: Pick<Fleet, 'status'>
+  fleet?: Pick<Fleet, 'status' | 'leaderless'>
 }
 
-async function check (fn: () => Promise<void>): Promise<'ok' | 'error'> {
-  try {
-    await fn()
-    return 'ok'
-  } catch {
-    return 'error'
+/**
+ * Longest a health or readiness answer waits for the store or the quota counter, ms: an answer within a probe's usual
+ * 1 s timeout that says the part is unreachable, rather than a probe timing out on a server that does not answer.
+ */
+const kCheckDeadlineMs = 750
+
+type CheckResult = 'ok' | 'error'
+
+/**
+ * A part's check, run at most once at a time: calls that arrive while it runs share its answer, so a flood of
+ * unauthenticated probes costs the part one query at a time. A check not answered within kCheckDeadlineMs is an
+ * error (it goes on in the background and the next call after it ends runs a fresh one).
+ */
+function sharedCheck (fn: () => Promise<void>): () => Promise<CheckResult> {
+  let running: Promise<CheckResult> | null = null
+  return async () => {
+    running ??= (async (): Promise<CheckResult> => {
+      let timer: NodeJS.Timeout | undefined
+      const late = new Promise<CheckResult>((resolve) => { timer = setTimeout(() => resolve('error'), kCheckDeadlineMs) })
+      const done = fn().then((): CheckResult => 'ok', (): CheckResult => 'error')
+      try {
+        return await Promise.race([done, late])
+      } finally {
+        clearTimeout(timer)
+        // Shared until the check itself ends (a late one too): no second query while one still waits.
+        void done.finally(() => { running = null })
+      }
+    })()
+    return await running
   }
 }
 
@@ -44,6 +67,8 @@ function journalReason (code: string): string {
 
 /** Registers health and the retired history route. */
 export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): void {
+  const storeCheck = sharedCheck(async () => await deps.store.ping())
+  const quotaCheck = sharedCheck(async () => await deps.quota.ping())
   app.get('/api/v2/ioc/health', {
     schema: {
       tags: ['service'],
@@ -51,7 +76,7 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
       response: { 200: healthSchema, 503: healthSchema }
     }
   }, async (_req, reply) => {
-    const [store, quota] = await Promise.all([check(async () => await deps.store.ping()), check(async () => await deps.quota.ping())])
+    const [store, quota] = await Promise.all([storeCheck(), quotaCheck()])
     const h = deps.history.state()
     const snap = deps.intel.snapshot
     const reasons: string[] = []
@@ -96,6 +121,12 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
       if (status === 'ok') status = 'degraded'
       reasons.push(`cannot adopt the fleet's published snapshot: ${fleet.error}`)
     }
+    // No instance has shown itself as leader for 30 s (a leader stopped but still holding its lock, or an election
+    // that keeps failing): verdicts work, but no one fetches feeds or publishes snapshots.
+    if (fleet !== null && deps.fleet?.leaderless() === true) {
+      if (status === 'ok') status = 'degraded'
+      reasons.push('no instance of the fleet leads: feeds are not fetched')
+    }
     reply.code(status === 'unavailable' ? 503 : 200)
     return {
       status,
@@ -133,7 +164,7 @@ export function serviceRoutes (app: FastifyInstance, deps: ServiceRouteDeps): vo
   app.get('/readyz', {
     schema: { tags: ['service'], summary: 'Readiness: 200 when verdicts can be served, else 503 with reasons', response: { 200: probeSchema, 503: probeSchema } }
   }, async (_req, reply) => {
-    const [store, quota] = await Promise.all([check(async () => await deps.store.ping()), check(async () => await deps.quota.ping())])
+    const [store, quota] = await Promise.all([storeCheck(), quotaCheck()])
     const reasons: string[] = []
     if (deps.closing()) reasons.push('shutting down')
     if (store === 'error') reasons.push('store unreachable')

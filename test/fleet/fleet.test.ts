@@ -315,3 +315,42 @@ test('a follower that cannot verify the published snapshot keeps serving its own
   assert.deepEqual(after, before, 'the snapshot it served before')
   assert.ok(await score(follower, follower.key, '45.101.0.7') > unlisted, 'and it keeps answering from it')
 })
+
+test('health goes degraded while no instance has led for 30 s (a leader that holds its lock but is gone), ok once one leads', { timeout: 180_000 }, async (t) => {
+  if (kDb === undefined) {
+    t.skip('IOC_TEST_DATABASE_URL not set')
+    return
+  }
+  const schema = schemaName('leaderless')
+  // A session that holds the leader lock and never heartbeats: as a leader process stopped with SIGSTOP.
+  const holder = new pg.Client({ connectionString: kDb })
+  await holder.connect()
+  t.after(async () => { await holder.end().catch(() => {}) })
+  await holder.query('SELECT pg_advisory_lock(hashtext($1))', [`ioc-verdict:leader:${schema}`])
+  const { build } = pgServices(t, kDb, schema, { IOC_INTEL_CACHE_DIR: '', ...smallRegistries() })
+  const started = Date.now()
+  const a = await build()
+  const health = async (): Promise<Json> => await json(a, '/api/v2/ioc/health')
+  const reason = 'no instance of the fleet leads: feeds are not fetched'
+  let h = await health()
+  assert.equal(h.checks.intel.fleet.role, 'follower')
+  assert.ok(!(h.reasons as string[]).includes(reason), 'not at once: a failover takes a heartbeat or two')
+  for (;;) {
+    h = await health()
+    if ((h.reasons as string[]).includes(reason)) break
+    assert.ok(Date.now() - started < 120_000, `no leader for two minutes, yet health says ${JSON.stringify(h)}`)
+    await new Promise((resolve) => setTimeout(resolve, 500))
+  }
+  assert.equal(h.status, 'degraded')
+  assert.ok(Date.now() - started >= 30_000, 'only after 30 s without a leader')
+  assert.equal((await score(a, a.key, '198.51.100.23') >= 0), true, 'verdicts are still answered')
+  // The holder goes: the instance takes the lead, and health is ok again.
+  await holder.end()
+  for (;;) {
+    h = await health()
+    if (h.status === 'ok' && h.checks.intel.fleet.role === 'leader') break
+    assert.ok(Date.now() - started < 170_000, `not ok after the lock was freed: ${JSON.stringify(h)}`)
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+  assert.ok(!(h.reasons as string[]).includes(reason))
+})

@@ -90,6 +90,36 @@ test('readyz answers 503 with a reason when the store is unreachable, while live
   assert.equal((await own.app.inject({ url: '/livez' })).statusCode, 200)
 })
 
+test('a store that does not answer makes readyz and health answer 503 within the check deadline; probes share one ping', async (t) => {
+  const own = await build(t)
+  let pings = 0
+  let answer: (() => void) | null = null
+  own.store.ping = async () => {
+    pings++
+    await new Promise<void>((resolve) => { answer = resolve })
+  }
+  const answers = await Promise.all([
+    ...Array.from({ length: 20 }, async () => await own.app.inject({ url: '/readyz' })),
+    own.app.inject({ url: '/api/v2/ioc/health' })
+  ])
+  for (const ready of answers.slice(0, 20)) {
+    assert.equal(ready.statusCode, 503)
+    assert.deepEqual(ready.json(), { status: 'unavailable', reasons: ['store unreachable'] })
+  }
+  const health = answers[20]!
+  assert.equal(health.statusCode, 503)
+  assert.equal(health.json().checks.store, 'error')
+  assert.equal(pings, 1, 'the probes shared the one ping still waiting')
+  // While that ping still waits, no other starts; once it has ended, the next probe pings afresh.
+  assert.equal((await own.app.inject({ url: '/readyz' })).statusCode, 503)
+  assert.equal(pings, 1)
+  ;(answer as (() => void) | null)?.()
+  await new Promise((resolve) => setImmediate(resolve))
+  own.store.ping = async () => { pings++ }
+  assert.equal((await own.app.inject({ url: '/readyz' })).statusCode, 200)
+  assert.equal(pings, 2)
+})
+
 test('a journal that cannot be written (a full disk) makes health unavailable and readyz 503, until a write succeeds', async (t) => {
   const own = await build(t)
   const headers = { 'x-api-key': own.key }
