@@ -82,6 +82,11 @@ function requestId (req: { headers: Record<string, string | string[] | undefined
   return typeof h === 'string' && kRequestIdPattern.test(h) && !h.startsWith('iocv_') ? h : randomUUID()
 }
 
+/** The 404 of a request that no route takes. */
+function notFound (req: FastifyRequest): Error {
+  return new NotFoundError(`no route ${req.method} ${req.url.split('?')[0] ?? ''}`)
+}
+
 /** The documented error body for any error a request meets, and its one log line (a 4xx's line: its code, never its message). */
 function answerError (err: FastifyError & { retryAfter?: number }, req: FastifyRequest, reply: FastifyReply): void {
   const pub = toPublicError(err)
@@ -142,6 +147,9 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     drain.track(reply.raw)
     reply.header('x-request-id', req.id)
     try {
+      // No route: answered now, before any body is read (a body sent to no route costs nothing but its lingering
+      // close, whatever it holds).
+      if (req.is404) throw notFound(req)
       // The retired history route answers 404 to any call, a key in its query string included.
       if (req.routeOptions.url !== kRetiredHistoryRoute) guardUrl(req)
       // Health keeps answering (unavailable) so load balancers see the shutdown; everything else is refused.
@@ -176,9 +184,8 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   app.server.maxConnections = config.maxConnections
 
   app.setErrorHandler(answerError)
-  app.setNotFoundHandler((req, reply) => {
-    reply.code(404).send({ statusCode: 404, code: new NotFoundError('').code, error: 'Not Found', message: `no route ${req.method} ${req.url.split('?')[0] ?? ''}` })
-  })
+  // Reached only if the onRequest hook above did not answer first (it does for every request without a route).
+  app.setNotFoundHandler((req) => { throw notFound(req) })
 
   const verifier = new KeyVerifier(deps.store, (err) => { deps.logger.warn({ err }, 'could not record a key\'s last use') })
   const admission = new Admission(config.maxInflight, deps.quota, () => closing() ? 'service is shutting down' : deps.history.refusal())

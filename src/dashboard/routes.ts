@@ -38,6 +38,9 @@ const kSignInBody = {
   properties: { username: { type: 'string', minLength: 1, maxLength: 64 }, password: { type: 'string', minLength: 1, maxLength: 1024 } }
 } as const
 
+/** Largest sign-in body, bytes: a username of 64 and a password of 1,024 characters, each written as JSON escapes. */
+const kSignInBodyLimit = 16 * 1024
+
 const kLookupBody = {
   type: 'object',
   additionalProperties: false,
@@ -75,7 +78,9 @@ export async function dashboardRoutes (app: FastifyInstance, deps: DashboardDeps
   })
 
   app.post('/dashboard/api/session', {
-    schema: { hide: true, tags: ['dashboard'], summary: 'Sign in: sets the session cookie and answers the CSRF token', body: kSignInBody }
+    schema: { hide: true, tags: ['dashboard'], summary: 'Sign in: sets the session cookie and answers the CSRF token', body: kSignInBody },
+    // Open to anyone: a body no sign-in needs is refused with 413 before it is read.
+    bodyLimit: kSignInBodyLimit
   }, async (req, reply) => {
     const { username, password } = req.body as { username: string, password: string }
     // Limits per address, per username and address, and per username, kept in the store (docs/OPERATIONS.md).

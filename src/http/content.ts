@@ -5,7 +5,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { Unpackr } from 'msgpackr'
 import { InvalidRequestError, NotAcceptableError, UnsupportedMediaTypeError } from '../errors.ts'
-import { checkJsonBody, checkMsgpackBody, type CountedMember } from './body-guard.ts'
+import { checkJsonBody, checkJsonText, checkMsgpackBody, type CountedMember } from './body-guard.ts'
 
 /** Media types accepted for msgpack bodies and offered in responses. */
 export const kMsgpackTypes = ['application/msgpack', 'application/x-msgpack', 'application/vnd.msgpack']
@@ -44,6 +44,13 @@ export function registerParsers (app: FastifyInstance, counted: Readonly<Record<
       return
     }
     let parsed: unknown
+    const counted = countedOf(req)
+    try {
+      checkJsonText(body as string, counted === undefined)
+    } catch (err) {
+      done(err as Error, undefined)
+      return
+    }
     try {
       // A leading byte order mark (some Windows clients write one) is ignored, as RFC 8259 allows.
       const text = body as string
@@ -53,7 +60,7 @@ export function registerParsers (app: FastifyInstance, counted: Readonly<Record<
       return
     }
     try {
-      checkJsonBody(parsed, countedOf(req))
+      checkJsonBody(parsed, counted)
       done(null, parsed)
     } catch (err) {
       done(err as Error, undefined)

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { Packr } from 'msgpackr'
-import { checkJsonBody, kMaxDepth, kMaxElements } from '../../src/http/body-guard.ts'
+import { checkJsonBody, checkJsonText, kMaxDepth, kMaxElements } from '../../src/http/body-guard.ts'
 import { buildForFile } from '../helper.ts'
 
 const svc = buildForFile()
@@ -48,13 +48,21 @@ async function send (url: string, payload: Buffer | string, type: string, key = 
   return { status: res.statusCode, code }
 }
 
-/** Sends a body to every route (with and without a key), expecting an answer below 500. */
+/** The sign-in route's body limit (src/dashboard/routes.ts). */
+const kSignInBodyLimit = 16 * 1024
+
+/**
+ * Sends a body to every route (with and without a key), expecting an answer below 500: `expectCode` where the body is
+ * read (a route without a key answers 401 first; no route answers 404 unread; sign-in refuses a body past its limit).
+ */
 async function hostile (name: string, payload: Buffer | string, type: string, expectCode?: string): Promise<void> {
   for (const url of kRoutes) {
     for (const key of [false, true]) {
       const r = await send(url, payload, type, key)
       assert.ok(r.status >= 400 && r.status < 500, `${name} to ${url}: status ${r.status} ${r.code ?? ''}`)
-      if (expectCode !== undefined && !(url.startsWith('/api/') && !key)) assert.equal(r.code, expectCode, `${name} to ${url}`)
+      if (url === '/no/such/route') assert.equal(r.code, 'NOT_FOUND', `${name} to ${url}`)
+      else if (url === '/dashboard/api/session' && Buffer.byteLength(payload) > kSignInBodyLimit) assert.equal(r.code, 'PAYLOAD_TOO_LARGE', `${name} to ${url}`)
+      else if (expectCode !== undefined && !(url.startsWith('/api/') && !key)) assert.equal(r.code, expectCode, `${name} to ${url}`)
     }
   }
 }
@@ -204,4 +212,54 @@ test('the JSON guard names each forbidden key at any depth, passes look-alike ke
   assert.throws(() => checkJsonBody(new Array(kMaxElements).fill(0)), /more than/)
   assert.throws(() => checkJsonBody(JSON.parse('['.repeat(kMaxDepth + 1) + ']'.repeat(kMaxDepth + 1))), /deeper/)
   checkJsonBody(JSON.parse('['.repeat(kMaxDepth) + ']'.repeat(kMaxDepth)))
+})
+
+test('JSON text nested too deep or with too many elements is refused before it is parsed; brackets and commas in strings do not count', () => {
+  // Text JSON.parse would take seconds over (millions of levels) or refuse (no closing brackets): refused by the scan.
+  assert.throws(() => checkJsonText('['.repeat(4_000_000), false), /deeper than 64/)
+  assert.throws(() => checkJsonText('{"a":'.repeat(kMaxDepth + 1), false), /deeper than 64/)
+  checkJsonText('['.repeat(kMaxDepth) + ']'.repeat(kMaxDepth), false)
+  // Brackets in strings, escaped quotes and backslashes before a closing quote: the string ends where JSON says.
+  const inStrings = JSON.stringify(['[{'.repeat(1000), '\\', '\\"[[', '"{{'.repeat(100)])
+  assert.doesNotThrow(() => JSON.parse(inStrings))
+  checkJsonText(inStrings, true)
+  // An escaped quote does not end the string (its brackets do not count); an escaped backslash before a quote does.
+  checkJsonText(`["\\"${'['.repeat(kMaxDepth + 1)}"]`, false)
+  assert.throws(() => checkJsonText(`["\\\\",${'['.repeat(kMaxDepth)}`, false), /deeper/)
+  // Commas: n numbers are 1 + n elements; the scan refuses from kMaxElements commas (kMaxElements + 1 numbers) on.
+  const numbers = (n: number): string => `[${new Array(n).fill(0).join(',')}]`
+  checkJsonText(numbers(kMaxElements), true)
+  assert.throws(() => checkJsonText(numbers(kMaxElements + 1), true), /more than 250000 elements/)
+  checkJsonText(numbers(kMaxElements + 1), false)
+  checkJsonText(`["${','.repeat(kMaxElements * 2)}"]`, true)
+})
+
+test('a body sent to no route is not read: 404 for any content, even one never finished', kTimeout, async () => {
+  for (const payload of ['not json at all', '['.repeat(1_000_000), '{"__proto__":{}}']) {
+    const r = await send('/no/such/route', payload, 'application/json', false)
+    assert.deepEqual(r, { status: 404, code: 'NOT_FOUND' })
+  }
+  const addr = await svc.app.listen({ host: '127.0.0.1', port: 0 })
+  const { connect } = await import('node:net')
+  const url = new URL(addr)
+  const socket = connect(Number(url.port), url.hostname)
+  // Declares 16 MiB, sends a few bytes, then waits: the 404 comes anyway.
+  socket.write('POST /nope HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 16777216\r\n\r\n[[[[')
+  const answer = await new Promise<string>((resolve) => {
+    let got = ''
+    socket.setEncoding('utf8').on('data', (d: string) => { got += d; if (got.includes('NOT_FOUND')) resolve(got) })
+  })
+  socket.destroy()
+  assert.match(answer, /^HTTP\/1\.1 404 /)
+  await stillAnswers()
+})
+
+test('the sign-in route, open to anyone, refuses a body past 16 KiB with 413 before reading it', kTimeout, async () => {
+  const big = JSON.stringify({ username: 'x', password: 'p'.repeat(kSignInBodyLimit) })
+  assert.deepEqual(await send('/dashboard/api/session', big, 'application/json', false), { status: 413, code: 'PAYLOAD_TOO_LARGE' })
+  // The longest valid sign-in fits: 64 and 1,024 characters, each as a JSON escape.
+  const longest = `{"username":"${'\\u00e9'.repeat(64)}","password":"${'\\ud83d\\ude00'.repeat(512)}"}`
+  assert.ok(Buffer.byteLength(longest) <= kSignInBodyLimit)
+  const r = await send('/dashboard/api/session', longest, 'application/json', false)
+  assert.equal(r.status, 401, JSON.stringify(r))
 })
