@@ -31,12 +31,16 @@ export class TenantAllowlists {
     this.store = store
   }
 
-  /** Every stored entry of a tenant (expired ones included), up to kMaxAllowEntries + 1. */
+  /**
+   * A tenant's entries active now, up to kMaxAllowEntries + 1. Expired ones are left out in the store: however many a
+   * tenant holds, they neither count nor push newer entries past the bound.
+   */
   async entries (tenant: string): Promise<AllowEntry[]> {
     const out: AllowEntry[] = []
+    const now = new Date().toISOString()
     let cursor: string | null = null
     do {
-      const page = await this.store.listAllowEntries(tenant, 500, cursor)
+      const page = await this.store.listAllowEntries(tenant, 500, cursor, now)
       out.push(...page.entries)
       cursor = page.nextCursor
     } while (cursor !== null && out.length <= kMaxAllowEntries)

@@ -208,9 +208,8 @@ async function allowMatcher (store: Store, tenant: string): Promise<AllowMatcher
   const now = new Date().toISOString()
   let cursor: string | null = null
   do {
-    const page = await store.listAllowEntries(tenant, 500, cursor)
+    const page = await store.listAllowEntries(tenant, 500, cursor, now)
     for (const e of page.entries) {
-      if (e.expiresAt !== null && e.expiresAt <= now) continue
       rules.push({ id: e.id, kind: e.kind as AllowKind, value: e.value, reason: e.reason, created_by: e.createdBy, created_at: e.createdAt, expires_at: e.expiresAt })
     }
     cursor = page.nextCursor

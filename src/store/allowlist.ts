@@ -76,11 +76,15 @@ export class Allowlist {
     return stored
   }
 
-  /** A page of a tenant's entries, oldest first; INVALID_REQUEST for a bad cursor. */
-  async list (tenant: string, limit: number, cursor: string | null): Promise<AllowPage> {
+  /** A page of a tenant's entries, oldest first (with `activeAt`, those not expired by then); INVALID_REQUEST for a bad cursor. */
+  async list (tenant: string, limit: number, cursor: string | null, activeAt?: string): Promise<AllowPage> {
     const after = cursor === null ? '' : kAllowIds.afterCursor(cursor)
-    const rows = await this.#db.all<AllowRow>(
-      'SELECT * FROM {allowlist} WHERE tenant = ? AND id > ? COLLATE {bytes} ORDER BY id COLLATE {bytes} LIMIT ?', [tenant, after, limit + 1])
+    const rows = activeAt === undefined
+      ? await this.#db.all<AllowRow>(
+        'SELECT * FROM {allowlist} WHERE tenant = ? AND id > ? COLLATE {bytes} ORDER BY id COLLATE {bytes} LIMIT ?', [tenant, after, limit + 1])
+      : await this.#db.all<AllowRow>(
+        'SELECT * FROM {allowlist} WHERE tenant = ? AND id > ? COLLATE {bytes} AND (expires_at IS NULL OR expires_at > ?) ORDER BY id COLLATE {bytes} LIMIT ?',
+        [tenant, after, activeAt, limit + 1])
     const entries = rows.slice(0, limit).map(allowEntry)
     return { entries, nextCursor: rows.length > limit ? kAllowIds.cursorOf(entries[entries.length - 1]!.id) : null }
   }

@@ -72,8 +72,8 @@ export abstract class SqlStore {
     return await this.#allowlist.add(entry, most)
   }
 
-  async listAllowEntries (tenant: string, limit: number, cursor: string | null): Promise<AllowPage> {
-    return await this.#allowlist.list(tenant, limit, cursor)
+  async listAllowEntries (tenant: string, limit: number, cursor: string | null, activeAt?: string): Promise<AllowPage> {
+    return await this.#allowlist.list(tenant, limit, cursor, activeAt)
   }
 
   async deleteAllowEntry (tenant: string, id: string): Promise<boolean> {

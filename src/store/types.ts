@@ -239,8 +239,11 @@ export interface Store {
    * `most` active entries, whatever other adds run at the same time.
    */
   addAllowEntry (entry: NewAllowEntry, most?: number): Promise<AllowEntry | null>
-  /** A page of a tenant's entries, oldest first; throws INVALID_REQUEST for a bad cursor. Only `tenant`'s rows. */
-  listAllowEntries (tenant: string, limit: number, cursor: string | null): Promise<AllowPage>
+  /**
+   * A page of a tenant's entries, oldest first; throws INVALID_REQUEST for a bad cursor. Only `tenant`'s rows; with
+   * `activeAt` (ISO 8601), only those that have not expired by then.
+   */
+  listAllowEntries (tenant: string, limit: number, cursor: string | null, activeAt?: string): Promise<AllowPage>
   /** Deletes one of a tenant's entries: false when the id is unknown or another tenant's. */
   deleteAllowEntry (tenant: string, id: string): Promise<boolean>
   /** Stores an analyst's feedback (and its per-signal rows) in one transaction. */

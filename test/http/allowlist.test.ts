@@ -188,6 +188,19 @@ test('an expired entry no longer applies', async () => {
   assert.equal(listed.body.entries[0].expires_at, '2020-01-01T00:00:00.000Z')
 })
 
+test('a new entry applies however many expired ones its tenant holds', async (t) => {
+  const own = await build(t)
+  const key = await own.makeKey(['verdict', 'mgmt'], { tenant: 'many-expired' })
+  // More expired entries than the active bound, all older than the new one (stored directly: the API refuses a past expiry).
+  for (let i = 0; i < 1_600; i++) {
+    await own.store.addAllowEntry({ tenant: 'many-expired', kind: 'domain', value: `gone-${i}.example`, reason: 'old', createdBy: 'test', expiresAt: '2020-01-01T00:00:00.000Z' })
+  }
+  const entry = await allow(key, { kind: 'ip', value: kListed, reason: 'our scanner' }, own)
+  const res = await own.app.inject({ method: 'POST', url: '/api/v2/ioc/verdict', headers: { 'x-api-key': key }, payload: { indicator: { value: kListed } } })
+  assert.equal(res.statusCode, 200)
+  assertAllowlisted(res.json() as Json, entry.id as string)
+})
+
 test('entries page by cursor without overlap, and each tenant lists only its own', async () => {
   const key = await svc.makeKey(['mgmt'], { tenant: 'tenant-pages' })
   const ids: string[] = []

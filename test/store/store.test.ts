@@ -181,6 +181,16 @@ for (const backend of storeBackends) {
       assert.equal(await store.deleteAllowEntry('allow-a', added[0]!.id), true)
       assert.equal(await store.deleteAllowEntry('allow-a', added[0]!.id), false)
       assert.deepEqual((await store.listAllowEntries('allow-a', 10, null)).entries, added.slice(1))
+      // activeAt leaves out what has expired by then, page by page (an expiry exactly then has expired).
+      const soon = await store.addAllowEntry({ tenant: 'allow-a', kind: 'ip', value: '192.0.2.9', reason: 'soon', createdBy: 'keyid', expiresAt: '2030-01-01T00:00:00.000Z' })
+      const later = await store.addAllowEntry({ tenant: 'allow-a', kind: 'ip', value: '192.0.2.10', reason: 'later', createdBy: 'keyid', expiresAt: '2031-01-01T00:00:00.000Z' })
+      assert.deepEqual((await store.listAllowEntries('allow-a', 10, null, '2029-12-31T23:59:59.999Z')).entries, [...added.slice(1), soon, later])
+      assert.deepEqual((await store.listAllowEntries('allow-a', 10, null, '2030-01-01T00:00:00.000Z')).entries, [...added.slice(1), later])
+      const q1 = await store.listAllowEntries('allow-a', 1, null, '2030-06-01T00:00:00.000Z')
+      assert.deepEqual(q1.entries, added.slice(1, 2))
+      const q2 = await store.listAllowEntries('allow-a', 5, q1.nextCursor, '2030-06-01T00:00:00.000Z')
+      assert.deepEqual(q2.entries, [added[2], later])
+      assert.equal(q2.nextCursor, null)
     })
 
     // ---- feedback
