@@ -63,10 +63,22 @@ export function parseTimestamp (text: unknown): number | null {
   const [, date, time, fraction, offset] = m
   if (!isUtcDay(date)) return null
   if (time === undefined) return utcDayStartMs(date as string)
+  // Hours, minutes and seconds in range (Date.parse reads 24:00 as the next day), an offset within a day.
+  const [h = 0, min = 0, sec = 0] = time.split(':').map(Number)
+  if (h > 23 || min > 59 || sec > 59) return null
+  if (offset !== 'Z' && offset !== 'z' && (Number(offset?.slice(1, 3)) > 23 || Number(offset?.slice(4, 6)) > 59)) return null
   const hms = time.length === 5 ? `${time}:00` : time
   const ms = (fraction ?? '').slice(0, 3).padEnd(3, '0')
   const parsed = Date.parse(`${date}T${hms}.${ms}${(offset as string).toUpperCase()}`)
   return Number.isFinite(parsed) ? parsed : null
+}
+
+/**
+ * Parses an RFC 3339 date-time with its offset (a date alone is refused: an expiry names its instant) into epoch
+ * milliseconds, or null: a day that is not in the calendar (2027-02-30) or a time out of range is refused, not moved.
+ */
+export function parseDateTime (text: unknown): number | null {
+  return typeof text === 'string' && text.length > 10 ? parseTimestamp(text) : null
 }
 
 /** True when `text` is exactly what Date#toISOString produces (the stored form of history dates). */

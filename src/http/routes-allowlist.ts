@@ -7,7 +7,7 @@ import { getPublicSuffix } from 'tldts'
 import { kMaxAllowEntries, type TenantAllowlists } from '../bulk/allowlist.ts'
 import { ALLOW_KINDS, normalizeAllowValue, type AllowKind } from '../engine/index.ts'
 import { InvalidRequestError, NotFoundError } from '../errors.ts'
-import type { AllowEntry, Store } from '../store/index.ts'
+import { parseDateTime, type AllowEntry, type Store } from '../store/index.ts'
 import { requireKey, type KeyVerifier } from './auth.ts'
 import { errorsOf } from './response-schemas.ts'
 import { kIdParams } from './schemas.ts'
@@ -45,8 +45,6 @@ const kBody = {
 } as const
 
 interface Body { kind: AllowKind, value: string, reason: string, expires_at?: string | null }
-
-const kIsoDateTime = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/
 
 /**
  * Why an entry (normalized) covers too much to be accepted, or null: an ip_block wider than kMinAllowPrefix, or a
@@ -109,7 +107,7 @@ export function allowlistRoutes (app: FastifyInstance, deps: AllowlistRouteDeps)
     if (broad !== null) throw new InvalidRequestError(broad)
     let expiresAt: string | null = null
     if (body.expires_at !== undefined && body.expires_at !== null) {
-      const ms = kIsoDateTime.test(body.expires_at) ? Date.parse(body.expires_at) : NaN
+      const ms = parseDateTime(body.expires_at) ?? NaN
       if (!Number.isFinite(ms)) throw new InvalidRequestError('expires_at must be an ISO 8601 date-time with a time zone')
       if (ms <= Date.now()) throw new InvalidRequestError('expires_at must be in the future')
       expiresAt = new Date(ms).toISOString()

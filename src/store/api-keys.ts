@@ -7,8 +7,10 @@
  * strong and keeps authentication off the CPU budget of the request path.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { isIP } from 'node:net'
 import ipaddr from 'ipaddr.js'
 import { StoreError } from '../errors.ts'
+import { parseDateTime } from '../history/utc-day.ts'
 import { isoOf, isoOrNull, isUniqueViolation, listOf, type SqlPort } from './sql-port.ts'
 import type { ApiKeyRecord, CreatedKey, CreateKeyOptions } from './types.ts'
 
@@ -125,15 +127,13 @@ export function validateKeyOptions (options: CreateKeyOptions): ValidKeyOptions 
   }
   let expires: string | null = null
   if (expiresAt !== null) {
-    const ms = typeof expiresAt === 'string' && kIsoDateTime.test(expiresAt) ? Date.parse(expiresAt) : NaN
+    const ms = parseDateTime(expiresAt) ?? NaN
     if (!Number.isFinite(ms)) throw new StoreError('INVALID_KEY_OPTIONS', 'expires_at must be an ISO 8601 date-time with a time zone, e.g. 2027-01-31T00:00:00Z')
     if (ms <= Date.now()) throw new StoreError('INVALID_KEY_OPTIONS', 'expires_at must be in the future')
     expires = new Date(ms).toISOString()
   }
   return { tenant, permissions: PERMISSIONS.filter((p) => wanted.has(p)), quota, rateLimit, expiresAt: expires, allowedCidrs: allowedCidrs === null ? null : canonicalCidrs(allowedCidrs) }
 }
-
-const kIsoDateTime = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/
 
 /** Canonical CIDR strings (host bits cleared; a bare address is its /32 or /128); throws INVALID_KEY_OPTIONS. */
 export function canonicalCidrs (list: unknown): string[] {
@@ -145,6 +145,10 @@ export function canonicalCidrs (list: unknown): string[] {
     let net: [ipaddr.IPv4 | ipaddr.IPv6, number]
     try {
       if (typeof item !== 'string' || item.length > 64) throw new Error('not a string')
+      // Dotted-decimal IPv4 and standard IPv6 only: ipaddr.js also reads inet_aton's forms, in which 010.0.0.0/8 is
+      // 8.0.0.0/8 (octal) and 2130706433 is 127.0.0.1, and a zone (%eth0) means nothing for a peer address.
+      const slash = item.indexOf('/')
+      if (isIP(slash === -1 ? item : item.slice(0, slash)) === 0 || item.includes('%') || (slash !== -1 && !/^\d{1,3}$/.test(item.slice(slash + 1)))) throw new Error('not strict')
       net = item.includes('/') ? ipaddr.parseCIDR(item) : [ipaddr.parse(item), ipaddr.parse(item).kind() === 'ipv4' ? 32 : 128]
     } catch {
       throw new StoreError('INVALID_KEY_OPTIONS', `allowed_cidrs: ${JSON.stringify(String(item)).slice(0, 70)} is not an address or CIDR block`)

@@ -19,7 +19,7 @@ export { MemoryQuota, RedisQuota } from './quota.ts'
 export type { QuotaCounter, ReserveResult, UsageSource, MemoryQuotaOptions, RedisQuotaOptions } from './quota.ts'
 export { SqliteStore, type SqliteStoreOptions } from './sqlite.ts'
 export { StoreError, type StoreErrorCode } from '../errors.ts'
-export { utcDayOf, secondsUntilNextUtcMidnight } from '../history/utc-day.ts'
+export { parseDateTime, utcDayOf, secondsUntilNextUtcMidnight } from '../history/utc-day.ts'
 export type * from './types.ts'
 
 export type { StoreOptions } from '../config.ts'

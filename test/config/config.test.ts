@@ -189,6 +189,10 @@ test('a bad value is CONFIG_INVALID naming the setting, at each bound of each ki
     ['IOC_BOOTSTRAP_KEY', 'yes', /IOC_BOOTSTRAP_KEY: must be 0, 1, true or false/],
     ['IOC_TRUST_PROXY', '10.0.0.1,proxy.internal', /IOC_TRUST_PROXY: must list addresses or CIDR blocks/],
     ['IOC_TRUST_PROXY', 'true', /IOC_TRUST_PROXY: must list addresses or CIDR blocks/],
+    // inet_aton's forms, which the proxy check would read as other addresses (010.0.0.1 as octal 8.0.0.1).
+    ['IOC_TRUST_PROXY', '010.0.0.1', /IOC_TRUST_PROXY: must list addresses or CIDR blocks/],
+    ['IOC_TRUST_PROXY', '10.0.0.0/8,0x7f.0.0.1', /IOC_TRUST_PROXY: must list addresses or CIDR blocks/],
+    ['IOC_TRUST_PROXY', '127.1', /IOC_TRUST_PROXY: must list addresses or CIDR blocks/],
     ['IOC_REDIS_URL', 'not a url', /IOC_REDIS_URL: is not a valid URL/]
   ]
   for (const [name, raw, pattern] of cases) configError({ [name]: raw }, pattern)

@@ -258,6 +258,9 @@ test('bad input for each field is INVALID_REQUEST and stores nothing', async () 
     { ...good, expires_at: '2020-01-01T00:00:00Z' },
     { ...good, expires_at: 'tomorrow' },
     { ...good, expires_at: '2999-01-01' },
+    { ...good, expires_at: '2999-02-30T00:00:00Z' },
+    { ...good, expires_at: '2999-04-31T12:00:00+02:00' },
+    { ...good, expires_at: '2999-01-01T23:59:60Z' },
     { ...good, expires_at: 5 },
     { ...good, created_by: 'someone-else' },
     { ...good, id: 'al_000000000ffffffffff' }
