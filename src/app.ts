@@ -12,7 +12,7 @@ import { kProjectRoot, type Config } from './config.ts'
 import { Admission } from './bulk/admission.ts'
 import { causeCodes, kExpectedRefusals, kRetryAfterCodes, NotFoundError, OverloadedError, toPublicError } from './errors.ts'
 import { ConnectionDrain } from './http/connection-drain.ts'
-import { clientErrorHandler, guardUrl, lingerIfUnread } from './http/edges.ts'
+import { clientErrorHandler, guardUrl, lingerIfUnread, redactUrl } from './http/edges.ts'
 import { KeyVerifier } from './http/auth.ts'
 import { registerParsers } from './http/content.ts'
 import { Metrics, metricsRoutes } from './http/metrics.ts'
@@ -84,7 +84,8 @@ function requestId (req: { headers: Record<string, string | string[] | undefined
 
 /** The 404 of a request that no route takes. */
 function notFound (req: FastifyRequest): Error {
-  return new NotFoundError(`no route ${req.method} ${req.url.split('?')[0] ?? ''}`)
+  // Its path as logs show it (a key pasted as a path is not echoed to whatever records answers on the way back).
+  return new NotFoundError(`no route ${req.method} ${redactUrl(req.url.split('?')[0] ?? '') ?? ''}`)
 }
 
 /** The documented error body for any error a request meets, and its one log line (a 4xx's line: its code, never its message). */

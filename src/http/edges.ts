@@ -17,14 +17,19 @@ export const kMaxUrlLength = 8192
 /** An absolute-form request target's scheme and user information (`http://user:password@`). */
 const kUserInfo = /^([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^/?#]*@/
 
+/** An API key's form (`iocv_` then its id and secret), as a path segment may hold one pasted by mistake. */
+const kKeyInPath = /iocv_[A-Za-z0-9_-]+/g
+
 /**
  * A URL as logs may show it: the path, and no query string or user information (either may carry secrets; a client
- * may send an absolute URL, `http://user:password@host/path`, as its request target).
+ * may send an absolute URL, `http://user:password@host/path`, as its request target), nor anything of an API key's
+ * form in the path (`DELETE /api/v2/mgmt/keys/<the key>` where its id was meant).
  */
 export function redactUrl (url: string | undefined): string | undefined {
   if (url === undefined) return undefined
   const q = url.indexOf('?')
-  const path = q === -1 ? url : `${url.slice(0, q)}?[redacted]`
+  let path = q === -1 ? url : `${url.slice(0, q)}?[redacted]`
+  if (path.includes('iocv_')) path = path.replace(kKeyInPath, 'iocv_[redacted]')
   return path.charCodeAt(0) === 47 ? path : path.replace(kUserInfo, '$1[redacted]@') // 47: '/', the usual origin form
 }
 

@@ -183,12 +183,18 @@ test('a key in a bad URL, in a URL\'s user information or as the request id reac
   // An absolute-form target with the key as its password (it authenticates nothing).
   const absolute = await rawExchange(port, `POST http://iocv:${key}@127.0.0.1/api/v2/ioc/verdict HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`)
   assert.equal(absolute.status, 401)
+  // The key in the path, where an id was meant or pasted as a path: neither logged nor echoed in full.
+  const inPath = await svc.app.inject({ method: 'DELETE', url: `/api/v2/mgmt/keys/${key}`, headers: { 'x-api-key': key } })
+  assert.ok(inPath.statusCode >= 400 && inPath.statusCode < 500, inPath.body)
+  const asPath = await svc.app.inject({ method: 'GET', url: `/${key}` })
+  assert.equal(asPath.statusCode, 404)
+  assert.ok(lines.some((l) => l.includes('"url":"/iocv_[redacted]"')), 'a key as the path is logged redacted')
   // The key sent as the request id: a fresh id is used instead.
   const traced = await svc.app.inject({ method: 'GET', url: '/api/v2/ioc/health', headers: { 'x-request-id': key } })
   assert.equal(traced.statusCode, 200)
   assert.notEqual(traced.headers['x-request-id'], key)
   assert.equal(await svc.app.inject({ method: 'GET', url: '/api/v2/ioc/health', headers: { 'x-request-id': 'trace-1' } }).then((r) => r.headers['x-request-id']), 'trace-1')
-  for (const text of [bad.headers, bad.body, absolute.headers, absolute.body, ...lines]) assert.ok(!text.includes(secret), `the key's secret in: ${text}`)
+  for (const text of [bad.headers, bad.body, absolute.headers, absolute.body, inPath.body, asPath.body, ...lines]) assert.ok(!text.includes(secret), `the key's secret in: ${text}`)
   assert.ok(lines.some((l) => l.includes('"url":"http://[redacted]@127.0.0.1/api/v2/ioc/verdict"')), 'the user information is redacted')
   assert.ok(lines.some((l) => l.includes('"code":"INVALID_REQUEST"') && l.includes('request rejected')), 'the bad URL is logged by its code')
 })
