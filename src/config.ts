@@ -144,7 +144,7 @@ interface Field {
 const kFields: Record<string, Field> = {
   IOC_HOST: { key: 'host', kind: 'string', default: '127.0.0.1', doc: 'listen address' },
   IOC_PORT: { key: 'port', kind: 'port', default: 8080, doc: 'listen port (0 = any free port)' },
-  IOC_DATA_DIR: { key: 'dataDir', kind: 'path', default: join(kProjectRoot, 'data', 'run'), shown: './data/run', doc: 'SQLite file, snapshot cache, history journal' },
+  IOC_DATA_DIR: { key: 'dataDir', kind: 'path', default: join(kProjectRoot, 'data', 'run'), shown: './data/run', doc: 'SQLite file, snapshot cache, history journal (made with mode 0700 when missing: it holds every tenant\'s history)' },
   IOC_POOL_SIZE: { key: 'poolSize', kind: 'int', min: 0, max: 256, default: availableParallelism(), shown: 'CPU count', doc: 'scoring worker threads; 0 scores inline on the main thread' },
   IOC_FEEDS: { key: 'feeds', kind: 'path', default: join(kProjectRoot, 'data', 'feeds', 'manifest.json'), shown: 'data/feeds/manifest.json', doc: 'feed manifest' },
   IOC_INTEL_CACHE_DIR: { key: 'intelCacheDir', kind: 'nullable-path', default: null, shown: '<data dir>/intel', doc: 'compiled snapshot cache' },

@@ -149,7 +149,7 @@ async function serve (config: Readonly<Config>): Promise<void> {
 
 async function keys (config: Readonly<Config>, args: string[]): Promise<number> {
   const [sub, ...rest] = args
-  mkdirSync(config.dataDir, { recursive: true })
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 })
   const { openStore, PERMISSIONS } = await import('./store/index.ts')
   const store = await openStore(storeOptions(config))
   try {
@@ -230,7 +230,7 @@ async function readStdin (): Promise<string> {
 
 async function users (config: Readonly<Config>, args: string[]): Promise<number> {
   const [sub, ...rest] = args
-  mkdirSync(config.dataDir, { recursive: true })
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 })
   const { openStore, ROLES } = await import('./store/index.ts')
   const store = await openStore(storeOptions(config))
   try {
@@ -384,7 +384,7 @@ async function retroHunt (config: Readonly<Config>, args: string[]): Promise<num
     err('the retro-hunt is off (IOC_RETRO_HUNT_DAYS=0): give --since to run a pass anyway')
     return 2
   }
-  mkdirSync(config.dataDir, { recursive: true })
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 })
   const [{ intelSource }, { compileInputs, loadSnapshot }, { openStore }, { runRetroPass }] =
     await Promise.all([import('./service.ts'), import('./intel/index.ts'), import('./store/index.ts'), import('./pool/retro-pass.ts')])
   const store = await openStore(storeOptions(config))

@@ -148,7 +148,7 @@ export async function startService (config: Readonly<Config>, options: { logger?
   const specs = await loadManifest(source.manifest, { feedsDir: source.feedsDir })
   const life = new Lifecycle(kServiceParts, { budgetMs: config.shutdownTimeoutMs, logger: logger.child({ component: 'lifecycle' }) })
   await life.start('data-dir', () => {
-    mkdirSync(config.dataDir, { recursive: true })
+    mkdirSync(config.dataDir, { recursive: true, mode: 0o700 })
     const lock = lockDataDir(config.dataDir)
     if (lock.warning !== null) logger.warn(lock.warning)
     return lock

@@ -1,11 +1,12 @@
 /**
  * A first start's bootstrap key is shown to the operator whatever happens to that start: a start that fails before
  * every part has started makes no key (the next start makes and shows one), and a start that made its key but cannot
- * listen shows the key with its error (the next start finds a key and shows none).
+ * listen shows the key with its error (the next start finds a key and shows none). The data directory a first start
+ * makes, which holds every tenant's history, is its owner's alone.
  */
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, statSync } from 'node:fs'
 import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -67,6 +68,7 @@ test('a first start that fails before every part has started makes no key; the n
   const s = await spawnServe({ env: e })
   t.after(async () => { await s.stop('SIGKILL') })
   assert.ok(s.key !== null, 'the next start makes a key and shows it')
+  assert.equal(statSync(e.IOC_DATA_DIR as string).mode & 0o777, 0o700, 'the data directory is its owner\'s alone')
   assert.equal(await verdictStatus(s.base, s.key), 200)
   assert.deepEqual(await s.stop(), { code: 0, signal: null })
 })
