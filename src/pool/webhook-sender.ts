@@ -211,6 +211,8 @@ export class WebhookSender {
   #wake: (() => void) | null = null
   /** Whether the last hand-on failed (logged once per run of failures). */
   #sweepFailing = false
+  /** Whether the last poll could not read the due deliveries (logged once per run of failures, as the hand-on). */
+  #pollFailing = false
   #closed = false
   readonly #aborts = new Set<AbortController>()
 
@@ -286,8 +288,13 @@ export class WebhookSender {
       this.#wake?.()
       return
     }
-    this.#polling = this.#poll().catch((err: unknown) => {
-      this.#o.logger.error({ err }, 'webhook deliveries could not be read')
+    this.#polling = this.#poll().then(() => {
+      if (this.#pollFailing) this.#o.logger.info({}, 'webhook deliveries are read again')
+      this.#pollFailing = false
+    }, (err: unknown) => {
+      // Every tick polls again: a store outage would log this every second, stack and all.
+      if (!this.#pollFailing) this.#o.logger.error({ err }, 'webhook deliveries could not be read (tried again every poll)')
+      this.#pollFailing = true
     }).finally(() => { this.#polling = null })
   }
 

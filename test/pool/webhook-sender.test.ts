@@ -96,3 +96,33 @@ test('a receiver that never answers holds up one delivery, not the others, nor t
   assert.equal(await store.webhooks.handOnHits(10, 10, () => '{}'), 0, 'nothing left to hand on')
   assert.deepEqual((await store.webhooks.deliveries('lab', fine.id, 5)).map((d) => d.status), ['delivered', 'delivered'])
 })
+
+test('a store that cannot be read is logged once per outage, not at every poll, and its end once', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'iocv-sender-'))
+  const store = new SqliteStore({ path: join(dir, 'db.sqlite') })
+  t.after(async () => { await store.close(); rmSync(dir, { recursive: true, force: true }) })
+  await store.migrate()
+  const lines: Array<{ level: string, msg: string }> = []
+  const logger = { info: (_: object, msg: string) => { lines.push({ level: 'info', msg }) }, warn: (_: object, msg: string) => { lines.push({ level: 'warn', msg }) }, error: (_: object, msg: string) => { lines.push({ level: 'error', msg }) } }
+  // The store's deliveries fail to be read, as in a database outage, for a number of polls.
+  const claimDue = store.webhooks.claimDue.bind(store.webhooks)
+  let failures = 0
+  let down = true
+  store.webhooks.claimDue = async (...args) => {
+    if (down) {
+      failures++
+      throw new Error('PostgreSQL unavailable: connect ECONNREFUSED')
+    }
+    return await claimDue(...args)
+  }
+  const sender = new WebhookSender({ store, key: Buffer.alloc(32, 7), allowPrivate: true, retryBaseMs: 10, timeoutMs: 2_000, logger })
+  t.after(async () => { await sender.close() })
+  sender.start()
+  await waitFor('several failed polls', () => failures >= 5 ? true : undefined, 30_000)
+  down = false
+  await waitFor('the store read again', () => lines.some((l) => l.msg === 'webhook deliveries are read again') ? true : undefined, 30_000)
+  assert.deepEqual(lines.filter((l) => l.msg.startsWith('webhook deliveries')), [
+    { level: 'error', msg: 'webhook deliveries could not be read (tried again every poll)' },
+    { level: 'info', msg: 'webhook deliveries are read again' }
+  ])
+})
