@@ -141,7 +141,17 @@ export function newestFirst (a: FoundItem, b: FoundItem): number {
  * A page of search results from up to `limit` + 1 items found (one more than asked tells whether another page
  * exists, so the last page has next_cursor null), bounded as SearchPageBuilder bounds it.
  */
-export function searchPage (found: readonly FoundItem[], limit: number): SearchPage {
+/** Where a search that spent its budget stopped: the next page reads what is older than (ts, id). */
+export interface SearchResume { ts: number, id: number }
+
+/** Rows found, and where to go on when a budget ended the search before the page was full (else null). */
+export interface SearchFound { found: FoundItem[], resume: SearchResume | null }
+
+/**
+ * The page of `found` (up to `limit` rows and the page's byte bound); its next_cursor continues after its last row
+ * when rows are left, or from `resume` when the search stopped early, else null.
+ */
+export function searchPage (found: readonly FoundItem[], limit: number, resume: SearchResume | null = null): SearchPage {
   // The items of one request share its envelope's string, the key of its parsed form.
   const page = new SearchPageBuilder(limit)
   let added = 0
@@ -153,7 +163,9 @@ export function searchPage (found: readonly FoundItem[], limit: number): SearchP
   const last = found[added - 1]
   return {
     results: page.results,
-    next_cursor: added < found.length && last !== undefined ? encodeCursor(new Date(last.ts).toISOString(), last.id) : null
+    next_cursor: added < found.length && last !== undefined
+      ? encodeCursor(new Date(last.ts).toISOString(), last.id)
+      : resume === null ? null : encodeCursor(new Date(resume.ts).toISOString(), resume.id)
   }
 }
 

@@ -13,7 +13,7 @@ import type { HistoryPart } from '../history/block.ts'
 import { readsBlocks, rowParts, searchPage } from '../history/blocks.ts'
 import { continuationUid, decodeCursor, toRows, usageDeltas, validateFilters, validateLimit, type HistoryRow } from '../history/rows.ts'
 import {
-  BlockWriter, blockScanSql, kBlockStatementSql, prepareBlockWriter, requestWalkSql, scanBlocks, walkRequests,
+  BlockWriter, blockScanSql, kBlockStatementSql, kSearchBudget, prepareBlockWriter, requestWalkSql, scanBlocks, walkRequests,
   type BlockStatements, type BlockWriterStatements
 } from '../history/sqlite-search.ts'
 import { StoreError } from '../errors.ts'
@@ -30,6 +30,8 @@ export interface SqliteStoreOptions {
   path: string
   /** How long a statement waits for another connection's write lock before failing, in ms. */
   busyTimeoutMs?: number
+  /** Most items a history search reads before it answers a page that ends early (kSearchBudget; tests set fewer). */
+  searchBudget?: number
 }
 
 const kDefaultBusyTimeoutMs = 5000 // 5 s: longer than any history batch transaction
@@ -95,6 +97,7 @@ export class SqliteStore extends SqlStore implements Store {
   readonly #db: Database.Database
   #stmts: Statements | null = null
   readonly #searchCache = new Map<string, Database.Statement>()
+  readonly #searchBudget: number
   #closed = false
   /** Retro-hunt hits and its reads of history blocks, over this store's port. */
   readonly retroHunt: RetroHuntStore
@@ -107,6 +110,7 @@ export class SqliteStore extends SqlStore implements Store {
     super(port)
     this.#port = port
     this.#db = db
+    this.#searchBudget = options.searchBudget ?? kSearchBudget
     this.retroHunt = new RetroHuntStore(port, 'sqlite')
     this.webhooks = new WebhookStore(port, 'sqlite')
   }
@@ -279,13 +283,13 @@ export class SqliteStore extends SqlStore implements Store {
     // One row more than asked tells whether another page exists, so the last page has next_cursor null. One read
     // transaction: the search runs several statements, and they all see the same snapshot (the writer's connection
     // may append to an open block in between).
-    const rows = await this.#port.exclusive((db) => {
+    const { found, resume } = await this.#port.exclusive((db) => {
       const s = this.#statements(db)
       return db.transaction(() => readsBlocks(f)
-        ? scanBlocks(this.#prepared(db, blockScanSql(f.indicatorType !== null)), s, tenant, f, c, n + 1)
-        : walkRequests(this.#prepared(db, requestWalkSql(f)), s, tenant, f, c, n + 1))()
+        ? scanBlocks(this.#prepared(db, blockScanSql(f.indicatorType !== null)), s, tenant, f, c, n + 1, this.#searchBudget)
+        : walkRequests(this.#prepared(db, requestWalkSql(f)), s, tenant, f, c, n + 1, this.#searchBudget))()
     })
-    return searchPage(rows, n)
+    return searchPage(found, n, resume)
   }
 
   /**

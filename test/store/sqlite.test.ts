@@ -296,3 +296,47 @@ test('a part of an unknown format is refused as INVALID_RECORD, and nothing of i
   await store.writeHistoryParts(parts)
   assert.deepEqual((await store.searchHistory('F', {}, 10, null)).results.map((r) => r.indicator.value), ['later.example', 'ok.example'])
 })
+
+test('a search that reads more than its budget answers early with a cursor, and paging finds exactly what an unbounded search finds', async (t) => {
+  const path = join(tempDir(t), 'budget.db')
+  const full = new SqliteStore({ path })
+  t.after(() => full.close())
+  await full.migrate()
+  const at = (day: number, h = 0): string => new Date(Date.UTC(2024, 4, day, h)).toISOString()
+  // Four requests of more than a block each, written out of date order, a few matches spread through them.
+  await full.writeHistory(valueRecords(kBlockItems + 3, at(10), 'r10', 'evil.example', [0, 5000, kBlockItems + 2]))
+  await full.writeHistory(valueRecords(kBlockItems + 3, at(12), 'r12', 'evil.example', [7]))
+  await full.writeHistory(valueRecords(kBlockItems + 3, at(11), 'r11', 'evil.example', []))
+  await full.writeHistory(valueRecords(kBlockItems + 3, at(13), 'r13', 'evil.example', [1, 2, 3, 9000]))
+  await full.writeHistory(valueRecords(5, at(12, 5), 'r12b', 'evil.example', [0, 4]))
+  // The newest request fills two blocks of one date, with matches in each: a page cut between them must not return
+  // the first block's matches and then, from a cursor at that date, return them again.
+  await full.writeHistory(valueRecords(2 * kBlockItems, at(14), 'r14', 'evil.example', [11, kBlockItems + 11]))
+  const bounded = new SqliteStore({ path, searchBudget: 5_000 })
+  t.after(() => bounded.close())
+  const pages = async (store: SqliteStore, filters: SearchFilters, limit: number): Promise<{ rows: string[], short: number }> => {
+    const rows: string[] = []
+    let short = 0
+    let cursor: string | null = null
+    for (let n = 0; ; n++) {
+      assert.ok(n < 1000, `paging ends: ${JSON.stringify(filters)} ${limit} ${cursor ?? ''} ${Buffer.from(cursor ?? '', 'base64url').toString()}`)
+      const page = await store.searchHistory('seg', filters, limit, cursor)
+      rows.push(...page.results.map((r) => `${r.request_id} ${r.indicator.value}`))
+      cursor = page.next_cursor
+      if (cursor === null) break
+      if (page.results.length < limit) short++
+    }
+    return { rows, short }
+  }
+  // Block scans (a value, a type) and a request walk (a type with a key filter), each reading past the budget.
+  for (const filters of [{ indicator_value: 'evil.example' }, { indicator_type: 'domain' }, { indicator_type: 'domain', apikey: 'aaaaaaaaaaaa' }] as SearchFilters[]) {
+    for (const limit of [3, 1000]) {
+      const want = await pages(full, filters, limit)
+      const got = await pages(bounded, filters, limit)
+      assert.deepEqual(got.rows, want.rows, JSON.stringify(filters))
+      assert.ok(got.short > 0, `the budget cut a page short (${JSON.stringify(filters)}, limit ${limit})`)
+      assert.equal(want.short, 0, 'without a budget, only the last page is short')
+    }
+  }
+  assert.equal((await pages(full, { indicator_value: 'evil.example' }, 1000)).rows.length, 12)
+})

@@ -506,9 +506,17 @@ async function searchHistory (next) {
   if ($('#h-to').value !== '') q.set('date_lt', $('#h-to').value)
   if ($('#h-nobulk').checked) q.set('exclude_bulk_requests', 'true')
   if (next && state.historyCursor !== null) q.set('cursor', state.historyCursor)
-  const page = await api('GET', `/api/v2/mgmt/enrich-logs/search-history?${q}`)
+  let page = await api('GET', `/api/v2/mgmt/enrich-logs/search-history?${q}`)
+  // A search of a large history may stop early with a short page (docs/API.md): read on, a few pages at most, to
+  // show a full one.
+  const results = [...page.results]
+  for (let more = 0; results.length < 50 && page.next_cursor !== null && more < 10; more++) {
+    q.set('cursor', page.next_cursor)
+    page = await api('GET', `/api/v2/mgmt/enrich-logs/search-history?${q}`)
+    results.push(...page.results)
+  }
   state.historyCursor = page.next_cursor
-  const rows = page.results.map((r) => el('tr', {},
+  const rows = results.map((r) => el('tr', {},
     el('td', {}, r.date), el('td', {}, r.indicator.value), el('td', {}, r.indicator.type ?? ''), el('td', {}, r.risk?.score ?? ''),
     el('td', {}, r.risk?.category ?? ''), el('td', {}, r.user_id ?? r.apikey), el('td', {}, r.bulk_request_id ?? '')))
   if (next) $('#history-table tbody').append(...rows)
