@@ -11,7 +11,7 @@
  */
 import { createHash, randomBytes, scrypt as scryptCb, timingSafeEqual, type ScryptOptions } from 'node:crypto'
 import { StoreError } from '../errors.ts'
-import { HashQueue } from './hash-queue.ts'
+import { HashQueue, HashQueueDisplaced } from './hash-queue.ts'
 import { SignInLimits } from './sign-in-limits.ts'
 import { isUniqueViolation, type SqlPort } from './sql-port.ts'
 
@@ -56,6 +56,8 @@ const kMaxPassword = 1024
  * its last request (at most 60 s of the default 30 minutes; 5% of a short window).
  */
 const kTouchMs = 60_000
+/** Sessions a user keeps at most (the oldest end when a sign-in passes it). */
+export const kMaxSessions = 100
 
 function touchEvery (idleMs: number): number {
   return Math.min(kTouchMs, Math.max(1, Math.floor(idleMs / 20)))
@@ -182,13 +184,14 @@ export class Accounts {
    * parallel guesses are counted too), checked only when the hash queue has room, and given back when it succeeds.
    */
   async signIn (username: string, password: string, address: string): Promise<SignInOutcome> {
-    if (kHashes.full) return { ok: false, reason: 'busy', retryAfterSeconds: 1 }
+    if (kHashes.refuses(address)) return { ok: false, reason: 'busy', retryAfterSeconds: 1 }
     const taken = await this.#limits.take(username, address)
     if (!taken.ok) return { ok: false, reason: 'limited', retryAfterSeconds: taken.retryAfterSeconds }
     let user: UserRecord | null = null
     try {
       const row = await this.#userRow(username)
-      const checked = kHashes.tryRun(async () => await matchesNow(row?.password_hash ?? null, password.slice(0, kMaxPassword)))
+      // Queued under the client's address: a client that keeps the queue full gives up its own places (hash-queue.ts).
+      const checked = kHashes.tryRun(async () => await matchesNow(row?.password_hash ?? null, password.slice(0, kMaxPassword)), address)
       if (checked === null) {
         await taken.release(false)
         return { ok: false, reason: 'busy', retryAfterSeconds: 1 }
@@ -196,6 +199,7 @@ export class Accounts {
       user = await checked ? activeUser(row) : null
     } catch (err) {
       await taken.release(false)
+      if (err instanceof HashQueueDisplaced) return { ok: false, reason: 'busy', retryAfterSeconds: 1 }
       throw err
     }
     if (user === null) return { ok: false, reason: 'invalid' }
@@ -218,6 +222,9 @@ export class Accounts {
     await this.#db.run('DELETE FROM {sessions} WHERE expires_at < ?', [createdAt])
     await this.#db.run('INSERT INTO {sessions} (id_hash, username, csrf, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)',
       [sessionHash(id), user.username, csrf, createdAt, createdAt, expiresAt])
+    // A user keeps their newest kMaxSessions sessions: signing in without end does not grow the store without end.
+    await this.#db.run('DELETE FROM {sessions} WHERE username = ? AND id_hash NOT IN (SELECT id_hash FROM {sessions} WHERE username = ? ORDER BY created_at DESC, id_hash LIMIT ?)',
+      [user.username, user.username, kMaxSessions])
     return { id, session: { username: user.username, tenant: user.tenant, role: user.role, csrf, createdAt, expiresAt } }
   }
 

@@ -345,6 +345,22 @@ for (const backend of storeBackends) {
       assert.equal(await store.accounts.disableUser(user.username), false)
     })
 
+    await t.test('a user keeps their newest 100 sessions: one more sign-in ends the oldest, not another user\'s', async () => {
+      const times = { idleMs: 60_000, absoluteMs: 3_600_000 }
+      const user = await store.accounts.createUser({ tenant: 'acme', username: `many-${seq++}`, role: 'analyst', password: 'correct horse battery' })
+      const other = await store.accounts.createUser({ tenant: 'acme', username: `other-${seq++}`, role: 'analyst', password: 'correct horse battery' })
+      const theirs = await store.accounts.createSession(other, times)
+      const ids: string[] = []
+      for (let i = 0; i < 103; i++) {
+        ids.push((await store.accounts.createSession(user, times)).id)
+        // Distinct creation times, so "oldest" is one session (a store compares them to the millisecond).
+        await new Promise((resolve) => setTimeout(resolve, 2))
+      }
+      for (const id of ids.slice(0, 3)) assert.equal(await store.accounts.getSession(id, times), null, 'the oldest three ended')
+      for (const id of ids.slice(3)) assert.notEqual(await store.accounts.getSession(id, times), null)
+      assert.notEqual(await store.accounts.getSession(theirs.id, times), null)
+    })
+
     await t.test('a session in use outlives an idle window shorter than a minute, and ends once idle that long', async () => {
       const times = { idleMs: 1_500, absoluteMs: 3_600_000 }
       const user = await store.accounts.createUser({ tenant: 'acme', username: `ida-${seq++}`, role: 'analyst', password: 'correct horse battery' })
