@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import cookie from '@fastify/cookie'
 import { kProjectRoot, type Config } from './config.ts'
 import { Admission } from './bulk/admission.ts'
-import { causeCodes, kExpectedRefusals, kRetryAfterCodes, NotFoundError, OverloadedError, toPublicError } from './errors.ts'
+import { causeCodes, InvalidRequestError, kExpectedRefusals, kRetryAfterCodes, NotFoundError, OverloadedError, toPublicError } from './errors.ts'
 import { ConnectionDrain } from './http/connection-drain.ts'
 import { clientErrorHandler, guardUrl, lingerIfUnread, redactUrl } from './http/edges.ts'
 import { KeyVerifier } from './http/auth.ts'
@@ -122,7 +122,9 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     // headers within headersTimeout; Node checks both every second instead of its default 30 s.
     requestTimeout: config.requestTimeoutMs,
     keepAliveTimeout: config.keepAliveTimeoutMs,
-    http: { headersTimeout: config.headersTimeoutMs, requestTimeout: config.requestTimeoutMs, connectionsCheckingInterval: kConnectionsCheckMs },
+    // An HTTP/1.1 request without Host is refused in onRequest below, with the documented body (Node's own check
+    // answers an empty 400).
+    http: { headersTimeout: config.headersTimeoutMs, requestTimeout: config.requestTimeoutMs, connectionsCheckingInterval: kConnectionsCheckMs, requireHostHeader: false },
     // Errors of Node's HTTP parser (431, 414, 408, malformed requests) get the documented body too.
     clientErrorHandler,
     // Fastify's own URL errors (a bad encoding, an over-long path parameter) get the documented body too. Not by
@@ -148,6 +150,8 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
     drain.track(reply.raw)
     reply.header('x-request-id', req.id)
     try {
+      // RFC 9112 3.2: an HTTP/1.1 request without Host is a 400.
+      if (req.headers.host === undefined && req.raw.httpVersionMajor === 1 && req.raw.httpVersionMinor >= 1) throw new InvalidRequestError('the request has no Host header')
       // No route: answered now, before any body is read (a body sent to no route costs nothing but its lingering
       // close, whatever it holds).
       if (req.is404) throw notFound(req)

@@ -90,6 +90,11 @@ test('malformed HTTP gets 400 INVALID_REQUEST with the documented body', async (
   const r = await rawExchange(port, 'NOT HTTP AT ALL\r\n\r\n')
   assert.equal(r.status, 400)
   assert.equal((JSON.parse(r.body) as { code: string }).code, 'INVALID_REQUEST')
+  // HTTP/1.1 without Host (RFC 9112 3.2): the documented body too; HTTP/1.0 needs none.
+  const noHost = await rawExchange(port, 'GET /livez HTTP/1.1\r\nConnection: close\r\n\r\n')
+  assert.equal(noHost.status, 400)
+  assert.deepEqual(JSON.parse(noHost.body), { statusCode: 400, code: 'INVALID_REQUEST', error: 'Bad Request', message: 'the request has no Host header' })
+  assert.equal((await rawExchange(port, 'GET /livez HTTP/1.0\r\n\r\n')).status, 200)
 })
 
 test('a body that stalls is cut with 408 REQUEST_TIMEOUT after the request timeout, and the connection closes', async (t) => {
