@@ -24,6 +24,36 @@ import { ByteSink, utf8Into } from '../bytes/byte-sink.ts'
 /** msgpack for clients: standard maps, no record extension (API.md). */
 export const clientPackr = new Packr({ useRecords: false, variableMapSize: true })
 
+/**
+ * `value` with every string well formed (a lone surrogate as U+FFFD), for packing what holds a client's strings: JSON
+ * text may carry a lone surrogate (\ud800), UTF-8 cannot, and msgpackr would write its three bytes as they are. The
+ * same value when nothing needs it (no copy); bodies are at most 64 levels deep (http/body-guard.ts).
+ */
+export function wellFormed (value: unknown): unknown {
+  if (typeof value === 'string') return value.isWellFormed() ? value : value.toWellFormed()
+  if (value === null || typeof value !== 'object') return value
+  if (Array.isArray(value)) {
+    let out: unknown[] | null = null
+    for (let i = 0; i < value.length; i++) {
+      const v = wellFormed(value[i])
+      if (v !== value[i]) (out ??= [...value])[i] = v
+    }
+    return out ?? value
+  }
+  let out: Record<string, unknown> | null = null
+  for (const k in value) {
+    const v = (value as Record<string, unknown>)[k]
+    const w = wellFormed(v)
+    const key = wellFormed(k) as string
+    if (w !== v || key !== k) {
+      out ??= { ...(value as Record<string, unknown>) }
+      if (key !== k) delete out[k]
+      out[key] = w
+    }
+  }
+  return out ?? value
+}
+
 /** `{"indicator":<indicator>,`: the start of an item, before its tail. */
 export function itemHead (indicatorJson: string): string {
   return `{"indicator":${indicatorJson},`
@@ -81,7 +111,8 @@ const kNativeStringLength = 24
 
 /**
  * Writes a string as msgpackr packs it (any Packr: a string's bytes do not depend on the options): ASCII directly, a
- * str header by its length and its bytes, anything else through `packr` (msgpackr writes a lone surrogate its own way).
+ * str header by its length and its bytes, anything else through `packr` (msgpackr writes a lone surrogate its own way:
+ * what a client sent is made well formed first, writePackedItemHead and wellFormed).
  */
 export function writePackedString (sink: ByteSink, s: string, packr: Packr = clientPackr): void {
   const n = s.length
@@ -129,7 +160,8 @@ export function writePackedString (sink: ByteSink, s: string, packr: Packr = cli
 export function writePackedItemHead (sink: ByteSink, type: IndicatorType, value: string, normalized: string, warnings: boolean): void {
   sink.byte(warnings ? 0x88 : 0x87)
   sink.bytes(kPackedIndicatorStart[type])
-  writePackedString(sink, value)
+  // The value as sent may hold a lone surrogate where the indicator was found in a URL's path or query (wellFormed).
+  writePackedString(sink, value.isWellFormed() ? value : value.toWellFormed())
   sink.bytes(kPackedNormalized)
   writePackedString(sink, normalized)
 }

@@ -17,7 +17,7 @@ import type { IndicatorType, NormalizedIndicator, SignalDetails } from '../engin
 import type { ByteSink } from '../bytes/byte-sink.ts'
 import { labelsOf, verdictMembers } from '../history/record.ts'
 import {
-  clientPackr, itemEnd, itemHead, itemObject, kItemEndByte, packedWarnings, tailRest, verdictTail, writeItemHead,
+  clientPackr, itemEnd, itemHead, itemObject, kItemEndByte, packedWarnings, tailRest, verdictTail, wellFormed, writeItemHead,
   writePackedItemHead, writePackedNoneTail
 } from './bulk-item.ts'
 import type { ChunkScratch, SharedTail } from './chunk-scratch.ts'
@@ -350,7 +350,7 @@ class DetailWriter implements ItemWriter {
       s.body.write(itemHead(sentJson(ind, value)) + this.tail(a) + itemEnd(ind.warnings))
     } else {
       const v = render(a, value as string, ind.warnings, { signalDetails: this.signalDetails, evidenceDetails: 'none' })
-      s.body.bytes(clientPackr.pack(itemObject(v, ind.warnings)))
+      s.body.bytes(clientPackr.pack(wellFormed(itemObject(v, ind.warnings))))
     }
     return out
   }

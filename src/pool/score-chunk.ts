@@ -12,7 +12,7 @@ import type { AllowRule } from '../engine/index.ts'
 import { HistoryItems } from '../history/codec.ts'
 import { itemTail, kInvalidVerdictMembers, labelsOf, verdictMembers } from '../history/record.ts'
 import { VerdictCache } from './verdict-cache.ts'
-import { clientPackr, invalidIndicator, invalidItemJson, invalidItemObject } from './bulk-item.ts'
+import { clientPackr, invalidIndicator, invalidItemJson, invalidItemObject, wellFormed } from './bulk-item.ts'
 import { scratchOf, type ScoringContext } from './chunk-scratch.ts'
 import { allowlisted, writerOf } from './chunk-writers.ts'
 
@@ -147,7 +147,7 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
         invalid++
         const indicator = invalidIndicator(type, value)
         if (params.format === 'json') sink.write(invalidItemJson(indicator, n.warnings, n.errors))
-        else sink.bytes(clientPackr.pack(invalidItemObject(indicator, n.warnings, n.errors)))
+        else sink.bytes(clientPackr.pack(wellFormed(invalidItemObject(indicator, n.warnings, n.errors))))
         ends[i] = sink.len
         history.addVerdict(givenType(type), valueAsText(value), null, itemTail(kInvalidVerdictMembers, actionTaken, actionSource))
         continue

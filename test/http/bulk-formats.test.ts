@@ -123,3 +123,20 @@ test('a CSV bulk with a bad item anywhere is answered whole and charges exactly 
   const usage = await svc.store.usage('csv-odd', keyId, new Date().toISOString().slice(0, 10))
   assert.equal(usage.total, n)
 })
+
+test('a lone surrogate sent in JSON is answered in MessagePack as U+FFFD, never as bytes that are not UTF-8', async () => {
+  const { unpack } = await import('msgpackr')
+  // JSON text can carry a lone surrogate (\ud800); UTF-8 cannot.
+  // Invalid items, and valid ones found in a URL whose path holds one.
+  const payload = '{"indicators":[{"value":"a\\ud800.com"},{"value":"' + 'b'.repeat(30) + '\\udfff.example"},{"value":"x\\ud83d\\ude00.example"},' +
+    '{"value":"hxxp://evil.example/\\ud800"},{"value":"https://evil.example/' + 'p'.repeat(30) + '?\\udfff"}]}'
+  for (const signalDetails of ['none', 'all']) {
+    const body = payload.replace(/}$/, `,"signal_details":"${signalDetails}"}`)
+    const res = await svc.app.inject({ method: 'POST', url: kBulk, headers: { 'x-api-key': svc.key, 'content-type': 'application/json', accept: 'application/msgpack' }, payload: body })
+    assert.equal(res.statusCode, 200)
+    const raw = res.rawPayload
+    for (const bad of [[0xed, 0xa0, 0x80], [0xed, 0xbf, 0xbf]]) assert.equal(raw.indexOf(Buffer.from(bad)), -1, `${signalDetails}: no encoded surrogate`)
+    const values = ((unpack(raw) as Json).results as Json[]).map((r) => r.indicator.value)
+    assert.deepEqual(values, ['a\ufffd.com', `${'b'.repeat(30)}\ufffd.example`, 'x\ud83d\ude00.example', 'hxxp://evil.example/\ufffd', `https://evil.example/${'p'.repeat(30)}?\ufffd`])
+  }
+})
