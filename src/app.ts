@@ -12,7 +12,7 @@ import { kProjectRoot, type Config } from './config.ts'
 import { Admission } from './bulk/admission.ts'
 import { causeCodes, InvalidRequestError, kExpectedRefusals, kRetryAfterCodes, NotFoundError, OverloadedError, toPublicError } from './errors.ts'
 import { ConnectionDrain } from './http/connection-drain.ts'
-import { clientErrorHandler, guardUrl, lingerIfUnread, redactUrl } from './http/edges.ts'
+import { clientErrorHandler, guardUrl, limitConnectionsPerAddress, lingerIfUnread, redactUrl } from './http/edges.ts'
 import { KeyVerifier } from './http/auth.ts'
 import { registerParsers } from './http/content.ts'
 import { Metrics, metricsRoutes } from './http/metrics.ts'
@@ -187,6 +187,7 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   // Connections beyond the bound are closed as they arrive, before any byte is read: file descriptors stay bounded
   // whatever clients do. (A stalled request holds its connection for requestTimeout at most.)
   app.server.maxConnections = config.maxConnections
+  if (config.maxConnectionsPerAddress > 0) limitConnectionsPerAddress(app.server, config.maxConnectionsPerAddress)
 
   app.setErrorHandler(answerError)
   // Reached only if the onRequest hook above did not answer first (it does for every request without a route).

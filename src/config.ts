@@ -102,6 +102,8 @@ export interface Config {
   sendTimeoutMs: number
   /** Open connections at most; connections beyond it are closed at once, so file descriptors stay bounded. */
   maxConnections: number
+  /** Open connections from one peer address at most (0: no bound of its own); more are closed as they arrive. */
+  maxConnectionsPerAddress: number
   /** A fetched feed body with more than this percentage of rejected lines is refused. */
   feedMaxRejectedPercent: number
   /** A fetched feed body with fewer entries than this percentage of its last good copy's is refused (0 = never). */
@@ -202,6 +204,7 @@ const kFields: Record<string, Field> = {
   // Above the keep-alive timeout: an idle keep-alive connection is the keep-alive timeout's to close.
   IOC_SEND_TIMEOUT_MS: { key: 'sendTimeoutMs', kind: 'int', min: 1_000, max: 3_600_000, default: 120_000, doc: 'a connection on which nothing moves for this long (a client that stopped reading its answer) is cut, ms' },
   IOC_MAX_CONNECTIONS: { key: 'maxConnections', kind: 'int', min: 1, max: 10_000_000, default: 4096, doc: 'open connections at most; more are closed as they arrive' },
+  IOC_MAX_CONNECTIONS_PER_ADDRESS: { key: 'maxConnectionsPerAddress', kind: 'int', min: 0, max: 10_000_000, default: 1024, doc: 'open connections from one peer address at most, so one client cannot take all of `IOC_MAX_CONNECTIONS`; more are closed as they arrive; 0 = no bound of its own (behind a reverse proxy every connection comes from the proxy: raise it above the proxy\'s connections, or 0)' },
   IOC_FEED_MAX_REJECTED_PERCENT: { key: 'feedMaxRejectedPercent', kind: 'int', min: 0, max: 100, default: 50, doc: 'a fetched feed with more rejected lines than this percentage is refused (the last good copy stays)' },
   IOC_FEED_MIN_SHRINK_PERCENT: { key: 'feedMinShrinkPercent', kind: 'int', min: 0, max: 100, default: 50, doc: 'a fetched feed with fewer entries than this percentage of its last good copy is refused; 0 = never' },
   IOC_FEED_ATTEMPTS: { key: 'feedAttempts', kind: 'int', min: 1, max: 10, default: 3, doc: 'attempts per feed download (1 = no retry)' },

@@ -6,7 +6,7 @@
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyRequest } from 'fastify'
-import type { IncomingMessage } from 'node:http'
+import type { IncomingMessage, Server } from 'node:http'
 import { ApiKeyInQueryError, UriTooLongError } from '../errors.ts'
 
 /** Query parameter names that carry a key in other services' APIs. */
@@ -146,4 +146,27 @@ export function lingerIfUnread (req: IncomingMessage): void {
     req.once('end', () => { setTimeout(close, 1_000).unref() })
     socket.once('close', () => { if (timer !== null) clearTimeout(timer) })
   }
+}
+
+/**
+ * At most `most` open connections per peer address: one more is closed as it arrives, before any byte is read. The
+ * server's own bound (maxConnections) counts every client together, so one client opening thousands of idle
+ * connections would otherwise lock every other out. The counts live as long as their connections.
+ */
+export function limitConnectionsPerAddress (server: Server, most: number): void {
+  const open = new Map<string, number>()
+  server.on('connection', (socket: Socket) => {
+    const address = socket.remoteAddress ?? ''
+    const n = (open.get(address) ?? 0) + 1
+    if (n > most) {
+      socket.destroy()
+      return
+    }
+    open.set(address, n)
+    socket.once('close', () => {
+      const left = (open.get(address) ?? 1) - 1
+      if (left <= 0) open.delete(address)
+      else open.set(address, left)
+    })
+  })
 }

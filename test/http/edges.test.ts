@@ -133,6 +133,43 @@ test('health answers 200 while many connections stall mid-request, and the stall
   await Promise.all(stalled) // each closed by the server (the test would time out otherwise)
 })
 
+test('one address\'s connections beyond IOC_MAX_CONNECTIONS_PER_ADDRESS are closed as they arrive; other addresses are served', async (t) => {
+  const { port } = await listening(t, { IOC_MAX_CONNECTIONS_PER_ADDRESS: '3' })
+  const from = async (localAddress: string): Promise<Socket> => {
+    const s = connect({ host: '127.0.0.1', port, localAddress })
+    await new Promise<void>((resolve, reject) => { s.once('connect', resolve); s.once('error', reject) })
+    s.on('error', () => {})
+    return s
+  }
+  /** The status of a health request on `s`, or NaN when the connection closes without an answer. */
+  const health = async (s: Socket): Promise<number> => await new Promise((resolve) => {
+    let got = ''
+    s.on('data', (d: Buffer) => {
+      got += d.toString('latin1')
+      if (got.includes('\r\n\r\n')) resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(got)?.[1]))
+    })
+    s.on('close', () => resolve(Number.NaN))
+    s.write('GET /livez HTTP/1.1\r\nHost: x\r\n\r\n')
+  })
+  const held: Socket[] = []
+  t.after(() => { for (const s of held) s.destroy() })
+  for (let i = 0; i < 3; i++) held.push(await from('127.0.0.1'))
+  for (const s of held) assert.equal(await health(s), 200)
+  const extra = await from('127.0.0.1')
+  held.push(extra)
+  assert.ok(Number.isNaN(await health(extra)), 'a fourth connection from the address is closed without an answer')
+  // 127.0.0.2 is another loopback address: another client.
+  const other = await from('127.0.0.2')
+  held.push(other)
+  assert.equal(await health(other), 200)
+  // One of the first address's connections closes: it may open another.
+  held[0]?.destroy()
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  const again = await from('127.0.0.1')
+  held.push(again)
+  assert.equal(await health(again), 200)
+})
+
 test('connections beyond IOC_MAX_CONNECTIONS are closed as they arrive; the ones within are served', async (t) => {
   const { port, base } = await listening(t, { IOC_MAX_CONNECTIONS: '5' })
   const held: Socket[] = []
