@@ -187,7 +187,7 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   // Connections beyond the bound are closed as they arrive, before any byte is read: file descriptors stay bounded
   // whatever clients do. (A stalled request holds its connection for requestTimeout at most.)
   app.server.maxConnections = config.maxConnections
-  if (config.maxConnectionsPerAddress > 0) limitConnectionsPerAddress(app.server, config.maxConnectionsPerAddress)
+  if (config.maxConnectionsPerAddress > 0) limitConnectionsPerAddress(app.server, config.maxConnectionsPerAddress, config.trustProxy)
 
   app.setErrorHandler(answerError)
   // Reached only if the onRequest hook above did not answer first (it does for every request without a route).

@@ -6,6 +6,7 @@
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyRequest } from 'fastify'
+import ipaddr from 'ipaddr.js'
 import type { IncomingMessage, Server } from 'node:http'
 import { ApiKeyInQueryError, UriTooLongError } from '../errors.ts'
 
@@ -153,10 +154,22 @@ export function lingerIfUnread (req: IncomingMessage): void {
  * server's own bound (maxConnections) counts every client together, so one client opening thousands of idle
  * connections would otherwise lock every other out. The counts live as long as their connections.
  */
-export function limitConnectionsPerAddress (server: Server, most: number): void {
+export function limitConnectionsPerAddress (server: Server, most: number, proxies: readonly string[] | null = null): void {
   const open = new Map<string, number>()
+  // Trusted reverse proxies (IOC_TRUST_PROXY) carry every client's connections: they are not bounded as one client.
+  const nets = (proxies ?? []).map((p) => p.includes('/') ? ipaddr.parseCIDR(p) : ipaddr.parseCIDR(`${p}/${ipaddr.parse(p).kind() === 'ipv4' ? 32 : 128}`))
+  const isProxy = (address: string): boolean => {
+    if (nets.length === 0) return false
+    try {
+      const a = ipaddr.process(address)
+      return nets.some(([net, bits]) => net.kind() === a.kind() && a.match(net, bits))
+    } catch {
+      return false
+    }
+  }
   server.on('connection', (socket: Socket) => {
     const address = socket.remoteAddress ?? ''
+    if (isProxy(address)) return
     const n = (open.get(address) ?? 0) + 1
     if (n > most) {
       socket.destroy()

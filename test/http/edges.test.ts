@@ -170,6 +170,27 @@ test('one address\'s connections beyond IOC_MAX_CONNECTIONS_PER_ADDRESS are clos
   assert.equal(await health(again), 200)
 })
 
+test('a trusted reverse proxy\'s connections are not bounded per address: they carry every client', async (t) => {
+  const { port } = await listening(t, { IOC_MAX_CONNECTIONS_PER_ADDRESS: '2', IOC_TRUST_PROXY: '127.0.0.3, 10.0.0.0/8' })
+  const held: Socket[] = []
+  t.after(() => { for (const s of held) s.destroy() })
+  const statusFrom = async (localAddress: string): Promise<number> => {
+    const s = connect({ host: '127.0.0.1', port, localAddress })
+    held.push(s)
+    s.on('error', () => {})
+    return await new Promise((resolve) => {
+      let got = ''
+      s.on('data', (d: Buffer) => { got += d.toString('latin1'); if (got.includes('\r\n\r\n')) resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(got)?.[1])) })
+      s.on('close', () => resolve(Number.NaN))
+      s.on('connect', () => s.write('GET /livez HTTP/1.1\r\nHost: x\r\n\r\n'))
+    })
+  }
+  for (let i = 0; i < 4; i++) assert.equal(await statusFrom('127.0.0.3'), 200, `proxy connection ${i + 1}`)
+  assert.equal(await statusFrom('127.0.0.4'), 200)
+  assert.equal(await statusFrom('127.0.0.4'), 200)
+  assert.ok(Number.isNaN(await statusFrom('127.0.0.4')), 'a client that is not a proxy is bounded')
+})
+
 test('connections beyond IOC_MAX_CONNECTIONS are closed as they arrive; the ones within are served', async (t) => {
   const { port, base } = await listening(t, { IOC_MAX_CONNECTIONS: '5' })
   const held: Socket[] = []
