@@ -90,11 +90,16 @@ test('a receiver that never answers holds up one delivery, not the others, nor t
   // A hit recorded meanwhile (as by the CLI, or a pass whose process died) is handed on and sent too.
   await store.retroHunt.addHits([newHit('lab', 'recorded-meanwhile.example', 90, 'malware')])
   await waitFor('the new hit handed on and sent', () => healthy.got >= 2 ? true : undefined, 30_000)
+  // The receiver counts a request as it arrives; the sender counts it once the answer is back and recorded.
+  const statuses = await waitFor('both deliveries recorded as delivered', async () => {
+    const st = (await store.webhooks.deliveries('lab', fine.id, 5)).map((d) => d.status)
+    return st.length === 2 && st.every((x) => x === 'delivered') ? st : undefined
+  }, 30_000)
+  assert.deepEqual(statuses, ['delivered', 'delivered'])
   assert.equal(sender.state().retried + sender.state().failed, 0, 'the hanging attempt has not ended')
   assert.equal(hung, 1)
   assert.equal(sender.state().delivered, 2)
   assert.equal(await store.webhooks.handOnHits(10, 10, () => '{}'), 0, 'nothing left to hand on')
-  assert.deepEqual((await store.webhooks.deliveries('lab', fine.id, 5)).map((d) => d.status), ['delivered', 'delivered'])
 })
 
 test('a store that cannot be read is logged once per outage, not at every poll, and its end once', async (t) => {
