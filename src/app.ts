@@ -12,7 +12,7 @@ import { kProjectRoot, type Config } from './config.ts'
 import { Admission } from './bulk/admission.ts'
 import { causeCodes, InvalidRequestError, kExpectedRefusals, kRetryAfterCodes, NotFoundError, OverloadedError, toPublicError } from './errors.ts'
 import { ConnectionDrain } from './http/connection-drain.ts'
-import { clientErrorHandler, guardUrl, limitConnectionsPerAddress, lingerIfUnread, redactUrl } from './http/edges.ts'
+import { clientErrorHandler, guardUrl, limitConnectionsPerAddress, lingerIfUnread, PipelineGuard, redactUrl } from './http/edges.ts'
 import { KeyVerifier } from './http/auth.ts'
 import { registerParsers } from './http/content.ts'
 import { Metrics, metricsRoutes } from './http/metrics.ts'
@@ -146,7 +146,14 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   await app.register(cookie)
   // One callback-style hook for the checks every request passes (an async hook per check cost a promise and a
   // microtask turn each, on every call).
+  const pipeline = new PipelineGuard()
   app.addHook('onRequest', (req, reply, done) => {
+    // A connection sending requests faster than it reads their answers is closed (edges.ts PipelineGuard).
+    if (!pipeline.admit(req.raw.socket as Socket | null, reply.raw)) {
+      reply.hijack()
+      done()
+      return
+    }
     drain.track(reply.raw)
     reply.header('x-request-id', req.id)
     try {

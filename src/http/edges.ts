@@ -7,7 +7,7 @@ import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyRequest } from 'fastify'
 import ipaddr from 'ipaddr.js'
-import type { IncomingMessage, Server } from 'node:http'
+import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import { ApiKeyInQueryError, UriTooLongError } from '../errors.ts'
 
 /** Query parameter names that carry a key in other services' APIs. */
@@ -182,4 +182,41 @@ export function limitConnectionsPerAddress (server: Server, most: number, proxie
       else open.set(address, left)
     })
   })
+}
+
+/** Requests of one connection whose answers are not yet out, at most (HTTP/1.1 pipelining). */
+export const kMaxPipelined = 16
+/** Answers waiting behind an earlier one of their connection, over all connections, at most. */
+export const kMaxQueuedAnswers = 1024
+const kPending = Symbol('answers of this connection not yet out')
+
+/**
+ * Bounds HTTP/1.1 pipelining. Node reads a whole chunk of a connection (64 KiB: some 1,800 small GETs) before it
+ * stops reading for backpressure, and each request's answer is then built and held in memory until the ones before
+ * it have gone out: a client that sends thousands of GETs of a large answer (the OpenAPI document, the metrics) and
+ * never reads held about 190 MB per connection, and 40 connections without a key exhausted the heap. A connection
+ * with more than kMaxPipelined answers pending, or one whose waiting answer would pass kMaxQueuedAnswers over all
+ * connections, is closed; its requests not yet handled are dropped unanswered.
+ */
+export class PipelineGuard {
+  #queued = 0
+
+  /** Whether the request whose answer is `res` may be handled (false: its connection is closed). */
+  admit (socket: Socket | null, res: ServerResponse): boolean {
+    if (socket === null || socket.destroyed === true) return false
+    const s = socket as Socket & { [kPending]?: number }
+    const n = (s[kPending] ?? 0) + 1
+    const queued = n > 1
+    if (n > kMaxPipelined || (queued && this.#queued >= kMaxQueuedAnswers)) {
+      socket.destroy()
+      return false
+    }
+    s[kPending] = n
+    if (queued) this.#queued++
+    res.once('close', () => {
+      s[kPending] = (s[kPending] ?? 1) - 1
+      if (queued) this.#queued--
+    })
+    return true
+  }
 }

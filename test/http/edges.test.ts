@@ -191,6 +191,40 @@ test('a trusted reverse proxy\'s connections are not bounded per address: they c
   assert.ok(Number.isNaN(await statusFrom('127.0.0.4')), 'a client that is not a proxy is bounded')
 })
 
+test('a connection that pipelines requests faster than it reads their answers is closed; a few pipelined are answered', async (t) => {
+  const { port, base } = await listening(t)
+  // Ten pipelined requests in one write: ten answers, in order.
+  const all = async (data: string): Promise<string> => {
+    const c = await open(port)
+    let text = ''
+    c.on('data', (d: Buffer) => { text += d.toString('latin1') })
+    c.on('error', () => {})
+    const ended = new Promise<void>((resolve) => c.once('close', () => resolve()))
+    c.write(data)
+    await ended
+    return text
+  }
+  const few = await all('GET /livez HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(9) + 'GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+  assert.equal(few.split('HTTP/1.1 200 OK').length - 1, 10)
+  // Two thousand GETs of the OpenAPI document in one write, unread: the connection is closed once 16 answers are
+  // pending, and the server does not build the other 1,984.
+  const s = await open(port)
+  s.on('error', () => {})
+  const closed = new Promise<void>((resolve) => s.once('close', () => resolve()))
+  s.pause()
+  s.write('GET /api/v2/openapi.json HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(2_000))
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  let got = ''
+  s.on('data', (d: Buffer) => { got += d.toString('latin1') })
+  s.resume()
+  await closed
+  const answers = got.split('HTTP/1.1 200 OK').length - 1
+  assert.ok(answers <= 16, `${answers} answers on the flooding connection`)
+  const res = await request(`${base}/livez`)
+  assert.equal(res.statusCode, 200)
+  await res.body.dump()
+})
+
 test('connections beyond IOC_MAX_CONNECTIONS are closed as they arrive; the ones within are served', async (t) => {
   const { port, base } = await listening(t, { IOC_MAX_CONNECTIONS: '5' })
   const held: Socket[] = []
