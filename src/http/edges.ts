@@ -30,6 +30,16 @@ export function redactUrl (url: string | undefined): string | undefined {
   if (url === undefined) return undefined
   const q = url.indexOf('?')
   let path = q === -1 ? url : `${url.slice(0, q)}?[redacted]`
+  // A key may be percent-encoded in part or whole (%69ocv_..., ...%2D...): looked for in the decoded path, which is
+  // then the one shown.
+  if (path.includes('%')) {
+    try {
+      const decoded = decodeURIComponent(path)
+      if (decoded.includes('iocv_')) path = decoded
+    } catch {
+      // Not decodable: shown as sent, minus anything of a key's form in it.
+    }
+  }
   if (path.includes('iocv_')) path = path.replace(kKeyInPath, 'iocv_[redacted]')
   return path.charCodeAt(0) === 47 ? path : path.replace(kUserInfo, '$1[redacted]@') // 47: '/', the usual origin form
 }

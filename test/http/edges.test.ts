@@ -286,12 +286,21 @@ test('a key in a bad URL, in a URL\'s user information or as the request id reac
   const asPath = await svc.app.inject({ method: 'GET', url: `/${key}` })
   assert.equal(asPath.statusCode, 404)
   assert.ok(lines.some((l) => l.includes('"url":"/iocv_[redacted]"')), 'a key as the path is logged redacted')
+  // Percent-encoded, whole or in part: found all the same.
+  const [id = '', ...rest] = key.slice(5).split('_')
+  const encoded = [`/%69ocv_${id}_${rest.join('_')}`, `/${key.replace(/[-_]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)}`,
+    `/api/v2/mgmt/keys/${key.slice(0, 20)}%2D${key.slice(20)}`]
+  const encodedAnswers = []
+  for (const url of encoded) encodedAnswers.push((await svc.app.inject({ method: 'DELETE', url, headers: { 'x-api-key': key } })).body)
   // The key sent as the request id: a fresh id is used instead.
   const traced = await svc.app.inject({ method: 'GET', url: '/api/v2/ioc/health', headers: { 'x-request-id': key } })
   assert.equal(traced.statusCode, 200)
   assert.notEqual(traced.headers['x-request-id'], key)
   assert.equal(await svc.app.inject({ method: 'GET', url: '/api/v2/ioc/health', headers: { 'x-request-id': 'trace-1' } }).then((r) => r.headers['x-request-id']), 'trace-1')
-  for (const text of [bad.headers, bad.body, absolute.headers, absolute.body, inPath.body, asPath.body, ...lines]) assert.ok(!text.includes(secret), `the key's secret in: ${text}`)
+  const secretTail = secret.slice(-20)
+  for (const text of [bad.headers, bad.body, absolute.headers, absolute.body, inPath.body, asPath.body, ...encodedAnswers, ...lines]) {
+    assert.ok(!text.includes(secret) && !text.includes(secretTail), `the key's secret in: ${text}`)
+  }
   assert.ok(lines.some((l) => l.includes('"url":"http://[redacted]@127.0.0.1/api/v2/ioc/verdict"')), 'the user information is redacted')
   assert.ok(lines.some((l) => l.includes('"code":"INVALID_REQUEST"') && l.includes('request rejected')), 'the bad URL is logged by its code')
 })
