@@ -184,14 +184,16 @@ export class Accounts {
    * parallel guesses are counted too), checked only when the hash queue has room, and given back when it succeeds.
    */
   async signIn (username: string, password: string, address: string): Promise<SignInOutcome> {
-    if (kHashes.refuses(address)) return { ok: false, reason: 'busy', retryAfterSeconds: 1 }
+    // Queued under the client's address and the username: a client that keeps the queue full gives up its own places
+    // (hash-queue.ts), from one address or many.
+    const keys = [`a:${address}`, `u:${username}`]
+    if (kHashes.refuses(keys)) return { ok: false, reason: 'busy', retryAfterSeconds: 1 }
     const taken = await this.#limits.take(username, address)
     if (!taken.ok) return { ok: false, reason: 'limited', retryAfterSeconds: taken.retryAfterSeconds }
     let user: UserRecord | null = null
     try {
       const row = await this.#userRow(username)
-      // Queued under the client's address: a client that keeps the queue full gives up its own places (hash-queue.ts).
-      const checked = kHashes.tryRun(async () => await matchesNow(row?.password_hash ?? null, password.slice(0, kMaxPassword)), address)
+      const checked = kHashes.tryRun(async () => await matchesNow(row?.password_hash ?? null, password.slice(0, kMaxPassword)), keys)
       if (checked === null) {
         await taken.release(false)
         return { ok: false, reason: 'busy', retryAfterSeconds: 1 }

@@ -5,10 +5,11 @@
  * At most `concurrency` hashes run at once, so the rest of the pool is always free for the journal; at most
  * `maxWaiting` wait for a turn, and an attempt beyond that is turned away at once (the sign-in route answers 429).
  *
- * Sign-ins wait under a key (the client's address): when the queue is full, a newcomer takes the place of the newest
- * waiting attempt of the key that holds the most places, if that is another key holding two or more. So one client
- * that keeps the queue full (a valid user signing in from many threads: a success gives its attempt back to the
- * failure limits) turns its own attempts away, not everyone else's.
+ * Sign-ins wait under keys (the client's address and the username): when the queue is full, a newcomer takes the
+ * place of the newest waiting attempt of the key that holds the most places, if that key is not one of its own and
+ * holds two or more. So one client that keeps the queue full (a valid user signing in from many threads, or from many
+ * addresses: a success gives its attempt back to the failure limits) turns its own attempts away, not everyone
+ * else's.
  * docs/OPERATIONS.md "Dashboard sign-in limits" explains the choice.
  */
 
@@ -19,7 +20,7 @@ export class HashQueueDisplaced extends Error {
   }
 }
 
-interface Waiter { key: string, go: () => void, drop: () => void }
+interface Waiter { keys: readonly string[], go: () => void, drop: () => void }
 
 /** Runs async work `concurrency` at a time, with a bounded number waiting. */
 export class HashQueue {
@@ -38,15 +39,15 @@ export class HashQueue {
     return this.#running >= this.#concurrency && this.#waiting.length >= this.#maxWaiting
   }
 
-  /** True when a tryRun() of `key` now would be turned away: the queue is full and no other key can give a place up. */
-  refuses (key: string): boolean {
-    return this.full && this.#displaceable(key) === -1
+  /** True when a tryRun() under `keys` now would be turned away: the queue is full and no other key can give a place up. */
+  refuses (keys: readonly string[]): boolean {
+    return this.full && this.#displaceable(keys) === -1
   }
 
   /** Runs `fn` in its turn, however many wait (operators' commands: creating a user). */
-  async run<T> (fn: () => Promise<T>, key = ''): Promise<T> {
+  async run<T> (fn: () => Promise<T>, keys: readonly string[] = []): Promise<T> {
     if (this.#running >= this.#concurrency) {
-      await new Promise<void>((resolve, reject) => { this.#waiting.push({ key, go: resolve, drop: () => { reject(new HashQueueDisplaced()) } }) })
+      await new Promise<void>((resolve, reject) => { this.#waiting.push({ keys, go: resolve, drop: () => { reject(new HashQueueDisplaced()) } }) })
     } else {
       this.#running++
     }
@@ -64,32 +65,38 @@ export class HashQueue {
    * Runs `fn` in its turn, or returns null at once when the queue is full and no other key holds two or more places
    * to give one up; the promise rejects with HashQueueDisplaced if a newcomer of another key takes this one's place.
    */
-  tryRun<T> (fn: () => Promise<T>, key = ''): Promise<T> | null {
+  tryRun<T> (fn: () => Promise<T>, keys: readonly string[] = []): Promise<T> | null {
     if (this.full) {
-      // What refuses(key) checks, with the place found.
-      const victim = this.#displaceable(key)
+      // What refuses(keys) checks, with the place found.
+      const victim = this.#displaceable(keys)
       if (victim === -1) return null
       const [dropped] = this.#waiting.splice(victim, 1)
       dropped?.drop()
     }
-    return this.run(fn, key)
+    return this.run(fn, keys)
   }
 
-  /** Index of the newest waiter of the key holding the most places, if another key than `key` with two or more; else -1. */
-  #displaceable (key: string): number {
+  /**
+   * Index of the newest waiter under the key holding the most places, if that key holds two or more and is none of
+   * `keys`; else -1.
+   */
+  #displaceable (keys: readonly string[]): number {
     const counts = new Map<string, number>()
     let top = ''
     let most = 0
     for (const w of this.#waiting) {
-      const n = (counts.get(w.key) ?? 0) + 1
-      counts.set(w.key, n)
-      if (n > most) {
-        most = n
-        top = w.key
+      for (const k of w.keys) {
+        if (keys.includes(k)) continue
+        const n = (counts.get(k) ?? 0) + 1
+        counts.set(k, n)
+        if (n > most) {
+          most = n
+          top = k
+        }
       }
     }
-    if (top === key || most < 2) return -1
-    for (let i = this.#waiting.length - 1; i >= 0; i--) if (this.#waiting[i]?.key === top) return i
+    if (most < 2) return -1
+    for (let i = this.#waiting.length - 1; i >= 0; i--) if (this.#waiting[i]?.keys.includes(top) === true) return i
     return -1
   }
 }
