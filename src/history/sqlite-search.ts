@@ -130,7 +130,18 @@ export function blockScanSql (withTypes: boolean): string {
     ' AND (max_ts, id) < (?, ?) ORDER BY max_ts DESC, id DESC LIMIT ?'
 }
 
-/** SQL of the request walk of a search without a value filter (its parameters: see walkRequests). */
+/** Whether the request walk's index holds only requests without a bulk_request_id (excludeBulk read in the index). */
+function walksBulkFreeIndex (f: ValidFilters): boolean {
+  return f.excludeBulk && f.userId === null && f.apikey === null
+}
+
+/**
+ * SQL of the request walk of a search without a value filter (its parameters: see walkRequests). Only what its index
+ * holds is in the WHERE clause, so that every row the statement reads is one the walk sees and counts against its
+ * budget: auth_type, and excludeBulk beside a user or key filter, are checked as the rows arrive. The keyset's ts is
+ * also a plain upper bound (`ts <= ?`): the row value alone does not bound the index range, and a deep page read the
+ * index from its newest entry.
+ */
 export function requestWalkSql (f: ValidFilters): string {
   const index = f.userId !== null
     ? 'history_requests_tenant_user'
@@ -140,19 +151,17 @@ export function requestWalkSql (f: ValidFilters): string {
   const where = ['tenant = ?']
   if (f.userId !== null) where.push('user_id = ?')
   if (f.apikey !== null) where.push('apikey = ?')
-  if (f.excludeBulk) where.push('bulk_request_id IS NULL')
-  if (f.authType !== null) where.push('auth_type = ?')
-  where.push('ts >= ?', 'ts < ?', '(ts, id) < (?, ?)')
+  if (walksBulkFreeIndex(f)) where.push('bulk_request_id IS NULL')
+  where.push('ts >= ?', 'ts < ?', 'ts <= ?', '(ts, id) < (?, ?)')
   return `SELECT ${kRequestColumns} FROM history_requests INDEXED BY ${index} WHERE ${where.join(' AND ')} ` +
     'ORDER BY ts DESC, id DESC LIMIT ?'
 }
 
-/** Parameters of requestWalkSql before the keyset bound and the limit. */
+/** Parameters of requestWalkSql before the keyset bounds and the limit. */
 function requestWalkParams (tenant: string, f: ValidFilters): unknown[] {
   const p: unknown[] = [tenant]
   if (f.userId !== null) p.push(f.userId)
   if (f.apikey !== null) p.push(f.apikey)
-  if (f.authType !== null) p.push(f.authType)
   p.push(f.gteMs ?? Number.MIN_SAFE_INTEGER, f.ltMs ?? Number.MAX_SAFE_INTEGER)
   return p
 }
@@ -225,12 +234,15 @@ export function walkRequests (walk: Database.Statement, s: BlockStatements, tena
     return part.items.item(id - part.id)
   }
   for (;;) {
-    const requests = walk.all(...head, afterTs, afterId, kRequestPage) as RequestInfo[]
+    const requests = walk.all(...head, afterTs, afterTs, afterId, kRequestPage) as RequestInfo[]
+    const checkBulk = f.excludeBulk && !walksBulkFreeIndex(f)
     for (const r of requests) {
       // Requests are read whole: what is left is older than the last one read (its ts, below its first item).
       if (spent >= budget) return { found, resume: { ts: r.ts, id: Math.max(1, m.topItem(r) + 1) } }
+      spent++
+      if ((f.authType !== null && r.auth_type !== f.authType) || (checkBulk && r.bulk_request_id !== null)) continue
       if (m.requestItems(r, itemAt, found, limit)) return { found, resume: null }
-      spent += 1 + Math.max(0, m.topItem(r) - r.first_item + 1)
+      spent += Math.max(0, m.topItem(r) - r.first_item + 1)
     }
     if (requests.length < kRequestPage) return { found, resume: null }
     const last = requests[requests.length - 1] as RequestInfo

@@ -339,4 +339,15 @@ test('a search that reads more than its budget answers early with a cursor, and 
     }
   }
   assert.equal((await pages(full, { indicator_value: 'evil.example' }, 1000)).rows.length, 12)
+  // A request filter the index does not hold (auth_type) is checked as rows arrive, and every row read counts: a
+  // filter that matches no request still answers within the budget, page after page, then ends.
+  const tiny = new SqliteStore({ path, searchBudget: 2 })
+  t.after(() => tiny.close())
+  for (const [filters, limit] of [[{ auth_type: 'session' }, 5], [{ auth_type: 'api_key', apikey: 'aaaaaaaaaaaa', indicator_type: 'domain' }, 5],
+    [{ apikey: 'aaaaaaaaaaaa', exclude_bulk_requests: true }, 1000]] as Array<[SearchFilters, number]>) {
+    const want = await pages(full, filters, limit)
+    const got = await pages(tiny, filters, limit)
+    assert.deepEqual(got.rows, want.rows, JSON.stringify(filters))
+    if (want.rows.length === 0) assert.ok(got.short > 0, `empty pages with a cursor first (${JSON.stringify(filters)})`)
+  }
 })
