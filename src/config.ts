@@ -4,12 +4,11 @@
  * Nothing else in the project reads process.env.
  */
 import { readFileSync } from 'node:fs'
-import { isIP } from 'node:net'
 import { availableParallelism } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import ipaddr from 'ipaddr.js'
 import { ConfigError } from './errors.ts'
+import { canonicalCidr } from './store/api-keys.ts'
 
 /** The project root (where package.json lives). */
 export const kProjectRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..')
@@ -286,12 +285,9 @@ function coerce (name: string, field: Field, raw: unknown, base: string): unknow
     case 'addresses': {
       if (raw === null || raw === '') return null
       const list = typeof raw === 'string' ? raw.split(',').map((a) => a.trim()) : Array.isArray(raw) ? raw : bad('must list addresses or CIDR blocks')
-      // Dotted-decimal IPv4 and standard IPv6 only (ipaddr.js, as the proxy check reads them, takes 010.0.0.1 as octal).
-      const strict = (a: string): boolean => {
-        const [ip = '', bits] = a.split('/', 2)
-        return isIP(ip) !== 0 && !ip.includes('%') && (bits === undefined || /^\d{1,3}$/.test(bits))
-      }
-      if (!list.every((a) => typeof a === 'string' && strict(a) && (ipaddr.isValid(a) || ipaddr.isValidCIDR(a)))) bad('must list addresses or CIDR blocks, comma-separated')
+      // As a key's allowed_cidrs: dotted-decimal IPv4 and standard IPv6 (ipaddr.js, as the proxy check reads them,
+      // takes 010.0.0.1 as octal).
+      if (!list.every((a) => canonicalCidr(a) !== null)) bad('must list addresses or CIDR blocks, comma-separated')
       return list
     }
     case 'bool': {

@@ -6,9 +6,9 @@
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyRequest } from 'fastify'
-import ipaddr from 'ipaddr.js'
 import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import { ApiKeyInQueryError, UriTooLongError } from '../errors.ts'
+import { addressAllowed, canonicalCidr } from '../store/index.ts'
 
 /** Query parameter names that carry a key in other services' APIs. */
 const kKeyParams = new Set(['api_key', 'apikey', 'api-key', 'key', 'x-api-key', 'x_api_key', 'access_token', 'token'])
@@ -167,19 +167,10 @@ export function lingerIfUnread (req: IncomingMessage): void {
 export function limitConnectionsPerAddress (server: Server, most: number, proxies: readonly string[] | null = null): void {
   const open = new Map<string, number>()
   // Trusted reverse proxies (IOC_TRUST_PROXY) carry every client's connections: they are not bounded as one client.
-  const nets = (proxies ?? []).map((p) => p.includes('/') ? ipaddr.parseCIDR(p) : ipaddr.parseCIDR(`${p}/${ipaddr.parse(p).kind() === 'ipv4' ? 32 : 128}`))
-  const isProxy = (address: string): boolean => {
-    if (nets.length === 0) return false
-    try {
-      const a = ipaddr.process(address)
-      return nets.some(([net, bits]) => net.kind() === a.kind() && a.match(net, bits))
-    } catch {
-      return false
-    }
-  }
+  const proxyNets = (proxies ?? []).flatMap((p) => canonicalCidr(p) ?? [])
   server.on('connection', (socket: Socket) => {
     const address = socket.remoteAddress ?? ''
-    if (isProxy(address)) return
+    if (proxyNets.length > 0 && addressAllowed(address, proxyNets)) return
     const n = (open.get(address) ?? 0) + 1
     if (n > most) {
       socket.destroy()

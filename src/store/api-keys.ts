@@ -135,29 +135,39 @@ export function validateKeyOptions (options: CreateKeyOptions): ValidKeyOptions 
   return { tenant, permissions: PERMISSIONS.filter((p) => wanted.has(p)), quota, rateLimit, expiresAt: expires, allowedCidrs: allowedCidrs === null ? null : canonicalCidrs(allowedCidrs) }
 }
 
-/** Canonical CIDR strings (host bits cleared; a bare address is its /32 or /128); throws INVALID_KEY_OPTIONS. */
+/**
+ * An address or CIDR block as its canonical block (host bits cleared; a bare address is its /32 or /128), or null.
+ * Dotted-decimal IPv4 and standard IPv6 only: ipaddr.js alone also reads inet_aton's forms, in which 010.0.0.0/8 is
+ * 8.0.0.0/8 (octal) and 2130706433 is 127.0.0.1, and a zone (%eth0) means nothing for a peer address.
+ */
+export function canonicalCidr (text: unknown): string | null {
+  if (typeof text !== 'string' || text.length > 64) return null
+  const slash = text.indexOf('/')
+  const ip = slash === -1 ? text : text.slice(0, slash)
+  if (isIP(ip) === 0 || ip.includes('%') || (slash !== -1 && !/^\d{1,3}$/.test(text.slice(slash + 1)))) return null
+  let addr: ipaddr.IPv4 | ipaddr.IPv6
+  let bits: number
+  try {
+    [addr, bits] = slash === -1 ? [ipaddr.parse(ip), isIP(ip) === 4 ? 32 : 128] : ipaddr.parseCIDR(text)
+  } catch {
+    return null
+  }
+  const base = addr.kind() === 'ipv4'
+    ? ipaddr.IPv4.networkAddressFromCIDR(`${addr.toString()}/${bits}`)
+    : ipaddr.IPv6.networkAddressFromCIDR(`${addr.toString()}/${bits}`)
+  return `${base.toString()}/${bits}`
+}
+
+/** Canonical CIDR strings of `allowed_cidrs` (canonicalCidr, duplicates once); throws INVALID_KEY_OPTIONS. */
 export function canonicalCidrs (list: unknown): string[] {
   if (!Array.isArray(list) || list.length === 0 || list.length > kMaxAllowedCidrs) {
     throw new StoreError('INVALID_KEY_OPTIONS', `allowed_cidrs must list 1 to ${kMaxAllowedCidrs} networks, or be null`)
   }
   const out = new Set<string>()
   for (const item of list) {
-    let net: [ipaddr.IPv4 | ipaddr.IPv6, number]
-    try {
-      if (typeof item !== 'string' || item.length > 64) throw new Error('not a string')
-      // Dotted-decimal IPv4 and standard IPv6 only: ipaddr.js also reads inet_aton's forms, in which 010.0.0.0/8 is
-      // 8.0.0.0/8 (octal) and 2130706433 is 127.0.0.1, and a zone (%eth0) means nothing for a peer address.
-      const slash = item.indexOf('/')
-      if (isIP(slash === -1 ? item : item.slice(0, slash)) === 0 || item.includes('%') || (slash !== -1 && !/^\d{1,3}$/.test(item.slice(slash + 1)))) throw new Error('not strict')
-      net = item.includes('/') ? ipaddr.parseCIDR(item) : [ipaddr.parse(item), ipaddr.parse(item).kind() === 'ipv4' ? 32 : 128]
-    } catch {
-      throw new StoreError('INVALID_KEY_OPTIONS', `allowed_cidrs: ${JSON.stringify(String(item)).slice(0, 70)} is not an address or CIDR block`)
-    }
-    const [addr, bits] = net
-    const base = addr.kind() === 'ipv4'
-      ? ipaddr.IPv4.networkAddressFromCIDR(`${addr.toString()}/${bits}`)
-      : ipaddr.IPv6.networkAddressFromCIDR(`${addr.toString()}/${bits}`)
-    out.add(`${base.toString()}/${bits}`)
+    const cidr = canonicalCidr(item)
+    if (cidr === null) throw new StoreError('INVALID_KEY_OPTIONS', `allowed_cidrs: ${JSON.stringify(String(item)).slice(0, 70)} is not an address or CIDR block`)
+    out.add(cidr)
   }
   return [...out]
 }

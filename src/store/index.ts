@@ -9,7 +9,7 @@ import type { Store } from './types.ts'
 import type { StoreOptions } from '../config.ts'
 
 export { ROLES, type Role, type UserRecord, type SessionRecord, type SessionTimes } from './accounts.ts'
-export { PERMISSIONS, addressAllowed, expired, withinCreator, type Permission } from './api-keys.ts'
+export { PERMISSIONS, addressAllowed, canonicalCidr, expired, withinCreator, type Permission } from './api-keys.ts'
 export { DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, column, optionalColumn, type HistoryRow } from '../history/rows.ts'
 export { HistoryItems, partRows, type HistoryPart } from '../history/block.ts'
 export { PostgresStore, type PostgresStoreOptions } from './postgres.ts'
