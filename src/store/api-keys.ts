@@ -144,7 +144,8 @@ export function canonicalCidr (text: unknown): string | null {
   if (typeof text !== 'string' || text.length > 64) return null
   const slash = text.indexOf('/')
   const ip = slash === -1 ? text : text.slice(0, slash)
-  if (isIP(ip) === 0 || ip.includes('%') || (slash !== -1 && !/^\d{1,3}$/.test(text.slice(slash + 1)))) return null
+  // A prefix length without leading zeros, as the address has none (10.0.0.0/00 would be every address).
+  if (isIP(ip) === 0 || ip.includes('%') || (slash !== -1 && !/^(?:0|[1-9]\d{0,2})$/.test(text.slice(slash + 1)))) return null
   let addr: ipaddr.IPv4 | ipaddr.IPv6
   let bits: number
   try {

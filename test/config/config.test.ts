@@ -195,6 +195,7 @@ test('a bad value is CONFIG_INVALID naming the setting, at each bound of each ki
     ['IOC_TRUST_PROXY', '010.0.0.1', /IOC_TRUST_PROXY: must list addresses or CIDR blocks/],
     ['IOC_TRUST_PROXY', '10.0.0.0/8,0x7f.0.0.1', /IOC_TRUST_PROXY: must list addresses or CIDR blocks/],
     ['IOC_TRUST_PROXY', '127.1', /IOC_TRUST_PROXY: must list addresses or CIDR blocks/],
+    ['IOC_TRUST_PROXY', '10.0.0.0/08', /IOC_TRUST_PROXY: must list addresses or CIDR blocks/],
     ['IOC_REDIS_URL', 'not a url', /IOC_REDIS_URL: is not a valid URL/]
   ]
   for (const [name, raw, pattern] of cases) configError({ [name]: raw }, pattern)

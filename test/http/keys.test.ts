@@ -73,7 +73,7 @@ test('key management needs admin, stays inside the caller\'s tenant, and validat
     { permissions: ['verdict'], expires_at: '2099-02-30T00:00:00Z' }, { permissions: ['verdict'], expires_at: '2099-01-01T24:00:00Z' },
     { permissions: ['verdict'], expires_at: '2099-01-01T10:60:00Z' }, { permissions: ['verdict'], expires_at: '2099-01-01T00:00:00+24:00' },
     // Only dotted-decimal IPv4 and standard IPv6: inet_aton's octal, hex, integer and short forms, and zones, are refused.
-    ...['010.000.000.000/8', '0177.0.0.1', '0x7f.0.0.1', '2130706433', '127.1', 'fe80::1%eth0/64', '10.0.0.0/+8'].map((c) => ({ permissions: ['verdict'], allowed_cidrs: [c] })),
+    ...['010.000.000.000/8', '0177.0.0.1', '0x7f.0.0.1', '2130706433', '127.1', 'fe80::1%eth0/64', '10.0.0.0/+8', '10.0.0.0/08', '10.0.0.0/00', '::1/0128'].map((c) => ({ permissions: ['verdict'], allowed_cidrs: [c] })),
     { permissions: ['verdict'], extra: 1 }, JSON.parse('{"permissions":["verdict"],"__proto__":{"admin":true}}')
   ]) {
     assertError(await create(bad), 400, 'INVALID_REQUEST')
