@@ -42,7 +42,7 @@ export function encodeItems (items: readonly ChunkItem[]): EncodedItems {
   const fast = packItems(items)
   if (fast !== null) return fast
   for (const it of items) {
-    if (illFormed(it[0]) || illFormed(it[1]) || illFormed(it[2]) || illFormed(it[3])) return items as ChunkItem[]
+    if (holdsIllFormed(it[0]) || holdsIllFormed(it[1]) || illFormed(it[2]) || illFormed(it[3])) return items as ChunkItem[]
   }
   return copy(threadPackr.pack(items))
 }
@@ -50,6 +50,17 @@ export function encodeItems (items: readonly ChunkItem[]): EncodedItems {
 /** The items encodeItems encoded, on the scoring thread. */
 export function decodeItems (encoded: Uint8Array | ChunkItem[]): ChunkItem[] {
   return encoded instanceof Uint8Array ? threadPackr.unpack(encoded) as ChunkItem[] : encoded
+}
+
+/**
+ * Whether a type or value as sent holds a string with a lone surrogate anywhere: a string itself, or one inside an
+ * array or object (an invalid item echoes it as sent, keys included). Bodies are bounded in depth at the edge.
+ */
+function holdsIllFormed (v: unknown): boolean {
+  if (typeof v !== 'object' || v === null) return illFormed(v)
+  if (Array.isArray(v)) return v.some(holdsIllFormed)
+  for (const [k, x] of Object.entries(v)) if (illFormed(k) || holdsIllFormed(x)) return true
+  return false
 }
 
 /** Whether a string holds a lone UTF-16 surrogate (String.prototype.isWellFormed, Node 20). */

@@ -59,3 +59,19 @@ test('a chunk with a lone surrogate in any field travels unencoded, so the value
   // A well-formed pair is packed as usual.
   assert.ok(encodeItems([['domain', '\ud83d\ude00.example', null, null]]) instanceof Uint8Array)
 })
+
+test('a type or value that is not a string travels unencoded when it holds a lone surrogate anywhere, keys included', () => {
+  for (const value of [['\ud800'], { k: 'a\udc00' }, { 'k\udc00': 1 }, [{ deep: ['x', '\ud800'] }]]) {
+    for (const at of [0, 1]) {
+      const item: ChunkItem = ['domain', 'a.example', null, null]
+      item[at] = value
+      const chunk: ChunkItem[] = [...plain.slice(0, 3), item]
+      assert.equal(encodeItems(chunk), chunk, `field ${at}: ${JSON.stringify(value)}`)
+    }
+  }
+  // Well-formed objects are packed, and decode as sent.
+  const packed: ChunkItem[] = [['domain', { k: ['\ud83d\ude00', 1] }, null, null]]
+  const bytes = encodeItems(packed)
+  assert.ok(bytes instanceof Uint8Array)
+  assert.deepEqual(decodeItems(bytes), packed)
+})
