@@ -2,7 +2,6 @@
  * Groups a bulk request's indicators by shard, remembering where each came from, so every shard's worker
  * gets one chunk and the merge can put each answer back at its original index.
  */
-import { InvalidRequestError } from '../errors.ts'
 import { normalizeActionSource, normalizeActionTaken } from './log-fields.ts'
 import { shardOf } from '../pool/shards.ts'
 import type { ChunkItem } from '../pool/score-chunk.ts'
@@ -25,20 +24,15 @@ export interface Chunks {
 }
 
 /**
- * Longest indicator value a request may carry, in characters (a value that is not a string: its JSON text), the
- * normalizer's own limit: the value is stored in history as sent, so a longer one is refused with the request.
+ * Longest indicator value, in characters: the normalizer's own limit. A single call's longer value is refused with
+ * the request (its schema); a bulk item's is an invalid item like any other (its result item's `errors`), answered
+ * with the value as sent and recorded cut (history/record.ts recordedString).
  */
 export const kMaxValueChars = 8192
 
-/** Throws INVALID_REQUEST, naming the item, when a bulk item's value is longer than kMaxValueChars. */
-function checkValueLength (value: unknown, i: number): void {
-  const n = typeof value === 'string' ? value.length : value === null || typeof value !== 'object' ? 0 : (JSON.stringify(value) ?? '').length
-  if (n > kMaxValueChars) throw new InvalidRequestError(`indicators[${i}].value is ${n} characters; the limit is ${kMaxValueChars}`)
-}
-
 /**
  * Validates log-only fields (a bad action_source rejects the whole batch with INVALID_ACTION_SOURCE, as the interface
- * says) and value lengths, and groups by shard. The loop touches each item once and allocates only the forwarded tuple.
+ * says) and groups by shard. The loop touches each item once and allocates only the forwarded tuple.
  */
 export function chunkIndicators (indicators: readonly BulkIndicator[], shards: number): Chunks {
   const items: ChunkItem[][] = Array.from({ length: shards }, () => [])
@@ -47,7 +41,6 @@ export function chunkIndicators (indicators: readonly BulkIndicator[], shards: n
   for (let i = 0; i < indicators.length; i++) {
     const ind = indicators[i] as BulkIndicator
     const actionSource = normalizeActionSource(ind.action_source, i)
-    checkValueLength(ind.value, i)
     const s = shardOf(ind.value, shards)
     const list = items[s] as ChunkItem[]
     shard[i] = s

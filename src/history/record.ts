@@ -18,6 +18,19 @@
 import { kTopSignals, type Assessment } from '../engine/index.ts'
 import type { SignalDetails } from '../engine/types.ts'
 
+/**
+ * Longest string a record holds or a search answers, in characters. The edge refuses longer request-level strings
+ * (docs/API.md "Limits"); a bulk item's type or value sent longer (an invalid item, answered as sent) is recorded cut
+ * to this length followed by "…" (recordedString), and so are strings of records written before the limits existed
+ * when a search reads them, so that no record can make an answer unbounded.
+ */
+export const MAX_RECORD_STRING = 8192
+
+/** A string as a record keeps it: over MAX_RECORD_STRING characters, cut to that length and followed by "…". */
+export function recordedString (s: string): string {
+  return s.length > MAX_RECORD_STRING ? `${s.slice(0, MAX_RECORD_STRING)}\u2026` : s
+}
+
 /** The members of a record's item half, in the order an item writes them. */
 export const kItemKeys = ['indicator', 'risk', 'scores', 'labels', 'label_count', 'action_taken', 'action_source'] as const
 /** A member of the item half. */

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto'
 import { StoreError } from '../errors.ts'
 import { isCanonicalIso, parseTimestamp, utcDayOf } from './utc-day.ts'
 import type { HistoryRecord, SearchFilters } from './types.ts'
-import { splitRecord } from './record.ts'
+import { recordedString, splitRecord } from './record.ts'
 
 /** Page size of search-history when the caller gives none (API.md). */
 export const DEFAULT_SEARCH_LIMIT = 100
@@ -308,12 +308,7 @@ export function validateLimit (limit: unknown): number {
   return limit as number
 }
 
-/**
- * Longest string a search answers in a record, in characters. Requests are refused at the edge before they store a
- * longer one (docs/API.md "Limits"); records written before those limits existed may hold longer strings, which a
- * search cuts to this length followed by "…", so that no stored record can make an answer unbounded.
- */
-export const MAX_RECORD_STRING = 8192
+export { MAX_RECORD_STRING } from './record.ts'
 /** A record half of at most this many characters is answered as stored: every record written under the limits is. */
 const kPlainHalfChars = 128 * 1024
 /** Most bytes of records (their JSON) one search-history page holds: a page ends before the record that would pass it. */
@@ -323,7 +318,7 @@ export const MAX_PAGE_BYTES = 8 * 1024 * 1024
 interface ParsedHalf { value: Record<string, unknown>, bytes: number }
 
 function cutString (_key: string, v: unknown): unknown {
-  return typeof v === 'string' && v.length > MAX_RECORD_STRING ? `${v.slice(0, MAX_RECORD_STRING)}\u2026` : v
+  return typeof v === 'string' ? recordedString(v) : v
 }
 
 /** An object's JSON text (a record half), parsed with every over-long string cut (MAX_RECORD_STRING). */

@@ -10,7 +10,7 @@ import { normalize, render, selectProfile } from '../engine/index.ts'
 import { INDICATOR_TYPES, type EvidenceDetails, type IndicatorType, type SignalDetails } from '../engine/types.ts'
 import type { AllowRule } from '../engine/index.ts'
 import { HistoryItems } from '../history/codec.ts'
-import { itemTail, kInvalidVerdictMembers, labelsOf, verdictMembers } from '../history/record.ts'
+import { itemTail, kInvalidVerdictMembers, labelsOf, recordedString, verdictMembers } from '../history/record.ts'
 import { VerdictCache } from './verdict-cache.ts'
 import { clientPackr, invalidIndicator, invalidItemJson, invalidItemObject, wellFormed } from './bulk-item.ts'
 import { scratchOf, type ScoringContext } from './chunk-scratch.ts'
@@ -102,9 +102,17 @@ export function givenType (type: unknown): IndicatorType | null {
   }
 }
 
-/** History needs a string value: a non-string is recorded as its JSON text, a missing one as ''. */
+/**
+ * The value an invalid item's record keeps: history needs a string, so a non-string is recorded as its JSON text, a
+ * missing one as ''; one longer than a record holds is cut (recordedString).
+ */
 function valueAsText (value: unknown): string {
-  return typeof value === 'string' ? value : JSON.stringify(value) ?? ''
+  return recordedString(typeof value === 'string' ? value : JSON.stringify(value) ?? '')
+}
+
+/** The type an invalid item's record keeps: the type as sent when it is a string (cut as values are), else null. */
+function typeAsText (type: unknown): string | null {
+  return typeof type === 'string' ? recordedString(type) : null
 }
 
 /**
@@ -149,7 +157,7 @@ export function scoreBulkChunk (items: ChunkItem[], params: ChunkParams, ctx: Sc
         if (params.format === 'json') sink.write(invalidItemJson(indicator, n.warnings, n.errors))
         else sink.bytes(clientPackr.pack(wellFormed(invalidItemObject(indicator, n.warnings, n.errors))))
         ends[i] = sink.len
-        history.addVerdict(givenType(type), valueAsText(value), null, itemTail(kInvalidVerdictMembers, actionTaken, actionSource))
+        history.addVerdict(typeAsText(type), valueAsText(value), null, itemTail(kInvalidVerdictMembers, actionTaken, actionSource))
         continue
       }
       const ind = n.indicator
@@ -184,7 +192,7 @@ export function scoreSingle (item: ChunkItem, params: ChunkParams, ctx: ScoringC
   const history = scratch.single
   history.reset()
   if (!n.ok) {
-    history.addVerdict(givenType(type) ?? n.type, valueAsText(value), null, itemTail(kInvalidVerdictMembers, actionTaken, actionSource))
+    history.addVerdict(typeAsText(type) ?? n.type, valueAsText(value), null, itemTail(kInvalidVerdictMembers, actionTaken, actionSource))
     return { verdict: null, errors: n.errors, warnings: n.warnings, cacheHit: false, history: history.encode(), members: null }
   }
   const ind = n.indicator
