@@ -263,3 +263,28 @@ test('the sign-in route, open to anyone, refuses a body past 16 KiB with 413 bef
   const r = await send('/dashboard/api/session', longest, 'application/json', false)
   assert.equal(r.status, 401, JSON.stringify(r))
 })
+
+test('a JSON body holding bytes that are not UTF-8 is refused as such, and nothing of it is recorded', kTimeout, async () => {
+  const key = await svc.makeKey(['verdict', 'verdict_bulk', 'mgmt'], { tenant: 'not-utf8' })
+  const post = async (url: string, payload: Buffer): Promise<{ status: number, body: Record<string, any> }> => {
+    const res = await svc.app.inject({ method: 'POST', url, headers: { 'content-type': 'application/json', 'x-api-key': key }, payload })
+    return { status: res.statusCode, body: res.json() as Record<string, any> }
+  }
+  const latin1 = Buffer.concat([Buffer.from('{"indicators":[{"value":"caf'), Buffer.from([0xe9]), Buffer.from('.example"}]}')])
+  const cut = Buffer.concat([Buffer.from('{"indicator":{"value":"a'), Buffer.from([0xe2, 0x82]), Buffer.from('.example"}}')])
+  const overlong = Buffer.concat([Buffer.from('{"indicator":{"value":"'), Buffer.from([0xc0, 0xae]), Buffer.from('example.com"}}')])
+  for (const [url, body] of [['/api/v2/ioc/verdict/bulk', latin1], ['/api/v2/ioc/verdict', cut], ['/api/v2/ioc/verdict', overlong]] as const) {
+    const r = await post(url, body)
+    assert.equal(r.status, 400, `${url}: ${JSON.stringify(r.body)}`)
+    assert.equal(r.body.code, 'INVALID_REQUEST')
+    assert.equal(r.body.message, 'body is not valid UTF-8')
+  }
+  // UTF-8 proper, with and without a byte order mark, is read as sent.
+  const ok = await post('/api/v2/ioc/verdict', Buffer.from('\ufeff{"indicator":{"value":"café.example"}}'))
+  assert.equal(ok.status, 200)
+  assert.equal(ok.body.indicator.value, 'café.example')
+  await svc.history.flush()
+  const page = (await svc.app.inject({ url: '/api/v2/mgmt/enrich-logs/search-history', headers: { 'x-api-key': key } })).json() as Record<string, any>
+  assert.deepEqual(page.results.map((r: Record<string, any>) => r.indicator.value), ['café.example'])
+  await stillAnswers()
+})
