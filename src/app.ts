@@ -227,7 +227,7 @@ export async function buildApp (config: Readonly<Config>, deps: AppDeps): Promis
   }
   serviceRoutes(app, { store: deps.store, quota: deps.quota, history: deps.history, intel: deps.intel, feeds: deps.feeds, closing, ...(deps.fleet === undefined ? {} : { fleet: deps.fleet }) })
   mgmtRoutes(app, { store: deps.store, quota: deps.quota, intel: deps.intel, feeds: deps.feeds, verifier, sessions, ...(deps.fleet === undefined ? {} : { fleet: deps.fleet }) })
-  await dashboardRoutes(app, { verdicts, sessions, verifier, capacityReport: join(kProjectRoot, 'bench', 'results', 'capacity.html') })
+  await dashboardRoutes(app, { verdicts, sessions, capacityReport: join(kProjectRoot, 'bench', 'results', 'capacity.html') })
   keyRoutes(app, { store: deps.store, verifier, defaultRateLimit: config.rateLimit > 0 ? config.rateLimit : null })
   return app
 }

@@ -12,7 +12,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { VerdictDeps } from '../bulk/verdicts.ts'
 import { answerBulk, answerSingle, chunkBulk } from '../bulk/verdicts.ts'
 import { InvalidCredentialsError, RateLimitedError, SessionExpiredError } from '../errors.ts'
-import { requireKey, type KeyVerifier } from '../http/auth.ts'
+import { requireSession } from '../http/auth.ts'
 import { envelopeOf, sourceOf } from '../http/request-fields.ts'
 import { sessionCookie, sessionPermissions, type SessionAuth } from '../http/session.ts'
 
@@ -20,7 +20,6 @@ import { sessionCookie, sessionPermissions, type SessionAuth } from '../http/ses
 export interface DashboardDeps {
   verdicts: VerdictDeps
   sessions: SessionAuth
-  verifier: KeyVerifier
   /** The latest capacity report (bench/results/capacity.html), served when it exists. */
   capacityReport: string
 }
@@ -62,9 +61,11 @@ function sessionAnswer (s: { username: string, tenant: string, role: string, csr
 /** Registers the dashboard's pages and calls. */
 export async function dashboardRoutes (app: FastifyInstance, deps: DashboardDeps): Promise<void> {
   const { sessions, verdicts } = deps
-  const session = requireKey(deps.verifier, 'mgmt', sessions)
+  // The dashboard's own calls take the session only (an API key asks for verdicts on the verdict routes).
+  const session = requireSession(sessions, 'mgmt')
 
   app.get('/', { schema: { hide: true } }, async (_req, reply) => await reply.redirect('/dashboard/'))
+  app.get('/dashboard', { schema: { hide: true } }, async (_req, reply) => await reply.redirect('/dashboard/'))
   await app.register(fastifyStatic, {
     root: kPublic,
     prefix: '/dashboard/',

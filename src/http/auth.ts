@@ -93,16 +93,7 @@ export function requireKey (verifier: KeyVerifier, permission: string | null, se
   return async function authenticate (req: FastifyRequest, _reply: FastifyReply): Promise<void> {
     const presented = req.headers['x-api-key']
     if ((presented === undefined || presented === '') && sessions !== undefined && req.cookies?.[sessionCookie(req)] !== undefined) {
-      const session = await sessions.of(req)
-      if (session === null) throw new SessionExpiredError()
-      if (!kSafeMethods.has(req.method)) {
-        const token = req.headers['x-csrf-token']
-        if (typeof token !== 'string' || !tokensEqual(token, session.csrf)) throw new CsrfError()
-      }
-      const principal = sessionPrincipal(session)
-      if (permission !== null && !hasPermission(principal, permission)) throw new PermissionDeniedError(permission)
-      req.session = session
-      req.apiKey = principal
+      await admitSession(req, sessions, permission)
       return
     }
     // (A key in the query string was refused before this, by http/edges.ts guardUrl.)
@@ -113,4 +104,30 @@ export function requireKey (verifier: KeyVerifier, permission: string | null, se
     if (permission !== null && !hasPermission(key, permission)) throw new PermissionDeniedError(permission)
     req.apiKey = key
   }
+}
+
+/**
+ * onRequest hook of the dashboard's own calls (sign-out, lookup, bulk, the capacity report): a session only, whose
+ * role holds `permission`; no API key stands in for it (a key asks for verdicts on the verdict routes, with their
+ * permissions). Without the session's cookie the answer is SESSION_EXPIRED, the code the page signs out on.
+ */
+export function requireSession (sessions: SessionAuth, permission: string) {
+  return async function authenticateSession (req: FastifyRequest, _reply: FastifyReply): Promise<void> {
+    if (req.cookies?.[sessionCookie(req)] === undefined) throw new SessionExpiredError()
+    await admitSession(req, sessions, permission)
+  }
+}
+
+/** Admits a request by its session cookie: a live session, its CSRF token on a state-changing method, the permission. */
+async function admitSession (req: FastifyRequest, sessions: SessionAuth, permission: string | null): Promise<void> {
+  const session = await sessions.of(req)
+  if (session === null) throw new SessionExpiredError()
+  if (!kSafeMethods.has(req.method)) {
+    const token = req.headers['x-csrf-token']
+    if (typeof token !== 'string' || !tokensEqual(token, session.csrf)) throw new CsrfError()
+  }
+  const principal = sessionPrincipal(session)
+  if (permission !== null && !hasPermission(principal, permission)) throw new PermissionDeniedError(permission)
+  req.session = session
+  req.apiKey = principal
 }

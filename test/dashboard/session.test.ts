@@ -95,6 +95,22 @@ test('verdict and key routes never accept a session', async () => {
   }
 })
 
+test('the dashboard\'s own calls take a session only: an API key of any permission gets SESSION_EXPIRED there', async () => {
+  const key = await svc.makeKey(['mgmt'], { tenant: 'dash-key' })
+  const calls = [['POST', '/dashboard/api/lookup', { value: '8.8.8.8' }], ['POST', '/dashboard/api/bulk', { values: ['8.8.8.8'] }],
+    ['GET', '/dashboard/api/capacity', undefined], ['DELETE', '/dashboard/api/session', undefined]] as const
+  for (const k of [key, svc.key]) {
+    for (const [method, url, payload] of calls) {
+      const res = await svc.app.inject({ method, url, headers: { 'x-api-key': k }, ...(payload === undefined ? {} : { payload }) })
+      assert.equal(res.statusCode, 401, `${url}: ${res.body}`)
+      assert.equal(res.json().code, 'SESSION_EXPIRED', url)
+    }
+  }
+  await svc.history.flush()
+  const page = (await svc.app.inject({ url: '/api/v2/mgmt/enrich-logs/search-history', headers: { 'x-api-key': key } })).json() as Json
+  assert.equal(page.results.length, 0, 'nothing scored or recorded')
+})
+
 test('the bulk call scores up to 10,000 values and records each with the session as requester', async () => {
   const a = await signIn(await user('dash-bulk'))
   const res = await svc.app.inject({ method: 'POST', url: '/dashboard/api/bulk', headers: { cookie: a.cookie, 'x-csrf-token': a.csrf }, payload: { values: ['8.8.8.8', 'bad value!', 'AS13335'] } })
@@ -123,10 +139,12 @@ test('signing out ends the session in the store; the old cookie is refused with 
   assert.equal((await svc.app.inject({ url: '/dashboard/api/session', headers: { cookie: disabledUser.cookie } })).statusCode, 401)
 })
 
-test('/ redirects to the dashboard, whose page forbids scripts and connections to any other host', async () => {
-  const root = await svc.app.inject({ url: '/' })
-  assert.equal(root.statusCode, 302)
-  assert.equal(root.headers.location, '/dashboard/')
+test('/ and /dashboard redirect to the dashboard, whose page forbids scripts and connections to any other host', async () => {
+  for (const url of ['/', '/dashboard']) {
+    const root = await svc.app.inject({ url })
+    assert.equal(root.statusCode, 302, url)
+    assert.equal(root.headers.location, '/dashboard/')
+  }
   const page = await svc.app.inject({ url: '/dashboard/' })
   assert.equal(page.statusCode, 200)
   assert.match(String(page.headers['content-security-policy']), /default-src 'self'.*connect-src 'self'/)
