@@ -1,7 +1,8 @@
 /**
  * The dashboard in headless Chromium (Debian's package, driven by playwright-core): an analyst made with the CLI
  * signs in through the form, looks up an indicator and reads a waterfall that adds up to the score shown, finds the
- * query in History (and nothing of another tenant), and signs out. Any console error or request to another host fails.
+ * query in History (and nothing of another tenant), is returned to sign-in once its cookie is gone, and signs out.
+ * Any console error or request to another host fails.
  */
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
@@ -68,6 +69,22 @@ test('an analyst signs in, looks up an indicator, finds it in History, and signs
   assert.match(history ?? '', /hxxp:\/\/malware-c2\[\.\]example\/x/)
   assert.match(history ?? '', /ana/)
   assert.doesNotMatch(history ?? '', /other-tenant-secret/)
+
+  // An analyst's Intel page asks for nothing an analyst may not read (feed sources are an admin's).
+  await page.getByRole('button', { name: 'Intel' }).click()
+  await page.locator('#intel-snapshot dd').first().waitFor()
+  assert.deepEqual(problems, [])
+  assert.equal(await page.locator('#intel-sources').isHidden(), true)
+
+  // The cookie gone (signed out in another tab, or past its Max-Age): the next call returns the page to sign-in.
+  await page.context().clearCookies()
+  await page.getByRole('button', { name: 'History' }).click()
+  await page.getByRole('button', { name: 'Sign in' }).waitFor()
+  assert.equal(await page.locator('#history-table tbody tr').count(), 0, 'nothing of the tenant left on the page')
+  problems.length = 0 // that call's 401, logged by the browser as a failed resource
+  await page.getByLabel('Password', { exact: true }).fill('correct horse battery staple')
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.getByRole('button', { name: 'Sign out' }).waitFor()
 
   await page.getByRole('button', { name: 'Sign out' }).click()
   await page.getByRole('button', { name: 'Sign in' }).waitFor()

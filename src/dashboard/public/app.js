@@ -20,7 +20,9 @@ async function api (method, path, body) {
   const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin' })
   const data = res.headers.get('content-type')?.includes('json') ? await res.json() : await res.text()
   if (!res.ok) {
-    if (res.status === 401 && data?.code === 'SESSION_EXPIRED') signedOut()
+    // The page sends no API key: a 401 without a cookie (MISSING_API_KEY) means the session is gone too (signed out
+    // in another tab, or the cookie's Max-Age passed).
+    if (res.status === 401 && (data?.code === 'SESSION_EXPIRED' || data?.code === 'MISSING_API_KEY')) signedOut()
     const err = new Error(data?.message ?? `${res.status}`)
     err.status = res.status
     err.code = data?.code
@@ -65,7 +67,8 @@ function show (page) {
   if (page === 'usage') loadUsage().catch((e) => showError(e.message))
   if (page === 'intel') loadIntel().catch((e) => showError(e.message))
   if (page === 'capacity') loadCapacity().catch((e) => showError(e.message))
-  if (page === 'history' && $('#history-table tbody').children.length === 0) searchHistory(false).catch((e) => showError(e.message))
+  // Read again on every visit: a lookup or bulk since the last one added records.
+  if (page === 'history') searchHistory(false).catch((e) => showError(e.message))
   if (page === 'allowlist') loadAllowlist(false).catch((e) => showError(e.message))
   if (page === 'feedback') Promise.all([loadSummary(), loadFeedback(false)]).catch((e) => showError(e.message))
   if (page === 'retro') loadRetroHits(false).catch((e) => showError(e.message))
@@ -560,6 +563,11 @@ async function loadIntel () {
   const dl = $('#intel-snapshot')
   dl.replaceChildren(el('dt', {}, 'Snapshot version'), el('dd', {}, health.checks.intel.version), el('dt', {}, 'Data compiled'), el('dd', {}, health.checks.intel.data_timestamp),
     el('dt', {}, 'Service status'), el('dd', {}, health.status))
+  // Feed sources are an admin's to see: an analyst's page does not ask (and log a 403).
+  if (!state.session.permissions.includes('admin')) {
+    $('#intel-sources').hidden = true
+    return
+  }
   try {
     const sources = await api('GET', '/api/v2/mgmt/intel/sources')
     $('#intel-sources tbody').replaceChildren(...sources.sources.map((s) => el('tr', {},
