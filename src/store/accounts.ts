@@ -189,7 +189,7 @@ export class Accounts {
     const keys = [`a:${address}`, `u:${username}`]
     if (kHashes.refuses(keys)) return { ok: false, reason: 'busy', retryAfterSeconds: 1 }
     const taken = await this.#limits.take(username, address)
-    if (!taken.ok) return { ok: false, reason: 'limited', retryAfterSeconds: taken.retryAfterSeconds }
+    if (!taken.ok) return { ok: false, reason: taken.busy ? 'busy' : 'limited', retryAfterSeconds: taken.retryAfterSeconds }
     let user: UserRecord | null = null
     try {
       const row = await this.#userRow(username)
@@ -204,7 +204,10 @@ export class Accounts {
       if (err instanceof HashQueueDisplaced) return { ok: false, reason: 'busy', retryAfterSeconds: 1 }
       throw err
     }
-    if (user === null) return { ok: false, reason: 'invalid' }
+    if (user === null) {
+      taken.failed()
+      return { ok: false, reason: 'invalid' }
+    }
     await taken.release(true)
     return { ok: true, user }
   }

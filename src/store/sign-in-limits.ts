@@ -96,13 +96,25 @@ function digest (kind: Kind, username: string, address: string): string {
   return createHash('sha256').update(parts.join('\u0000')).digest('base64url')
 }
 
-/** What take() decided: the attempt is counted, or refused until `retryAfterSeconds` from now. */
-export type Taken = { ok: true, release: (succeeded: boolean) => Promise<void> } | { ok: false, retryAfterSeconds: number }
+/**
+ * What take() decided: the attempt is counted, or refused until `retryAfterSeconds` from now. `busy` when the slot
+ * refused it only for attempts of this process still being checked (counted as failures until they end): the
+ * attempt may be tried again in a moment, and nothing says it failed.
+ */
+export type Taken = {
+  ok: true
+  /** The check ended: `true` a success (the attempt given back, the pair cleared), `false` not checked after all. */
+  release: (succeeded: boolean) => Promise<void>
+  /** The check ended with a wrong password: the attempt stays counted. Every taken attempt ends in one of the two. */
+  failed: () => void
+} | { ok: false, retryAfterSeconds: number, busy: boolean }
 
 /** Failed sign-in counts over one store's SQL port. */
 export class SignInLimits {
   readonly #db: SqlPort
   #purgedAt = 0
+  /** Attempts of this process counted and not yet released, per slot (entries removed at zero). */
+  readonly #pending = new Map<string, number>()
 
   constructor (db: SqlPort) {
     this.#db = db
@@ -111,7 +123,9 @@ export class SignInLimits {
   /**
    * Counts an attempt as a failure in every slot, before the password is checked, or refuses it (counting nothing)
    * when a slot is at its limit. `release(true)` after a successful sign-in gives the attempt back (and clears the
-   * pair's failures); `release(false)` gives it back when the password was not checked after all.
+   * pair's failures); `release(false)` gives it back when the password was not checked after all; `failed()` ends it
+   * as the failure it was counted as. Until then it is pending: a slot refusing only for pending attempts answers
+   * `busy` (retry in a second), since they may yet succeed, rather than a wait for failures that may not happen.
    */
   async take (username: string, address: string, now = Date.now()): Promise<Taken> {
     await this.#purge(now)
@@ -124,18 +138,44 @@ export class SignInLimits {
         [slot, now, now - p.resetMs, now, now - p.resetMs, p.free, now, p.free, steps(p), p.capMs, p.baseMs, p.free])
       if (rows.length === 0) {
         for (const t of taken) await this.#giveBack(t.slot)
-        return { ok: false, retryAfterSeconds: await this.#retryAfter(slot, p, now) }
+        this.#settle(taken)
+        const { seconds, failures } = await this.#retryAfter(slot, p, now)
+        // Past the free count only with attempts still being checked here: those may yet succeed and give theirs back.
+        const busy = failures - (this.#pending.get(slot) ?? 0) < p.free
+        return { ok: false, retryAfterSeconds: busy ? 1 : seconds, busy }
       }
       taken.push({ slot, kind })
+      this.#pending.set(slot, (this.#pending.get(slot) ?? 0) + 1)
     }
+    let released = false
     return {
       ok: true,
+      failed: () => {
+        if (released) return
+        released = true
+        this.#settle(taken)
+      },
       release: async (succeeded) => {
-        for (const t of taken) {
-          if (succeeded && t.kind === 'pair') await this.#db.run('DELETE FROM {sign_in_failures} WHERE slot = ?', [t.slot])
-          else await this.#giveBack(t.slot)
+        if (released) return
+        released = true
+        try {
+          for (const t of taken) {
+            if (succeeded && t.kind === 'pair') await this.#db.run('DELETE FROM {sign_in_failures} WHERE slot = ?', [t.slot])
+            else await this.#giveBack(t.slot)
+          }
+        } finally {
+          this.#settle(taken)
         }
       }
+    }
+  }
+
+  /** Ends the pending count of an attempt's slots (released, or refused part way). */
+  #settle (taken: ReadonlyArray<{ slot: string }>): void {
+    for (const t of taken) {
+      const n = (this.#pending.get(t.slot) ?? 0) - 1
+      if (n > 0) this.#pending.set(t.slot, n)
+      else this.#pending.delete(t.slot)
     }
   }
 
@@ -145,13 +185,14 @@ export class SignInLimits {
     await this.#db.run('UPDATE {sign_in_failures} SET failures = failures - 1, last_at = prev_at WHERE slot = ?', [slot])
   }
 
-  /** Seconds until a refusing slot allows an attempt again (at least 1). */
-  async #retryAfter (slot: string, p: Policy, now: number): Promise<number> {
+  /** Seconds until a refusing slot allows an attempt again (at least 1), and the failures it counts. */
+  async #retryAfter (slot: string, p: Policy, now: number): Promise<{ seconds: number, failures: number }> {
     const row = (await this.#db.all<{ failures: number | string, last_at: number | string }>('SELECT failures, last_at FROM {sign_in_failures} WHERE slot = ?', [slot]))[0]
-    if (row === undefined) return 1
+    if (row === undefined) return { seconds: 1, failures: 0 }
     const at = Number(row.last_at)
-    const until = Math.min(at + backoffMs(p, Number(row.failures)), at + p.resetMs)
-    return Math.max(1, Math.ceil((until - now) / 1000))
+    const failures = Number(row.failures)
+    const until = Math.min(at + backoffMs(p, failures), at + p.resetMs)
+    return { seconds: Math.max(1, Math.ceil((until - now) / 1000)), failures }
   }
 
   async #purge (now: number): Promise<void> {
