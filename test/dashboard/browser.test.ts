@@ -70,6 +70,22 @@ test('an analyst signs in, looks up an indicator, finds it in History, and signs
   assert.match(history ?? '', /ana/)
   assert.doesNotMatch(history ?? '', /other-tenant-secret/)
 
+  // Bulk from a CSV file: its first column, the header left out, quoted fields read whole; input order kept in `#`.
+  await page.getByRole('button', { name: 'Bulk' }).click()
+  await page.getByLabel(/Upload a file/).setInputFiles({
+    name: 'iocs.csv',
+    mimeType: 'text/csv',
+    buffer: Buffer.from('indicator,type\r\n10.0.0.1,ip\r\n"evil,comma.example",domain\r\nmalware-c2.example,domain\r\n"quoted""x.example"\r\n')
+  })
+  assert.equal(await page.getByLabel('Indicators (one per line, up to 10,000)').inputValue(), '10.0.0.1\nevil,comma.example\nmalware-c2.example\nquoted"x.example\n')
+  await page.getByRole('button', { name: 'Score' }).click()
+  await page.locator('#bulk-result:not([hidden])').waitFor()
+  await page.getByRole('button', { name: 'Input order' }).click()
+  const cells = await page.locator('#bulk-table tbody tr').evaluateAll((rows) => rows.map((r) => [r.children[0]?.textContent, r.children[1]?.textContent]))
+  assert.deepEqual(cells, [['1', '10.0.0.1'], ['2', 'evil,comma.example'], ['3', 'malware-c2.example'], ['4', 'quoted"x.example']])
+  assert.equal(await page.locator('#bulk-table th[aria-sort]').getAttribute('aria-sort'), 'ascending')
+  assert.deepEqual(problems, [])
+
   // An analyst's Intel page asks for nothing an analyst may not read (feed sources are an admin's).
   await page.getByRole('button', { name: 'Intel' }).click()
   await page.locator('#intel-snapshot dd').first().waitFor()

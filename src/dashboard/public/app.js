@@ -429,8 +429,9 @@ $('#retro-next').addEventListener('click', () => loadRetroHits(true).catch((e) =
 
 // ---- bulk ------------------------------------------------------------------------------------------------------
 
-function bulkRow (r) {
+function bulkRow (r, i) {
   return {
+    n: i + 1,
     value: r.indicator.value,
     type: r.indicator.type ?? '',
     normalized: r.indicator.normalized ?? '',
@@ -452,16 +453,49 @@ function renderBulk () {
   // A page shows at most 2,000 rows at once so 10,000 results stay fast; the filter narrows them.
   const shown = rows.slice(0, 2000)
   $('#bulk-table tbody').replaceChildren(...shown.map((r) => el('tr', {},
-    el('td', {}, r.value), el('td', {}, r.type), el('td', {}, r.score ?? ''), el('td', {}, r.category), el('td', {}, r.action), el('td', {}, r.signals))))
+    el('td', {}, r.n), el('td', {}, r.value), el('td', {}, r.type), el('td', {}, r.score ?? ''), el('td', {}, r.category), el('td', {}, r.action), el('td', {}, r.signals))))
+  for (const b of document.querySelectorAll('#bulk-table th button')) {
+    if (b.dataset.sort === key) b.parentElement.setAttribute('aria-sort', dir > 0 ? 'ascending' : 'descending')
+    else b.parentElement.removeAttribute('aria-sort')
+  }
   $('#bulk-count').textContent = `${rows.length} of ${state.bulkRows.length} results${rows.length > shown.length ? ` (first ${shown.length} shown; filter to narrow)` : ''}`
   $('#bulk-result').hidden = false
+}
+
+/**
+ * The indicators of a CSV file: the first field of each record (RFC 4180 quoting, so a quoted field may hold commas
+ * and doubled quotes), one per line; a first record that names the column (indicator, value, ioc) is left out.
+ */
+function csvFirstColumn (text) {
+  const out = []
+  for (const line of text.split(/\r?\n/)) {
+    let field = ''
+    if (line.startsWith('"')) {
+      let i = 1
+      for (; i < line.length; i++) {
+        if (line[i] !== '"') {
+          field += line[i]
+        } else if (line[i + 1] === '"') {
+          field += '"'
+          i++
+        } else {
+          break
+        }
+      }
+    } else {
+      field = line.split(',')[0]
+    }
+    out.push(field.trim())
+  }
+  if (/^(indicators?|values?|iocs?)$/i.test(out[0] ?? '')) out.shift()
+  return out.join('\n')
 }
 
 $('#bulk-file').addEventListener('change', () => {
   const file = $('#bulk-file').files[0]
   if (file === undefined) return
   const reader = new FileReader()
-  reader.onload = () => { $('#bulk-input').value = String(reader.result) }
+  reader.onload = () => { $('#bulk-input').value = /\.csv$/i.test(file.name) ? csvFirstColumn(String(reader.result)) : String(reader.result) }
   reader.readAsText(file)
 })
 
@@ -472,7 +506,7 @@ $('#bulk-form').addEventListener('submit', async (ev) => {
   if (values.length > 10000) return showError(`${values.length} indicators: at most 10,000 per bulk`)
   try {
     const answer = await api('POST', '/dashboard/api/bulk', { values })
-    state.bulkRows = answer.results.map(bulkRow)
+    state.bulkRows = answer.results.map((r, i) => bulkRow(r, i))
     renderBulk()
   } catch (e) {
     showError(e.message)
