@@ -431,6 +431,7 @@ describe('normalize: non-string, empty, long and odd input', () => {
     { why: 'rejects a 100 KB digit string quickly', value: '1'.repeat(100_000), type: 'asn', error: 'value is too long (max 8192 characters)' },
     { why: 'rejects a 100 KB defanged string quickly', value: '[.]'.repeat(34_000), type: 'domain', error: 'value is too long (max 8192 characters)' },
     { why: 'judges an 8192-character value on its content', value: 'a'.repeat(8192), type: 'domain', error: 'invalid domain: longer than 253 characters' },
+    { why: 'says a URL is no block', value: 'http://1.2.3.0/24', type: 'ip_block', error: 'invalid ip_block: a URL is not a CIDR block (send the block itself, as 192.0.2.0/24)' },
     { why: 'bounds IDN work on a long non-ASCII value', value: 'ü'.repeat(5000), type: 'domain', error: 'invalid domain: longer than 253 characters' }
   ])
 

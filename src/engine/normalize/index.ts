@@ -29,6 +29,7 @@ const kErrCannotInfer = 'cannot infer indicator type'
 const kErrDomainIsIp = 'invalid domain: value is an IP address (use type ip)'
 const kErrDomainIsBlock = 'invalid domain: value is an IP block (use type ip_block)'
 const kErrUrlHostIsIp = 'invalid domain: URL host is an IP address (use type ip)'
+const kErrBlockIsUrl = 'invalid ip_block: a URL is not a CIDR block (send the block itself, as 192.0.2.0/24)'
 
 /** Maps a type string to an IndicatorType, or null when it is not one of the contract's five. */
 function asIndicatorType (t: string): IndicatorType | null {
@@ -81,6 +82,8 @@ function byType (type: IndicatorType, s: string, warnings: string[], inferred: b
       break
     }
     case 'ip_block': {
+      // Inference never takes a URL for a block; a caller who says ip_block gets the reason, not an address error.
+      if (isUrl(s)) return failed(type, kErrBlockIsUrl, warnings)
       const r = normalizeIpBlock(s, warnings)
       if (isFailure(r)) return failed(inferred ? null : type, r.error, warnings)
       indicator = { type, normalized: r.normalized, inferred, warnings, ip: r.ip, prefix: r.prefix }
