@@ -6,7 +6,7 @@
  * written to <dir>/status.json for `ioc-verdict intel status`.
  */
 import { createHash } from 'node:crypto'
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
+import { access, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { Worker } from 'node:worker_threads'
 import type { FeedSpec } from '../engine/types.ts'
@@ -124,6 +124,16 @@ export function sourceRow (s: SourceState, now: number): SourceRow {
   }
 }
 
+/** Whether the file of a feed's last good copy is there. */
+async function exists (path: string): Promise<boolean> {
+  try {
+    await access(path)
+    return true
+  } catch {
+    return false
+  }
+}
+
 /** Writes a file atomically: a temp file beside it, then rename. */
 async function writeAtomic (path: string, data: string | Uint8Array): Promise<void> {
   const tmp = `${path}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`
@@ -209,6 +219,12 @@ export class FeedRefresher {
       } catch {
         // No last good copy yet.
       }
+      // Metadata without its copy (the file deleted or lost): the feed is fetched again in full, at once, instead of
+      // being answered 304 for a copy it no longer has.
+      if (state.meta.sha256 !== null && !await exists(spec.path)) {
+        this.options.logger.warn({ feed: spec.name }, 'last good copy of the feed is missing from the data directory; fetching it again')
+        state.meta = { ...kEmptyMeta }
+      }
       if (state.failed) this.options.logger.warn({ feed: spec.name, error: state.error }, 'feed cannot be fetched')
     }
     await this.writeStatus()
@@ -293,12 +309,15 @@ export class FeedRefresher {
     const refuse = async (error: string): Promise<void> => {
       state.failed = true
       state.error = error
-      this.options.logger.warn({ feed: spec.name, url: state.url, error, last_good: state.meta.fetchedAt }, 'feed download refused; last good copy stays in use')
+      const kept = state.meta.fetchedAt !== null ? 'last good copy stays in use' : 'no good copy yet'
+      this.options.logger.warn({ feed: spec.name, url: state.url, error, last_good: state.meta.fetchedAt }, `feed download refused; ${kept}`)
       await this.writeStatus()
     }
+    // Validators are sent only for a copy still on disk: a 304 must have a copy to keep.
+    const copy = state.meta.sha256 !== null && await exists(spec.path)
     let outcome
     try {
-      outcome = await fetchFeed(remote, { etag: state.meta.etag, lastModified: state.meta.lastModified }, {
+      outcome = await fetchFeed(remote, copy ? { etag: state.meta.etag, lastModified: state.meta.lastModified } : { etag: null, lastModified: null }, {
         signal: stop,
         variables: this.options.variables,
         ...(this.options.retry === undefined ? {} : { retry: this.options.retry })
@@ -309,6 +328,8 @@ export class FeedRefresher {
       throw err
     }
     if (outcome.kind === 'unchanged') {
+      // Not asked for (no validators went out): the server's 304 leaves nothing to serve.
+      if (!copy) return await refuse('HTTP 304 (not modified) without a copy to keep: no validators were sent')
       state.meta = { ...state.meta, fetchedAt: new Date().toISOString(), source: sourceKey(spec) }
       state.failed = false
       state.error = null
@@ -343,7 +364,7 @@ export class FeedRefresher {
       await rm(candidate, { force: true })
       return await refuse(problem)
     }
-    const changed = sha256 !== state.meta.sha256
+    const changed = sha256 !== state.meta.sha256 || !copy
     const now = new Date().toISOString()
     if (changed) await rename(candidate, spec.path)
     else await rm(candidate, { force: true })

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -341,6 +341,56 @@ test('a body whose declared length passes max_bytes is refused before reading, a
   await new Promise((resolve) => setTimeout(resolve, 200))
   assert.deepEqual(uncaught.map((e) => (e as Error).message), [])
   assert.deepEqual(await verdictSources(svc, '10.1.0.2'), ['remote_list'])
+})
+
+test('a 304 to a request that sent no validators is refused: the feed is failed, not ok with nothing', async (t) => {
+  const host = await feedHost(t)
+  host.set((_req, res) => { res.statusCode = 304; res.end() })
+  const dir = tempDir(t)
+  const svc = await start(t, dir, writeManifest(dir, { url: `${host.url}/feed` }))
+  const r = await refresh(svc)
+  assert.equal(r.sources[0]?.status, 'failed')
+  assert.match(r.sources[0]?.error ?? '', /HTTP 304 \(not modified\) without a copy to keep/)
+  assert.equal(r.sources[0]?.last_success_at, null)
+  assert.ok(host.requests.every((q) => q.headers['if-none-match'] === undefined && q.headers['if-modified-since'] === undefined))
+  assert.equal((await health(svc)).status, 'degraded')
+  assert.match((await svc.app.inject({ url: '/metrics' })).body, /^iocv_feed_up\{feed="remote_list"\} 0$/m)
+  assert.ok(svc.logs.some((l) => l.includes('feed download refused; no good copy yet')))
+})
+
+test('a last good copy missing from the data directory is fetched again in full, at the next start or refresh', async (t) => {
+  const host = await feedHost(t)
+  host.set((req, res) => {
+    if (req.headers['if-none-match'] === '"a"') { res.statusCode = 304; res.end(); return }
+    res.setHeader('etag', '"a"')
+    res.end(netset(30, 9))
+  })
+  const dir = tempDir(t)
+  const manifest = writeManifest(dir, { url: `${host.url}/feed` })
+  const copy = join(dir, 'feeds', 'remote_list.feed')
+  const first = await start(t, dir, manifest)
+  await refresh(first)
+  // Lost while running: the next refresh asks without validators and writes the copy again.
+  rmSync(copy)
+  const again = await refresh(first)
+  assert.equal(host.requests.at(-1)?.headers['if-none-match'], undefined)
+  assert.equal(again.sources[0]?.status, 'ok')
+  assert.equal(readFileSync(copy, 'utf8'), netset(30, 9))
+  await first.app.close()
+  // Lost while stopped: the start says so and fetches it at once (refresh_seconds is an hour).
+  rmSync(copy)
+  const asked = host.requests.length
+  const second = await start(t, dir, manifest)
+  assert.ok(second.logs.some((l) => l.includes('last good copy of the feed is missing')))
+  for (let i = 0; host.requests.length === asked || (await sources(second)).sources[0]?.status !== 'ok'; i++) {
+    assert.ok(i < 200, 'fetched again at start')
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+  assert.equal(host.requests.at(-1)?.headers['if-none-match'], undefined)
+  for (let i = 0; (await verdictSources(second, '10.9.0.3')).length === 0; i++) {
+    assert.ok(i < 200, 'the feed is in the snapshot again')
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
 })
 
 test('a restart with the feed host down serves the last good copy', async (t) => {
