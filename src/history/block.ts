@@ -409,6 +409,30 @@ export interface HistoryPart extends HistoryRequestFields {
   part: Uint8Array
 }
 
+/**
+ * A one-item part with `members` (JSON members text) appended to its record's item: `..."action_source":..,<members>`
+ * (record.ts ownEnvelopeMembers). The item's text ends the part, whether it is its tail or, without one, its whole
+ * fragment: the members are appended to the bytes and that text's end offset moved, no re-encoding. Null for a part
+ * of any other shape (several items, format 1), which must then keep a request row of its own.
+ */
+export function withMembersAppended (part: Uint8Array, members: string): Uint8Array | null {
+  const buf = Buffer.isBuffer(part) ? part : Buffer.from(part.buffer, part.byteOffset, part.byteLength)
+  if (buf.length < kHead || buf.readUInt32LE(kSlotFormat) !== kFormat || buf.readUInt32LE(kSlotStrings) !== kStride) return null
+  const tailsAt = kHead + 4 * 2 + 4 * kStride + 4 // after the item's two hashes, four end offsets and tail id
+  const t = buf.readUInt32LE(tailsAt)
+  if (t > 1) return null
+  // The end offset of the part's last text: the one tail's, or (no tail) the fragment's, the item's fourth string.
+  const endAt = t === 1 ? tailsAt + 4 : kHead + 4 * 2 + 4 * (kStride - 1)
+  const end = buf.readUInt32LE(endAt)
+  if (end === kNull || end === kSame) return null
+  const text = `,${members}`
+  const out = Buffer.allocUnsafe(buf.length + Buffer.byteLength(text))
+  buf.copy(out, 0)
+  out.write(text, buf.length, 'utf8')
+  out.writeUInt32LE(end + text.length, endAt)
+  return out
+}
+
 /** The rows of parts, in order (for stores that keep a row per item, and for history.rejected). */
 export function partRows (parts: readonly HistoryPart[], out: HistoryRow[] = []): HistoryRow[] {
   for (const p of parts) {

@@ -72,6 +72,50 @@ function jsonOrNull (s: string | null): string {
   return s === null ? 'null' : JSON.stringify(s)
 }
 
+/**
+ * The top-level member names of a JSON object's text, as their JSON text joined by commas; null when the text is not
+ * an object. Linear in the text, without a parse: the SQLite writer compares envelopes' names per single call
+ * (ownEnvelopeMembers).
+ */
+export function memberNames (objectText: string): string | null {
+  if (objectText.charCodeAt(0) !== 0x7b) return null
+  let names = ''
+  let depth = 0
+  let expectName = true
+  for (let i = 1; i < objectText.length; i++) {
+    const c = objectText.charCodeAt(i)
+    if (c === 0x22) { // a string: a name where one is expected at the top level, else skipped
+      let j = i + 1
+      while (j < objectText.length && objectText.charCodeAt(j) !== 0x22) j += objectText.charCodeAt(j) === 0x5c ? 2 : 1
+      if (depth === 0 && expectName) {
+        names += names === '' ? objectText.slice(i, j + 1) : `,${objectText.slice(i, j + 1)}`
+        expectName = false
+      }
+      i = j
+    } else if (c === 0x7b || c === 0x5b) {
+      depth++
+    } else if (c === 0x7d || c === 0x5d) {
+      if (depth === 0) return names
+      depth--
+    } else if (c === 0x2c && depth === 0) {
+      expectName = true
+    }
+  }
+  return null
+}
+
+/**
+ * What a record filed under another request's row appends to its item (SQLite keeps runs of single calls of one key
+ * and millisecond under one request row): its own envelope's members. Joined to the shared envelope by recordJson,
+ * each member the record repeats takes the record's own value (a JSON object's later member wins, as JSON.parse and
+ * an object spread both read it) in the shared envelope's member order; so every version's reader, which joins or
+ * spreads the two halves, answers the record as it was sent. Both envelopes must have the same member names
+ * (memberNames), so that no member of the shared one is left standing.
+ */
+export function ownEnvelopeMembers (envelope: string): string {
+  return envelope.slice(1, -1)
+}
+
 /** The record's JSON text from its two halves. */
 export function recordJson (envelope: string, item: string): string {
   return `${envelope.slice(0, -1)},${item}}`

@@ -9,7 +9,8 @@
  * instead of failing).
  */
 import Database from 'better-sqlite3'
-import type { HistoryPart } from '../history/block.ts'
+import { withMembersAppended, type HistoryPart } from '../history/block.ts'
+import { memberNames, ownEnvelopeMembers } from '../history/record.ts'
 import { readsBlocks, rowParts, searchPage } from '../history/blocks.ts'
 import { continuationUid, decodeCursor, toRows, usageDeltas, validateFilters, validateLimit, type HistoryRow } from '../history/rows.ts'
 import {
@@ -36,6 +37,43 @@ export interface SqliteStoreOptions {
 
 const kDefaultBusyTimeoutMs = 5000 // 5 s: longer than any history batch transaction
 const kPurgeBatch = 1000 // requests (and blocks) per purge transaction, so the history writer can interleave during a long purge
+
+/** A run of parts that one request row files: its uid's, and single calls that share it (SharedRun). */
+interface Run {
+  uid: string
+  req: number
+  last: number
+  stored: number
+  /** Set when the run began with a single call: what another single call must match to join it. */
+  shared: SharedRun | null
+}
+
+/**
+ * What single calls filed under one request row share: its filter columns and its millisecond (so that searches,
+ * which read a request's items under its date, see each call under its own), and the envelope's member names.
+ */
+interface SharedRun {
+  part: HistoryPart
+  names: string
+}
+
+/** Whether part p is a single call's (one item, no bulk request). */
+function isSingleCall (p: HistoryPart): boolean {
+  return p.count === 1 && p.bulkRequestId === null
+}
+
+/**
+ * Single call p's part as filed under the run's request row (SharedRun), carrying its own envelope's members; null
+ * when p may not join the run.
+ */
+function joined (run: Run | null, p: HistoryPart): Uint8Array | null {
+  const shared = run?.shared
+  if (shared == null) return null
+  const r = shared.part
+  const joins = isSingleCall(p) && p.ts === r.ts && p.tenant === r.tenant && p.apikey === r.apikey && p.userId === r.userId &&
+    p.authType === r.authType && p.httpStatus === r.httpStatus && memberNames(p.envelope) === shared.names
+  return joins ? withMembersAppended(p.part, ownEnvelopeMembers(p.envelope)) : null
+}
 
 /** The history statements, prepared once the tables exist. */
 interface Statements extends BlockStatements, BlockWriterStatements {
@@ -205,7 +243,7 @@ export class SqliteStore extends SqlStore implements Store {
         const blocks = new BlockWriter(s)
         /** uids whose run ended earlier in this batch: meeting one again files the run as a request of its own. */
         const ended = new Set<string>()
-        let run: { uid: string, req: number, last: number, stored: number } | null = null
+        let run: Run | null = null
         const endRun = (): void => {
           if (run === null) return
           if (run.last !== run.stored) s.extendRequest.run(run.last, run.req)
@@ -215,13 +253,22 @@ export class SqliteStore extends SqlStore implements Store {
         for (const p of todo) {
           const first = next
           const last = next + p.count - 1
+          let part = p.part
+          const sharing = run !== null && run.uid === p.uid ? null : joined(run, p)
           if (run !== null && run.uid === p.uid) {
             run.last = last
+          } else if (run !== null && sharing !== null) {
+            // A single call of the run's key and millisecond: its item, carrying its own envelope, joins the row.
+            run.last = last
+            part = sharing
+            ended.add(p.uid)
           } else {
             endRun()
             run = this.#startRun(s, p, first, last, ended.has(p.uid))
+            const names = isSingleCall(p) ? memberNames(p.envelope) : null
+            if (names !== null) run.shared = { part: p, names }
           }
-          blocks.add(p.tenant, first, p.count, run.req, p.ts, p.part)
+          blocks.add(p.tenant, first, p.count, run.req, p.ts, part)
           next = last + 1
         }
         endRun()
@@ -236,16 +283,16 @@ export class SqliteStore extends SqlStore implements Store {
    * row's items directly (the writer cut the request across two batches); any other continuation, or a uid met
    * again in the same batch, gets a row of its own (continuationUid).
    */
-  #startRun (s: Statements, p: HistoryPart, first: number, last: number, seen: boolean): { uid: string, req: number, last: number, stored: number } {
+  #startRun (s: Statements, p: HistoryPart, first: number, last: number, seen: boolean): Run {
     const cols = [p.ts, p.tenant, p.requestId, p.bulkRequestId, p.httpStatus, p.authType, p.apikey, p.userId, p.envelope, first, last]
     if (!seen) {
       const inserted = s.insertNewRequest.run(p.uid, ...cols)
-      if (inserted.changes === 1) return { uid: p.uid, req: Number(inserted.lastInsertRowid), last, stored: last }
+      if (inserted.changes === 1) return { uid: p.uid, req: Number(inserted.lastInsertRowid), last, stored: last, shared: null }
       const prior = s.requestByUid.get(p.uid) as { id: number, last_item: number } | undefined
-      if (prior !== undefined && prior.last_item === first - 1) return { uid: p.uid, req: prior.id, last, stored: first - 1 }
+      if (prior !== undefined && prior.last_item === first - 1) return { uid: p.uid, req: prior.id, last, stored: first - 1, shared: null }
     }
     const req = Number(s.insertRequest.run(continuationUid(p.uid, first), ...cols).lastInsertRowid)
-    return { uid: p.uid, req, last, stored: last }
+    return { uid: p.uid, req, last, stored: last, shared: null }
   }
 
   /** Inserts records and counts them, in one transaction. */
