@@ -17,6 +17,13 @@ export interface PostgresPortOptions {
   schema: string
   max: number
   connectionTimeoutMs: number
+  /**
+   * Longest wait for the answer to a statement run outside a transaction (run, all: key and allowlist lookups among
+   * them), in ms; default connectionTimeoutMs. A server that stops answering on an open connection then fails the
+   * statement as unreachable (and #reach refuses the others at once) instead of holding every request as long as it
+   * is silent. Transactions (history batches, migrations) and history searches are not bounded by it.
+   */
+  queryTimeoutMs?: number
   /** Receives errors of idle pooled connections (already sanitized); without it they are dropped, not thrown. */
   onError?: (err: StoreError) => void
 }
@@ -47,6 +54,12 @@ export function postgresError (err: unknown, secrets: readonly string[]): StoreE
   return wrapped
 }
 
+/** A query config with pg's per-query read timeout, which its type declarations leave out. */
+function boundedQuery (text: string, values: unknown[], timeoutMs: number): pg.QueryConfig {
+  const config: pg.QueryConfig & { query_timeout: number } = { text, values, query_timeout: timeoutMs }
+  return config
+}
+
 /** One store's pool. */
 export class PostgresPort implements SqlPort {
   readonly #pool: pg.Pool
@@ -61,10 +74,12 @@ export class PostgresPort implements SqlPort {
   #down = false
   /** An attempt is in flight while #down: the others fail at once (#reach). */
   #probing = false
+  readonly #queryTimeoutMs: number
 
   constructor (options: PostgresPortOptions) {
     this.#s = `"${options.schema}"`
     this.#secrets = secretsOf(options.url)
+    this.#queryTimeoutMs = options.queryTimeoutMs ?? options.connectionTimeoutMs
     this.#pool = new pg.Pool({
       connectionString: options.url,
       max: options.max,
@@ -150,11 +165,20 @@ export class PostgresPort implements SqlPort {
   }
 
   async run (sql: string, params: unknown[]): Promise<number> {
-    return (await this.query(this.#dialect(sql), params)).rowCount ?? 0
+    return (await this.#bounded(this.#dialect(sql), params)).rowCount ?? 0
   }
 
   async all<T> (sql: string, params: unknown[]): Promise<T[]> {
-    return (await this.query(this.#dialect(sql), params)).rows as T[]
+    return (await this.#bounded(this.#dialect(sql), params)).rows as T[]
+  }
+
+  /**
+   * query() with an answer awaited at most queryTimeoutMs: pg fails it ("Query read timeout", unreachable) and the
+   * pool drops that connection, whose server may still answer the statement late.
+   */
+  async #bounded (sql: string, params: unknown[]): Promise<pg.QueryResult> {
+    this.assertOpen()
+    return await this.#reach(async () => await this.#pool.query(boundedQuery(sql, params, this.#queryTimeoutMs)))
   }
 
   /** Nothing outside a transaction (SqlPort.turns). */

@@ -52,6 +52,12 @@ export interface RedisQuotaOptions {
   now?: () => number
   /** How long to wait for a connection, in ms. */
   connectTimeoutMs?: number
+  /**
+   * How long a command waits for its answer on a connection that is open, in ms (default 2 s). A Redis that stops
+   * answering then fails admission with QUOTA_UNAVAILABLE (503) instead of holding every request while it is silent;
+   * a reservation whose answer came too late may still be counted when Redis resumes.
+   */
+  commandTimeoutMs?: number
   /** Receives connection errors (already scrubbed); without it they are dropped. */
   onError?: (err: StoreError) => void
 }
@@ -60,6 +66,7 @@ const kDayMs = 24 * 60 * 60 * 1000
 const kDefaultPrefix = 'iocv:'
 const kKeepDaysAfter = 2 // Redis counters live until 2 days after their day ends: long enough for late releases
 const kDefaultConnectTimeoutMs = 2000 // 2 s: admission must fail fast, not hang, when Redis is away
+const kDefaultCommandTimeoutMs = 2000 // likewise when Redis stops answering on an open connection
 
 function checkArgs (keyId: unknown, day: unknown, n: unknown, limit?: unknown): void {
   if (typeof keyId !== 'string' || keyId === '') throw new StoreError('INVALID_REQUEST', 'keyId must be a non-empty string')
@@ -211,6 +218,7 @@ export class RedisQuota implements QuotaCounter {
     try {
       redis = new Redis(options.url, {
         connectTimeout: options.connectTimeoutMs ?? kDefaultConnectTimeoutMs,
+        commandTimeout: options.commandTimeoutMs ?? kDefaultCommandTimeoutMs,
         // One retry, then the command fails: admission reports QUOTA_UNAVAILABLE instead of waiting forever.
         maxRetriesPerRequest: 1,
         // disconnect() arms a timer of this length for a socket that may already be gone (refused connection),

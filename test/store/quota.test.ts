@@ -2,9 +2,14 @@
  * Quota counter contract: the same tests against MemoryQuota and (with IOC_TEST_REDIS_URL) RedisQuota.
  */
 import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
 import { test } from 'node:test'
+import { Redis } from 'ioredis'
 import { RedisQuota, type UsageSource } from '../../src/store/quota.ts'
+import { stallRelay } from '../fixtures/stall-relay.ts'
 import { quotaBackends } from './backends.ts'
+
+const kRedisUrl = process.env.IOC_TEST_REDIS_URL
 
 const kDay = '2024-04-10'
 
@@ -147,4 +152,37 @@ test('an unreachable Redis rejects with QUOTA_UNAVAILABLE and never reveals the 
   } finally {
     await q.close()
   }
+})
+
+test('a Redis that stops answering on an open connection fails reservations with QUOTA_UNAVAILABLE; then they pass', {
+  skip: kRedisUrl === undefined || kRedisUrl === '' ? 'IOC_TEST_REDIS_URL not set' : false,
+  timeout: 60_000
+}, async (t) => {
+  const target = new URL(kRedisUrl as string)
+  const relay = await stallRelay(target.hostname, Number(target.port === '' ? 6379 : target.port))
+  t.after(() => { relay.close() })
+  const url = new URL(kRedisUrl as string)
+  url.hostname = '127.0.0.1'
+  url.port = String(relay.port)
+  const prefix = `iocv_test_${randomBytes(6).toString('hex')}:`
+  const q = new RedisQuota({ url: url.href, store: source(), prefix, commandTimeoutMs: 300 })
+  const cleanup = new Redis(kRedisUrl as string)
+  t.after(async () => {
+    await q.close()
+    const keys = await cleanup.keys(`${prefix}*`)
+    if (keys.length > 0) await cleanup.del(...keys)
+    cleanup.disconnect()
+  })
+  assert.equal((await q.reserve('k', kDay, 1, 100)).ok, true)
+  relay.stall()
+  // Without a bound this would wait for as long as Redis is silent: the test's own timeout.
+  const err = await q.reserve('k', kDay, 1, 100).then(() => null, (e: unknown) => e)
+  assert.equal((err as { code?: string } | null)?.code, 'QUOTA_UNAVAILABLE')
+  relay.resume()
+  let ok = false
+  for (let i = 0; i < 100 && !ok; i++) {
+    ok = await q.reserve('k', kDay, 1, 100).then((r) => r.ok, () => false)
+    if (!ok) await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  assert.ok(ok, 'reservations pass again once Redis answers')
 })

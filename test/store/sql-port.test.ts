@@ -13,6 +13,7 @@ import { PostgresPort } from '../../src/store/postgres-port.ts'
 import { dialectSql, isUniqueViolation, type SqlPort } from '../../src/store/sql-port.ts'
 import { SqlitePort } from '../../src/store/sqlite-port.ts'
 import { pgSchemaCleanups } from '../helper.ts'
+import { stallRelay } from '../fixtures/stall-relay.ts'
 
 const kDatabaseUrl = process.env.IOC_TEST_DATABASE_URL
 const kNoPostgres = kDatabaseUrl === undefined || kDatabaseUrl === '' ? 'IOC_TEST_DATABASE_URL not set' : false
@@ -193,4 +194,26 @@ test('PostgreSQL port: while a server that does not answer is tried again, the o
   forward = true
   assert.equal(await codeOf(port.query('SELECT 1')), 'ok')
   assert.deepEqual(await Promise.all(Array.from({ length: 5 }, async () => await codeOf(port.query('SELECT 1')))), ['ok', 'ok', 'ok', 'ok', 'ok'])
+})
+
+test('PostgreSQL port: a server that stops answering on an open connection fails lookups as unreachable; then all pass', { skip: kNoPostgres, timeout: 60_000 }, async (t) => {
+  const target = new URL(kDatabaseUrl as string)
+  const relay = await stallRelay(target.hostname, Number(target.port === '' ? 5432 : target.port))
+  t.after(() => { relay.close() })
+  const url = new URL(kDatabaseUrl as string)
+  url.hostname = '127.0.0.1'
+  url.port = String(relay.port)
+  const port = new PostgresPort({ url: url.href, schema: 'public', max: 3, connectionTimeoutMs: 5000, queryTimeoutMs: 300 })
+  t.after(async () => { await port.close() })
+  const codeOf = async (p: Promise<unknown>): Promise<string> => await p.then(() => 'ok', (err: { code?: string, message?: string }) => `${err.code ?? '?'}: ${err.message ?? ''}`)
+  assert.deepEqual(await port.all('SELECT 1 AS one', []), [{ one: 1 }], 'the connection is open')
+  relay.stall()
+  // Without a bound each of these would wait for as long as the server is silent: the test's own timeout.
+  assert.match(await codeOf(port.all('SELECT 1', [])), /^STORE_UNAVAILABLE: PostgreSQL unavailable: .*timeout/i)
+  const [probe, ...others] = await Promise.all(Array.from({ length: 4 }, async () => await codeOf(port.run('SELECT 1', []))))
+  assert.match(probe as string, /timeout|connect/i, 'one caller tries again')
+  for (const r of others) assert.match(r, /the next one is in progress/)
+  relay.resume()
+  assert.equal(await codeOf(port.all('SELECT 1', [])), 'ok')
+  assert.deepEqual(await Promise.all(Array.from({ length: 4 }, async () => await codeOf(port.all('SELECT 1', [])))), ['ok', 'ok', 'ok', 'ok'])
 })
