@@ -11,10 +11,14 @@
  *   |   value     | str                                                                    |
  *   |   log-only  | str or nil, each                                                       |
  *
- * Anything else a chunk may hold (a number or an object as the type or value: the scoring thread answers such items
+ * Anything else a chunk may hold (a number or a boolean as the type or value: the scoring thread answers such items
  * with an item error) is packed by threadPackr itself. A chunk holding a string with a lone UTF-16 surrogate is not
  * encoded at all and goes by structured clone: msgpack writes a lone surrogate as three bytes that decode to three
- * U+FFFD, and the answer must echo the value as sent (JSON escapes it as \udXXX).
+ * U+FFFD, and the answer must echo the value as sent (JSON escapes it as \udXXX). A chunk where a type or value is
+ * an object or an array goes by structured clone too, each such one as its JSON text (JsonItems): a body may hold one
+ * object of 250,000 members, which msgpackr packed (and structured clone copied) in about half a second of the main
+ * thread, JSON.stringify in a tenth of that; the scoring thread parses it back, lone surrogates kept (JSON escapes
+ * them).
  *
  * Written by hand rather than with threadPackr.pack alone: msgpackr's generic walk cost the main thread more per item
  * than the rest of dispatching it; test/pool/chunk-codec.test.ts holds the two to the same bytes.
@@ -27,8 +31,14 @@ import type { ChunkItem } from './score-chunk.ts'
 /** msgpack between the service's own threads. */
 export const threadPackr = new Packr()
 
-/** A chunk's items as they travel: packed bytes (transferred), or the items themselves (structured clone). */
-export type EncodedItems = Uint8Array<ArrayBuffer> | ChunkItem[]
+/**
+ * A chunk whose types or values include objects or arrays: those as their JSON text, at the positions `json` names
+ * (item index x 4 + field), so that the text is not taken for a string a client sent.
+ */
+export interface JsonItems { items: ChunkItem[], json: number[] }
+
+/** A chunk's items as they travel: packed bytes (transferred), the items themselves (structured clone), or JsonItems. */
+export type EncodedItems = Uint8Array<ArrayBuffer> | ChunkItem[] | JsonItems
 
 /** The main thread's scratch sink for packing chunks (one at a time: packing is synchronous). */
 const kPackSink = new ByteSink(256 * 1024)
@@ -41,26 +51,42 @@ const kIllFormed = 2
 export function encodeItems (items: readonly ChunkItem[]): EncodedItems {
   const fast = packItems(items)
   if (fast !== null) return fast
+  const withJson = jsonItems(items)
+  if (withJson !== null) return withJson
   for (const it of items) {
-    if (holdsIllFormed(it[0]) || holdsIllFormed(it[1]) || illFormed(it[2]) || illFormed(it[3])) return items as ChunkItem[]
+    if (illFormed(it[0]) || illFormed(it[1]) || illFormed(it[2]) || illFormed(it[3])) return items as ChunkItem[]
   }
   return copy(threadPackr.pack(items))
 }
 
 /** The items encodeItems encoded, on the scoring thread. */
-export function decodeItems (encoded: Uint8Array | ChunkItem[]): ChunkItem[] {
-  return encoded instanceof Uint8Array ? threadPackr.unpack(encoded) as ChunkItem[] : encoded
+export function decodeItems (encoded: EncodedItems): ChunkItem[] {
+  if (encoded instanceof Uint8Array) return threadPackr.unpack(encoded) as ChunkItem[]
+  if (Array.isArray(encoded)) return encoded
+  const items = encoded.items
+  for (const at of encoded.json) {
+    const item = items[at >>> 2] as ChunkItem
+    item[at & 3] = JSON.parse(item[at & 3] as string)
+  }
+  return items
 }
 
-/**
- * Whether a type or value as sent holds a string with a lone surrogate anywhere: a string itself, or one inside an
- * array or object (an invalid item echoes it as sent, keys included). Bodies are bounded in depth at the edge.
- */
-function holdsIllFormed (v: unknown): boolean {
-  if (typeof v !== 'object' || v === null) return illFormed(v)
-  if (Array.isArray(v)) return v.some(holdsIllFormed)
-  for (const [k, x] of Object.entries(v)) if (illFormed(k) || holdsIllFormed(x)) return true
-  return false
+/** JsonItems of a chunk whose types or values include an object or an array, else null. */
+function jsonItems (items: readonly ChunkItem[]): JsonItems | null {
+  let out: ChunkItem[] | null = null
+  const json: number[] = []
+  for (let i = 0; i < items.length; i++) {
+    const it = items[i] as ChunkItem
+    for (let f = 0; f < 2; f++) {
+      const v = it[f]
+      if (typeof v !== 'object' || v === null) continue
+      out ??= items.slice()
+      if (out[i] === it) out[i] = [...it] as ChunkItem
+      ;(out[i] as ChunkItem)[f] = JSON.stringify(v)
+      json.push(i * 4 + f)
+    }
+  }
+  return out === null ? null : { items: out, json }
 }
 
 /** Whether a string holds a lone UTF-16 surrogate (String.prototype.isWellFormed, Node 20). */

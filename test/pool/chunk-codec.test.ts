@@ -14,8 +14,8 @@ const odd: ChunkItem[] = [
   [undefined, 'bücher.de', null, 'ÉDR'], [null, 'x'.repeat(40), null, null], ['domain', 'y'.repeat(300), 'allow', null],
   ['ip', 'z'.repeat(70_000), null, null], ['😀', '😀.example', null, null], ['domain', '', '', ''], ['ip', 'ü'.repeat(20_000), 'ß', null]
 ]
-/** Items the direct writer leaves to msgpackr: a number, an object or a boolean where a string is expected. */
-const general: ChunkItem[] = [[7, { a: 1 }, null, null], ['ip', 42, null, null], [true, 'a.example', null, null], ['ip', null, null, null]]
+/** Items the direct writer leaves to msgpackr: a number or a boolean where a string is expected. */
+const general: ChunkItem[] = [[7, 8.5, null, null], ['ip', 42, null, null], [true, 'a.example', null, null], ['ip', null, null, null]]
 /** Chunks at every array header size: fixarray (< 16), array 16, array 32 (65,536 items and more). */
 const chunks: ChunkItem[][] = [
   [], plain.slice(0, 1), plain.slice(0, 15), plain.slice(0, 16), plain, odd, [...plain, ...odd], general, [...odd, ...general],
@@ -60,18 +60,20 @@ test('a chunk with a lone surrogate in any field travels unencoded, so the value
   assert.ok(encodeItems([['domain', '\ud83d\ude00.example', null, null]]) instanceof Uint8Array)
 })
 
-test('a type or value that is not a string travels unencoded when it holds a lone surrogate anywhere, keys included', () => {
-  for (const value of [['\ud800'], { k: 'a\udc00' }, { 'k\udc00': 1 }, [{ deep: ['x', '\ud800'] }]]) {
+test('a type or value that is an object or an array travels as its JSON text and decodes as sent, lone surrogates too', () => {
+  for (const value of [{ a: 1 }, ['\ud800'], { k: 'a\udc00' }, { 'k\udc00': 1 }, [{ deep: ['x', '\ud800', null, true, 1.5] }], {}]) {
     for (const at of [0, 1]) {
-      const item: ChunkItem = ['domain', 'a.example', null, null]
+      const item: ChunkItem = ['domain', 'a.example', 'block', null]
       item[at] = value
-      const chunk: ChunkItem[] = [...plain.slice(0, 3), item]
-      assert.equal(encodeItems(chunk), chunk, `field ${at}: ${JSON.stringify(value)}`)
+      const chunk: ChunkItem[] = [...plain.slice(0, 3), item, ['ip', 7, null, 'a\ud800']]
+      const encoded = encodeItems(chunk)
+      assert.ok(!(encoded instanceof Uint8Array) && !Array.isArray(encoded), `field ${at}: ${JSON.stringify(value)}`)
+      // The caller's items are left as they were; the scoring thread gets them back as sent.
+      assert.equal(chunk[3]?.[at], value)
+      assert.deepEqual(decodeItems(structuredClone(encoded)), chunk)
     }
   }
-  // Well-formed objects are packed, and decode as sent.
-  const packed: ChunkItem[] = [['domain', { k: ['\ud83d\ude00', 1] }, null, null]]
-  const bytes = encodeItems(packed)
-  assert.ok(bytes instanceof Uint8Array)
-  assert.deepEqual(decodeItems(bytes), packed)
+  // A string that reads as JSON stays a string.
+  const text: ChunkItem[] = [['domain', '{"a":1}', null, null], [null, { b: 2 }, null, null]]
+  assert.deepEqual(decodeItems(structuredClone(encodeItems(text))), text)
 })
