@@ -15,6 +15,7 @@
  * else, and no maintained package validates standard MessagePack without decoding it.
  * @see https://github.com/msgpack/msgpack/blob/master/spec.md
  */
+import { isUtf8 } from 'node:buffer'
 import { InvalidRequestError } from '../errors.ts'
 
 /** Deepest nesting of arrays and objects a body may have (the outermost counts as 1). */
@@ -139,8 +140,8 @@ for (const [b, n] of [[0xca, 4], [0xcb, 8], [0xcc, 1], [0xcd, 2], [0xce, 4], [0x
 /**
  * Throws INVALID_REQUEST unless `buf` is exactly one standard MessagePack value with a JSON form, nested at most
  * kMaxDepth levels, of at most kMaxElements elements, whose maps have string keys, none of them forbidden; throws
- * `counted`'s error as soon as its member's array header says too many items. Reads each byte of a header once and
- * skips string payloads; keeps one count per open array or map.
+ * `counted`'s error as soon as its member's array header says too many items, or when a string is not UTF-8. Reads
+ * each byte once; keeps one count per open array or map.
  */
 export function checkMsgpackBody (buf: Uint8Array, counted?: CountedMember): void {
   const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength)
@@ -202,6 +203,13 @@ export function checkMsgpackBody (buf: Uint8Array, counted?: CountedMember): voi
         for (const k of kForbiddenKeyBytes) {
           if (k.length === str && k.equals(buf.subarray(p, p + str))) throw forbidden(k.toString())
         }
+      }
+      // A str is UTF-8 (the MessagePack spec): other bytes would be decoded to U+FFFD, and an answer and its history
+      // record would show a value other than the one sent. ASCII is scanned here, anything else checked natively.
+      for (let i = p; i < p + str; i++) {
+        if ((buf[i] as number) < 0x80) continue
+        if (!isUtf8(buf.subarray(p, p + str))) throw new InvalidRequestError(`body holds a string that is not valid UTF-8 (at byte ${p})`)
+        break
       }
       p += str
     } else if (count > 0) {

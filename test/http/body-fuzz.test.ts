@@ -288,3 +288,38 @@ test('a JSON body holding bytes that are not UTF-8 is refused as such, and nothi
   assert.deepEqual(page.results.map((r: Record<string, any>) => r.indicator.value), ['café.example'])
   await stillAnswers()
 })
+
+test('a MessagePack string holding bytes that are not UTF-8 is refused as such; UTF-8 proper is read as sent', kTimeout, async () => {
+  const key = await svc.makeKey(['verdict', 'verdict_bulk', 'mgmt'], { tenant: 'msgpack-not-utf8' })
+  const packr = new Packr({ useRecords: false })
+  const post = async (url: string, payload: Buffer): Promise<{ status: number, body: Record<string, any> }> => {
+    const res = await svc.app.inject({ method: 'POST', url, headers: { 'content-type': 'application/msgpack', 'x-api-key': key }, payload })
+    return { status: res.statusCode, body: res.json() as Record<string, any> }
+  }
+  /** A body whose marker string's X bytes are replaced by `bytes` (of the same length). */
+  const withBytes = (body: object, marker: string, bytes: number[]): Buffer => {
+    const buf = Buffer.from(packr.pack(body))
+    const at = buf.indexOf(marker)
+    assert.ok(at >= 0)
+    Buffer.from(bytes).copy(buf, at)
+    return buf
+  }
+  const cases = [
+    ['/api/v2/ioc/verdict', withBytes({ indicator: { value: 'abXc.example' } }, 'X', [0xff])],
+    ['/api/v2/ioc/verdict/bulk', withBytes({ indicators: [{ value: '1.2.3.4' }, { value: 'XXX.example' }] }, 'XXX', [0xed, 0xa0, 0x80])],
+    ['/api/v2/ioc/verdict/bulk', withBytes({ indicators: [{ value: '1.2.3.4', action_taken: 'XX' }] }, 'XX', [0xc3, 0x28])]
+  ] as const
+  for (const [url, body] of cases) {
+    const r = await post(url, body)
+    assert.equal(r.status, 400, JSON.stringify(r.body))
+    assert.equal(r.body.code, 'INVALID_REQUEST')
+    assert.match(r.body.message, /not valid UTF-8/)
+  }
+  const ok = await post('/api/v2/ioc/verdict', Buffer.from(packr.pack({ indicator: { value: 'café.example' } })))
+  assert.equal(ok.status, 200)
+  assert.equal(ok.body.indicator.value, 'café.example')
+  await svc.history.flush()
+  const page = (await svc.app.inject({ url: '/api/v2/mgmt/enrich-logs/search-history', headers: { 'x-api-key': key } })).json() as Record<string, any>
+  assert.deepEqual(page.results.map((r: Record<string, any>) => r.indicator.value), ['café.example'])
+  await stillAnswers()
+})
