@@ -265,6 +265,9 @@ export function toPublicError (err: ErrorLike): PublicError {
   }
   const status = err.statusCode ?? 500
   if (kPublicCodes.has(code) && status >= 400 && status < 600 && status !== 500) return { status, code, message: err.message }
+  // A framework 403 without a code of ours: @fastify/static refusing a path out of its root (`/dashboard/%2e%2e/x`),
+  // which is a file that is not there.
+  if (status === 403) return { status: 404, code: 'NOT_FOUND', message: 'no such file' }
   if (status >= 400 && status < 500) return { status, code: 'INVALID_REQUEST', message: err.message }
   return kInternal
 }

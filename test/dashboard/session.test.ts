@@ -145,6 +145,12 @@ test('/ and /dashboard redirect to the dashboard, whose page forbids scripts and
     assert.equal(root.statusCode, 302, url)
     assert.equal(root.headers.location, '/dashboard/')
   }
+  // Paths out of the page's files are files that are not there, whatever their spelling.
+  for (const url of ['/dashboard/%2e%2e/%2e%2e/package.json', '/dashboard//evil.example', '/dashboard/%5cevil.example']) {
+    const res = await svc.app.inject({ url })
+    assert.equal(res.statusCode, 404, `${url}: ${res.body}`)
+    assert.equal(res.json().code, 'NOT_FOUND')
+  }
   const page = await svc.app.inject({ url: '/dashboard/' })
   assert.equal(page.statusCode, 200)
   assert.match(String(page.headers['content-security-policy']), /default-src 'self'.*connect-src 'self'/)
