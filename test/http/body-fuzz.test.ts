@@ -72,6 +72,14 @@ async function stillAnswers (): Promise<void> {
   assert.equal(res.statusCode, 200)
 }
 
+/** That the key's history holds exactly these values (nothing of the refused requests), and the service still answers. */
+async function onlyRecorded (key: string, values: string[]): Promise<void> {
+  await svc.history.flush()
+  const page = (await svc.app.inject({ url: '/api/v2/mgmt/enrich-logs/search-history', headers: { 'x-api-key': key } })).json() as Record<string, any>
+  assert.deepEqual(page.results.map((r: Record<string, any>) => r.indicator.value), values)
+  await stillAnswers()
+}
+
 test('MessagePack shared references (structured clone) are refused at once, before and after authentication', kTimeout, async () => {
   const packr = new Packr({ structuredClone: true, useRecords: false })
   for (const levels of [20, 35, 48]) {
@@ -283,10 +291,7 @@ test('a JSON body holding bytes that are not UTF-8 is refused as such, and nothi
   const ok = await post('/api/v2/ioc/verdict', Buffer.from('\ufeff{"indicator":{"value":"café.example"}}'))
   assert.equal(ok.status, 200)
   assert.equal(ok.body.indicator.value, 'café.example')
-  await svc.history.flush()
-  const page = (await svc.app.inject({ url: '/api/v2/mgmt/enrich-logs/search-history', headers: { 'x-api-key': key } })).json() as Record<string, any>
-  assert.deepEqual(page.results.map((r: Record<string, any>) => r.indicator.value), ['café.example'])
-  await stillAnswers()
+  await onlyRecorded(key, ['café.example'])
 })
 
 test('a MessagePack string holding bytes that are not UTF-8 is refused as such; UTF-8 proper is read as sent', kTimeout, async () => {
@@ -318,8 +323,5 @@ test('a MessagePack string holding bytes that are not UTF-8 is refused as such; 
   const ok = await post('/api/v2/ioc/verdict', Buffer.from(packr.pack({ indicator: { value: 'café.example' } })))
   assert.equal(ok.status, 200)
   assert.equal(ok.body.indicator.value, 'café.example')
-  await svc.history.flush()
-  const page = (await svc.app.inject({ url: '/api/v2/mgmt/enrich-logs/search-history', headers: { 'x-api-key': key } })).json() as Record<string, any>
-  assert.deepEqual(page.results.map((r: Record<string, any>) => r.indicator.value), ['café.example'])
-  await stillAnswers()
+  await onlyRecorded(key, ['café.example'])
 })
