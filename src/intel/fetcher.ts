@@ -309,7 +309,10 @@ async function attempt (feed: RemoteFeed, headers: Record<string, string>, valid
     let body = await readCapped(res.body, encoding === 'gzip' || encoding === 'x-gzip' ? true : 'sniff', feed.maxBytes)
     if (isZip(body)) body = await unzipBody(body, feed)
     else if (feed.zipMember !== null) throw new AttemptError('bad_zip', 'body is not a zip archive (the feed names a "zip_member")', false)
-    return { kind: 'body', body, etag: header('etag'), lastModified: header('last-modified'), contentType: header('content-type') }
+    // Validators are kept only from the feed's own origin: they go back to that origin alone (above), where another
+    // host's ETag could never match, so a feed that redirects elsewhere would never be answered 304.
+    const sameOrigin = new URL(url).origin === origin
+    return { kind: 'body', body, etag: sameOrigin ? header('etag') : null, lastModified: sameOrigin ? header('last-modified') : null, contentType: header('content-type') }
   } catch (err) {
     if (err instanceof AttemptError) throw err
     throw transportError(err, signal, stop)

@@ -631,9 +631,9 @@ test('a restart within refresh_seconds of the last fetch fetches nothing; a chan
   await until('its copy', async () => (await sources(third)).sources[0]?.status === 'ok')
 })
 
-test('a manifest\'s headers follow a redirect within the feed\'s origin only', async (t) => {
+test('a manifest\'s headers and the validators follow a redirect within the feed\'s origin only', async (t) => {
   const other = await feedHost(t)
-  other.set((_req, res) => { res.end(netset(5, 9)) })
+  other.set((_req, res) => { res.setHeader('etag', '"elsewhere"'); res.setHeader('last-modified', 'Sun, 06 Dec 2026 12:00:00 GMT'); res.end(netset(5, 9)) })
   const host = await feedHost(t)
   const otherPort = new URL(other.url).port
   host.set((req, res) => {
@@ -650,6 +650,8 @@ test('a manifest\'s headers follow a redirect within the feed\'s origin only', a
   assert.equal(other.requests.length, 1)
   assert.equal(other.requests[0]?.headers['auth-key'], undefined, 'the key never reaches another origin')
   assert.equal(other.requests[0]?.headers['if-none-match'], undefined)
+  // Its validators are another origin's, which the feed's origin would never match: not kept for the next fetch.
+  assert.deepEqual(out.kind === 'body' ? [out.etag, out.lastModified] : null, [null, null])
 })
 
 test('timeout_seconds bounds the waits between body chunks, not a download that keeps moving', { timeout: 60_000 }, async (t) => {
