@@ -95,10 +95,14 @@ export class PostgresPort implements SqlPort {
     if (this.#closed) throw new StoreError('STORE_CLOSED', 'the store is closed')
   }
 
-  /** A query in PostgreSQL's own SQL, on any pooled connection. */
-  async query<R extends pg.QueryResultRow> (sql: string, params: unknown[] = []): Promise<pg.QueryResult<R>> {
+  /**
+   * A query in PostgreSQL's own SQL, on any pooled connection; with `timeoutMs`, its answer awaited at most that long:
+   * pg fails it ("Query read timeout", unreachable) and the pool drops that connection, whose server may still answer
+   * the statement late.
+   */
+  async query<R extends pg.QueryResultRow> (sql: string, params: unknown[] = [], timeoutMs?: number): Promise<pg.QueryResult<R>> {
     this.assertOpen()
-    return await this.#reach(async () => await this.#pool.query<R>(sql, params))
+    return await this.#reach(async () => await this.#pool.query<R>(timeoutMs === undefined ? { text: sql, values: params } : boundedQuery(sql, params, timeoutMs)))
   }
 
   /**
@@ -165,20 +169,11 @@ export class PostgresPort implements SqlPort {
   }
 
   async run (sql: string, params: unknown[]): Promise<number> {
-    return (await this.#bounded(this.#dialect(sql), params)).rowCount ?? 0
+    return (await this.query(this.#dialect(sql), params, this.#queryTimeoutMs)).rowCount ?? 0
   }
 
   async all<T> (sql: string, params: unknown[]): Promise<T[]> {
-    return (await this.#bounded(this.#dialect(sql), params)).rows as T[]
-  }
-
-  /**
-   * query() with an answer awaited at most queryTimeoutMs: pg fails it ("Query read timeout", unreachable) and the
-   * pool drops that connection, whose server may still answer the statement late.
-   */
-  async #bounded (sql: string, params: unknown[]): Promise<pg.QueryResult> {
-    this.assertOpen()
-    return await this.#reach(async () => await this.#pool.query(boundedQuery(sql, params, this.#queryTimeoutMs)))
+    return (await this.query(this.#dialect(sql), params, this.#queryTimeoutMs)).rows as T[]
   }
 
   /** Nothing outside a transaction (SqlPort.turns). */

@@ -254,8 +254,9 @@ export class SqliteStore extends SqlStore implements Store {
           const first = next
           const last = next + p.count - 1
           let part = p.part
-          const sharing = run !== null && run.uid === p.uid ? null : joined(run, p)
-          if (run !== null && run.uid === p.uid) {
+          const continues = run !== null && run.uid === p.uid
+          const sharing = continues ? null : joined(run, p)
+          if (run !== null && continues) {
             run.last = last
           } else if (run !== null && sharing !== null) {
             // A single call of the run's key and millisecond: its item, carrying its own envelope, joins the row.
